@@ -1,0 +1,43 @@
+# The two commands of the README: `make repro` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.foilforge-installed
+WORDNET := $(VENV)/nltk_data/corpora/wordnet/lexnames
+LINKGRAMMAR := $(VENV)/.foilforge-linkgrammar
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: setup system-deps repro test benchmarks clean-venv
+
+setup: system-deps $(STAMP) $(WORDNET) $(LINKGRAMMAR)
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+$(WORDNET): $(STAMP) scripts/setup_wordnet.py
+	$(BIN)/python scripts/setup_wordnet.py $(VENV)/nltk_data
+
+$(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
+	$(BIN)/python scripts/link_linkgrammar.py
+	touch $@
+
+repro: setup
+	$(BIN)/dvc repro
+	$(BIN)/dvc metrics show
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+benchmarks: setup
+	$(BIN)/python -m benchmarks.run_all
+
+clean-venv:
+	rm -rf $(VENV)

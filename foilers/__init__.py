@@ -1,0 +1,1 @@
+"""Foilers: one module per phenomenon, registered in foilers.base.FOILERS."""

