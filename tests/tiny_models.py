@@ -38,7 +38,7 @@ class TinyModels:
         from transformers import BertTokenizerFast
 
         vocab = write_vocab(directory)
-        tok = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=lowercase)
+        tok = BertTokenizerFast(vocab=str(vocab), do_lower_case=lowercase)  # transformers 5: `vocab_file=` is ignored
         tok.save_pretrained(directory)
         return tok
 

@@ -1,0 +1,135 @@
+"""Action replacement (foilers/action_replacement.py) and its WordNet constraint (foilers/wordnet_constraints.py)."""
+
+import json
+import math
+
+import pytest
+
+from foilers.action_replacement import ActionReplacement, CausalSentenceScorer, ScorerProposer, js_divergence, pick_matching
+from foilers.base import rng_for
+from foilers.wordnet_constraints import audit_pairs, check_replacement
+from pipeline.errors import ConfigError
+from tests.conftest import shared_path
+from tests.test_realise import sample_swig
+
+
+@pytest.mark.parametrize("original,replacement,keep,relation", [
+    ("run", "jog", False, "hyponym"),
+    ("jog", "run", False, "hypernym"),
+    ("give", "take", True, "antonym"),
+    ("preaches", "speaks", False, "hypernym"),  # kept by the release
+    ("unveils", "carves", True, "unrelated"),
+    ("sits", "sitting", False, "same verb"),
+])
+def test_named_pairs(original, replacement, keep, relation):
+    assert check_replacement(original, replacement) == (keep, relation)
+
+
+def test_valse_dev_action_replacement_audit():
+    release = json.loads(shared_path("data", "valse-dev", "action-replacement.json").read_text())
+    pairs = [(r["classes"], r["classes_foil"]) for r in release.values()]
+    counts = audit_pairs(pairs)
+    rejected = [(a, b, check_replacement(a, b)[1]) for a, b in pairs if not check_replacement(a, b)[0]]
+    print(f"\nvalse-dev action replacement: {len(pairs)} pairs, the WordNet constraint would reject {len(rejected)}: "
+          + ", ".join(f"{a} -> {b} ({why})" for a, b, why in rejected) + f"; all relations: {dict(counts)}")
+    assert dict(counts) == {"unrelated": 183, "not in WordNet": 3, "hypernym": 2, "hyponym": 1}
+    assert ("preaches", "speaks", "hypernym") in rejected
+
+
+def test_js_divergence_hand_computed():
+    assert js_divergence(["a", "b"], ["b", "a"]) == 0.0
+    assert js_divergence(["a", "a"], ["b", "b"]) == pytest.approx(math.sqrt(math.log(2)))
+    # f = (1/2, 1/2), c = (1, 0): m = (3/4, 1/4)
+    expected = math.sqrt((0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25) + math.log(1 / 0.75)) / 2)
+    assert js_divergence(["a", "a"], ["a", "b"]) == pytest.approx(expected)
+
+
+def test_pick_matching_balances_foil_side():
+    caption_verb = {"s1": "eat", "s2": "ride", "s3": "sit"}
+    candidates = {"s1": ["sit", "ride"], "s2": ["eat"], "s3": ["eat", "ride"]}
+    chosen = pick_matching(candidates, caption_verb, rng_for(0, "t"))
+    foils = sorted(candidates[sid][i] for sid, i in chosen.items())
+    assert foils == ["eat", "ride", "sit"]  # same multiset as the caption side: JS 0
+
+
+SLOT_SAMPLES = [
+    {"id": "a", "image_file": "sitting_1.jpg", "verb": "sitting", "agent": "man", "patient": "table", "preposition": "at"},
+    {"id": "b", "image_file": "riding_2.jpg", "verb": "riding", "agent": "woman", "patient": "horse"},
+    {"id": "c", "image_file": "eating_3.jpg", "verb": "eating", "agent": "people", "patient": "pizza"},
+]
+
+
+@pytest.fixture
+def verb_list(tmp_path):
+    path = tmp_path / "verbs.txt"
+    path.write_text("sitting\nstanding\nriding\neating\n")  # SWiG's gerunds, as verb_indices.txt
+    return str(path)
+
+
+def test_tiny_masked_lm_proposals_through_from_pretrained(tiny_models, verb_list):
+    path = tiny_models.bert_mlm()
+    foiler = ActionReplacement(proposer={"kind": "masked_lm", "name_or_path": str(path), "device": "cpu"},
+                               top_k=400, verb_list=verb_list)
+    records = {r["sample_id"]: r for r in foiler.run(SLOT_SAMPLES, seed=0, instrument="action-replacement")}
+    # the tiny vocabulary holds "sitting standing riding eating" as whole words: every sample finds a SWiG verb
+    assert set(records) == {"a", "b", "c"}
+    assert records["a"]["caption"] == "A man sits at a table."
+    assert records["a"]["foil"] in {"A man stands at a table.", "A man rides at a table.", "A man eats at a table."}
+    assert records["c"]["foil"] in {"People sit a pizza.", "People stand a pizza.", "People ride a pizza."}  # agreement
+    assert all(r["foil_verb"] != r["verb"] for r in records.values())
+    assert records["a"]["id"] == "action-replacement:a" and records["a"]["foiling_method"] == "change_action"
+    assert "js_divergence" in foiler.stats
+
+
+def test_causal_lm_ranking_matches_sentence_logprobs(tiny_models, verb_list):
+    from pipeline.lm import CausalLM
+    from pipeline.models import ModelSpec
+
+    block = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4}
+    foiler = ActionReplacement(proposer=block, top_k=10, verb_list=verb_list, match_distribution=False)
+    records = {r["sample_id"]: r for r in foiler.run(SLOT_SAMPLES, seed=0, instrument="action-replacement")}
+    lm = CausalLM(ModelSpec.from_params(block, "test"))
+    for options, sid in [(["stands", "rides", "eats"], "a"), (["sit", "stand", "ride"], "c")]:
+        caption = records[sid]["caption"]
+        verb = records[sid]["classes"]
+        texts = [caption.replace(f" {verb} ", f" {o} ", 1) for o in options]
+        scores = [lp for lp, _ in lm.sentence_logprobs(texts)]
+        assert records[sid]["foil"] == texts[max(range(len(options)), key=lambda i: (scores[i], -ord(options[i][0])))]
+
+
+def test_scorer_contract_object_runs_on_sample(tiny_models):
+    from pipeline.models import ModelSpec
+
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
+    samples = sample_swig()
+    verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
+    foiler = ActionReplacement(top_k=5).use_proposer(ScorerProposer(CausalSentenceScorer(spec), verbs))
+    records = foiler.run(samples, seed=0, instrument="action-replacement")
+    assert len(records) >= 30 and len({r["sample_id"] for r in records}) == len(records)
+    for record in records:
+        assert record["foil_verb"] in verbs and check_replacement(record["verb"], record["foil_verb"])[0]
+        start, end = record["provenance"]["caption_span"]
+        assert record["caption"][start:end] == record["classes"]
+        assert record["caption"][:start] == record["foil"][:start]
+    assert foiler.run(list(reversed(samples)), seed=0, instrument="action-replacement") == records
+    assert 0.0 <= foiler.stats["js_divergence"] <= math.sqrt(math.log(2))
+
+
+def test_unloadable_model_names_the_param(tmp_path, verb_list):
+    foiler = ActionReplacement(proposer={"kind": "masked_lm", "name_or_path": str(tmp_path / "missing"), "device": "cpu"},
+                               verb_list=verb_list)
+    with pytest.raises(ConfigError) as err:
+        foiler.run(SLOT_SAMPLES, seed=0, instrument="action-replacement")
+    assert "Set instruments.action-replacement.args.proposer.name_or_path in params.yaml" in str(err.value)
+
+
+def test_masked_lm_without_head_is_refused(tiny_models, verb_list):
+    foiler = ActionReplacement(proposer={"kind": "masked_lm", "name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu"},
+                               verb_list=verb_list)
+    with pytest.raises(ConfigError, match="has no trained head"):
+        foiler.run(SLOT_SAMPLES, seed=0, instrument="action-replacement")
+
+
+def test_unknown_kind():
+    with pytest.raises(ConfigError, match="instruments.x.args.proposer.kind must be one of masked_lm, causal_lm"):
+        ActionReplacement(proposer={"kind": "seq2seq", "name_or_path": "t5"}).run(SLOT_SAMPLES, instrument="x")
