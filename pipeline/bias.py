@@ -1,0 +1,278 @@
+"""Bias checks for one instrument (VALSE §4.1, App. E, Table 5): JS divergence, lexical items, class balance, plots.
+
+The changed items of a record are its `classes` (caption side) and
+`classes_foil` (foil side). Their normalised frequency distributions c and f
+give SPEC §4's
+
+    JS(f || c) = sqrt((KL(f || m) + KL(c || m)) / 2),   m = (f + c) / 2
+
+with logarithms in `bias.log_base` (default 2, which bounds JS in [0, 1]; a
+caption/foil pair of disjoint vocabularies gives exactly 1).
+
+How items are counted (the released files need all three rules):
+
+* a list counts each element once (existence's `classes_foil` holds the three
+  other Visual7W answers, `[1, 2, 3]`); an empty list adds nothing;
+* scalars are compared as text, so the numeral 4 and "4" are one item;
+* `items: swap` (params, per instrument) is for instruments whose foil swaps
+  two fillers (actant swap): both fillers are changed items on both sides, so
+  the two distributions are equal and JS is 0, as in Table 5.
+
+`#lexical items` is the size of the union of both vocabularies. The valid
+subset (Table 5's "JS Val.") is the records whose `mturk.caption >= 2`; it is
+null when no record carries human votes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+from collections import Counter
+from pathlib import Path
+
+from pipeline.errors import ConfigError, InputError
+from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
+from pipeline.params import load_params
+
+log = logging.getLogger(__name__)
+
+ITEM_MODES = ("direct", "swap")
+THRESHOLD_KEYS = ("js_max", "js_valid_max", "max_majority_share", "min_lexical_items")
+INSTRUMENT_KEYS = ("items",) + THRESHOLD_KEYS
+TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instruments")
+
+
+# ---------------------------------------------------------------- reading records
+
+def read_records(path) -> list[tuple[str, dict]]:
+    """(id, record) pairs from foil-record JSONL or a released VALSE JSON ({id: record})."""
+    path = Path(path)
+    if path.suffix == ".json":
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise InputError(path, f"expected a JSON object {{id: record}}, got {type(data).__name__}")
+        for key, record in data.items():
+            if not isinstance(record, dict):
+                raise InputError(path, f"expected an object, got {type(record).__name__}", record=key)
+        return list(data.items())
+    records = []
+    for line, record in enumerate(iter_jsonl(path), start=1):
+        records.append((str(record.get("id", f"line {line}")), record))
+    return records
+
+
+# ---------------------------------------------------------------- distributions
+
+def _item_keys(value, path, record_id, field) -> list[str]:
+    if isinstance(value, list):
+        keys = []
+        for element in value:
+            keys.extend(_item_keys(element, path, record_id, field))
+        return keys
+    if isinstance(value, (str, int, float, bool)):
+        return [str(value)]
+    got = "null" if value is None else type(value).__name__
+    raise InputError(path, f"expected a word, number or list of them, got {got}", record=record_id, field=field)
+
+
+def changed_items(record: dict, mode: str, path="<records>", record_id=None) -> tuple[list[str], list[str]]:
+    """The changed items on the caption side and on the foil side of one record."""
+    for field in ("classes", "classes_foil"):
+        if field not in record:
+            raise InputError(path, "missing field", record=record_id, field=field)
+    caption = _item_keys(record["classes"], path, record_id, "classes")
+    foil = _item_keys(record["classes_foil"], path, record_id, "classes_foil")
+    if mode == "swap":
+        return caption + foil, foil + caption
+    return caption, foil
+
+
+def frequencies(records, mode: str = "direct", path="<records>") -> tuple[Counter, Counter]:
+    caption_counts, foil_counts = Counter(), Counter()
+    for record_id, record in records:
+        caption, foil = changed_items(record, mode, path, record_id)
+        caption_counts.update(caption)
+        foil_counts.update(foil)
+    return caption_counts, foil_counts
+
+
+def js_divergence(caption_counts: Counter, foil_counts: Counter, log_base: float = 2) -> float | None:
+    """SPEC §4's JS(f || c) of two frequency tables; None when either is empty."""
+    n_c, n_f = sum(caption_counts.values()), sum(foil_counts.values())
+    if n_c == 0 or n_f == 0:
+        return None
+    total = 0.0
+    for item in set(caption_counts) | set(foil_counts):
+        c = caption_counts.get(item, 0) / n_c
+        f = foil_counts.get(item, 0) / n_f
+        m = (c + f) / 2
+        # 0 * log(0 / m) = 0: an item missing on one side adds only the other side's term
+        if c > 0:
+            total += c * math.log(c / m, log_base)
+        if f > 0:
+            total += f * math.log(f / m, log_base)
+    # rounding can push a zero divergence a hair below 0
+    return math.sqrt(max(total, 0.0) / 2)
+
+
+def is_valid(record: dict) -> bool | None:
+    """VALSE's human validation: >= 2 of 3 annotators chose the caption. None: no votes."""
+    votes = record.get("mturk")
+    if not isinstance(votes, dict) or "caption" not in votes:
+        return None
+    return votes["caption"] >= 2
+
+
+def majority(counts: Counter) -> dict:
+    total = sum(counts.values())
+    if not total:
+        return {"item": None, "share": None}
+    item, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return {"item": item, "share": count / total}
+
+
+# ---------------------------------------------------------------- settings
+
+def instrument_settings(bias_params: dict | None, instrument: str) -> dict:
+    """Merged settings for one instrument: defaults, then `bias.instruments.<name>`; unknown keys are errors."""
+    bias_params = bias_params or {}
+    unknown = set(bias_params) - set(TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(f"params.yaml bias: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(TOP_LEVEL_KEYS)}")
+    settings = {"items": "direct", **{k: None for k in THRESHOLD_KEYS}}
+    for where, block in (("bias.defaults", bias_params.get("defaults")),
+                         (f"bias.instruments.{instrument}", (bias_params.get("instruments") or {}).get(instrument))):
+        block = block or {}
+        unknown = set(block) - set(INSTRUMENT_KEYS)
+        if unknown:
+            raise ConfigError(f"params.yaml {where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(INSTRUMENT_KEYS)}")
+        settings.update(block)
+    if settings["items"] not in ITEM_MODES:
+        raise ConfigError(f"params.yaml bias.instruments.{instrument}.items must be one of {', '.join(ITEM_MODES)}, got {settings['items']!r}")
+    settings["log_base"] = bias_params.get("log_base", 2)
+    settings["on_exceed"] = bias_params.get("on_exceed", "fail")
+    if settings["on_exceed"] not in ("fail", "warn"):
+        raise ConfigError(f"params.yaml bias.on_exceed must be fail or warn, got {settings['on_exceed']!r}")
+    settings["plot_top_k"] = int(bias_params.get("plot_top_k", 30))
+    return settings
+
+
+# ---------------------------------------------------------------- the report
+
+def bias_report(records, instrument: str, settings: dict, path="<records>") -> tuple[dict, Counter, Counter]:
+    mode, base = settings["items"], settings["log_base"]
+    caption_counts, foil_counts = frequencies(records, mode, path)
+    valid = [(rid, r) for rid, r in records if is_valid(r)]
+    has_votes = any(is_valid(r) is not None for _, r in records)
+    js_valid = js_divergence(*frequencies(valid, mode, path), log_base=base) if has_votes else None
+    report = {
+        "instrument": instrument,
+        "n_records": len(records),
+        "n_valid": len(valid) if has_votes else None,
+        "n_lexical_items": len(set(caption_counts) | set(foil_counts)),
+        "n_caption_items": len(caption_counts),
+        "n_foil_items": len(foil_counts),
+        "js": js_divergence(caption_counts, foil_counts, log_base=base),
+        "js_valid": js_valid,
+        "log_base": base,
+        "items": mode,
+        "class_balance": {"caption_majority": majority(caption_counts), "foil_majority": majority(foil_counts)},
+    }
+    report["violations"] = threshold_violations(report, settings)
+    report["status"] = "ok" if not report["violations"] else ("warn" if settings["on_exceed"] == "warn" else "fail")
+    return report, caption_counts, foil_counts
+
+
+def threshold_violations(report: dict, settings: dict) -> list[str]:
+    problems = []
+
+    def above(value, limit, name):
+        if limit is not None and value is not None and value > limit:
+            problems.append(f"{name} {value:.3f} > {limit}")
+
+    above(report["js"], settings["js_max"], "js")
+    above(report["js_valid"], settings["js_valid_max"], "js_valid")
+    for side in ("caption_majority", "foil_majority"):
+        above(report["class_balance"][side]["share"], settings["max_majority_share"], f"{side} share")
+    minimum = settings["min_lexical_items"]
+    if minimum is not None and report["n_lexical_items"] < minimum:
+        problems.append(f"n_lexical_items {report['n_lexical_items']} < {minimum}")
+    return problems
+
+
+def frequency_rows(caption_counts: Counter, foil_counts: Counter, top_k: int) -> list[dict]:
+    """The top_k items by combined frequency, with normalised caption/foil frequencies (plot data)."""
+    n_c, n_f = sum(caption_counts.values()) or 1, sum(foil_counts.values()) or 1
+    items = sorted(set(caption_counts) | set(foil_counts),
+                   key=lambda k: (-(caption_counts[k] / n_c + foil_counts[k] / n_f), k))
+    return [{"item": k, "caption": caption_counts[k] / n_c, "foil": foil_counts[k] / n_f} for k in items[:top_k]]
+
+
+def write_frequency_csv(path, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["item", "caption", "foil"], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({"item": row["item"], "caption": f"{row['caption']:.6f}", "foil": f"{row['foil']:.6f}"})
+    with atomic_write(path) as handle:
+        handle.write(buffer.getvalue())
+
+
+def write_frequency_plot(path, rows: list[dict], instrument: str, js: float | None) -> None:
+    """Caption vs foil frequencies as grouped horizontal bars (VALSE Figures 3-4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on CI or DVC runners
+    import matplotlib.pyplot as plt
+
+    labels = [r["item"] for r in rows][::-1]
+    height = max(2.5, 0.28 * len(labels) + 1.2)
+    fig, ax = plt.subplots(figsize=(7, height))
+    positions = range(len(labels))
+    ax.barh([p + 0.2 for p in positions], [r["caption"] for r in rows][::-1], height=0.4, label="caption")
+    ax.barh([p - 0.2 for p in positions], [r["foil"] for r in rows][::-1], height=0.4, label="foil")
+    ax.set_yticks(list(positions))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("normalised frequency of the changed item")
+    ax.set_title(f"{instrument}: caption vs foil" + (f" (JS {js:.3f})" if js is not None else ""))
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    # no timestamp in the PNG, so equal data gives an identical file
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    with atomic_write(path, "wb") as handle:
+        handle.write(buffer.getvalue())
+
+
+def run(params: dict, instrument: str, input_path, output_dir) -> dict:
+    settings = instrument_settings(params.get("bias"), instrument)
+    records = read_records(input_path)
+    report, caption_counts, foil_counts = bias_report(records, instrument, settings, path=input_path)
+    output_dir = Path(output_dir)
+    rows = frequency_rows(caption_counts, foil_counts, settings["plot_top_k"])
+    write_json(output_dir / "bias.json", report)
+    write_frequency_csv(output_dir / "frequencies.csv", rows)
+    write_frequency_plot(output_dir / "frequencies.png", rows, instrument, report["js"])
+    return report
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("instrument", help="instrument name (its settings: params.yaml bias.instruments.NAME)")
+    parser.add_argument("--input", required=True, help="filtered foil records (JSONL) or a released VALSE JSON file")
+    parser.add_argument("--output-dir", required=True, help="writes bias.json, frequencies.csv, frequencies.png")
+
+
+def main(args) -> int:
+    report = run(load_params(args.params), args.instrument, args.input, args.output_dir)
+    js = "n/a" if report["js"] is None else f"{report['js']:.3f}"
+    log.info("%s: %d records, %d lexical items, JS %s", args.instrument, report["n_records"], report["n_lexical_items"], js)
+    for problem in report["violations"]:
+        log.warning("%s: bias threshold exceeded: %s", args.instrument, problem)
+    if report["status"] == "fail":
+        print(f"foilforge bias: {args.instrument}: thresholds exceeded ({'; '.join(report['violations'])}); "
+              f"see {Path(args.output_dir) / 'bias.json'} (set params.yaml bias.on_exceed: warn to continue)")
+        return 1
+    return 0

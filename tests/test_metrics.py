@@ -1,0 +1,104 @@
+import pytest
+
+from pipeline import metrics as m
+
+
+def test_binary_metrics_hand_computed():
+    # pairs: (0.9, 0.2) right, (0.4, 0.6) wrong, (0.7, 0.7) tie -> wrong, (0.8, 0.1) right
+    captions = [0.9, 0.4, 0.7, 0.8]
+    foils = [0.2, 0.6, 0.7, 0.1]
+    got = m.binary_metrics(captions, foils, threshold=0.5)
+    # captions > 0.5: 0.9, 0.7, 0.8 -> p_c = 3/4; foils <= 0.5: 0.2, 0.1 -> p_f = 2/4
+    assert got["p_c"] == 0.75
+    assert got["p_f"] == 0.5
+    assert got["min_p_c_p_f"] == 0.5
+    assert got["acc"] == 5 / 8
+    assert got["acc_r"] == 0.5
+    # AUROC: 16 caption/foil comparisons; wins = 0.9: 4, 0.4: 2 (beats .2, .1),
+    # 0.7: 3 + a tie with the foil 0.7 (half), 0.8: 4 -> 13.5/16
+    assert got["auroc"] == pytest.approx(13.5 / 16)
+    assert got["n"] == 4
+
+
+def test_all_captions_scored_equal_gives_no_credit_for_ties():
+    got = m.binary_metrics([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], threshold=0.5)
+    assert got["acc_r"] == 0.0  # ties fail
+    assert got["auroc"] == 0.5  # a tie is half a win
+    assert got["p_c"] == 1.0 and got["p_f"] == 0.0  # everything "matches"
+    assert got["min_p_c_p_f"] == 0.0
+    assert got["acc"] == 0.5
+
+
+def test_score_at_threshold_is_not_a_match():
+    got = m.threshold_metrics([0.5], [0.5], threshold=0.5)
+    assert got["p_c"] == 0.0 and got["p_f"] == 1.0
+
+
+def test_no_threshold_leaves_threshold_metrics_undefined():
+    got = m.binary_metrics([2.0], [1.0], threshold=None)
+    assert got["acc"] is None and got["p_c"] is None and got["p_f"] is None and got["min_p_c_p_f"] is None
+    assert got["acc_r"] == 1.0
+
+
+def test_one_class_empty():
+    got = m.threshold_metrics([0.9, 0.1], [], threshold=0.5)
+    assert got["p_c"] == 0.5
+    assert got["p_f"] is None
+    assert got["min_p_c_p_f"] is None
+    assert got["acc"] == 0.5
+    assert m.auroc([0.9, 0.1], []) is None
+    assert m.auroc([], [0.3]) is None
+
+
+def test_empty_input():
+    got = m.binary_metrics([], [], threshold=0.5)
+    assert got == {"n": 0, "acc": None, "p_c": None, "p_f": None, "min_p_c_p_f": None, "acc_r": None, "auroc": None}
+
+
+def test_unpaired_lengths_rejected():
+    with pytest.raises(ValueError, match=r"differ in length \(2 vs 1\)"):
+        m.pairwise_accuracy([1, 2], [0])
+
+
+def test_winoground_hand_computed():
+    examples = [
+        # (C0I0, C1I0, C0I1, C1I1)
+        (0.9, 0.1, 0.2, 0.8),  # text yes, image yes -> group yes
+        (0.9, 0.1, 0.95, 0.8),  # text: .9>.1 and .8>.95? no; image: .9>.95? no
+        (0.6, 0.5, 0.1, 0.7),  # text: yes (.6>.5, .7>.1); image: .6>.1 yes, .7>.5 yes -> group
+        (0.6, 0.7, 0.1, 0.2),  # text: .6>.7 no; image: .6>.1, .2>.7 no
+    ]
+    got = m.winoground_scores(examples)
+    assert got == {"n": 4, "text": 0.5, "image": 0.5, "group": 0.5}
+    text_only = m.winoground_scores([(0.9, 0.1, 0.95, 0.8 + 0.2)])  # text yes (.9>.1, 1.0>.95), image .9>.95 no
+    assert (text_only["text"], text_only["image"], text_only["group"]) == (1.0, 0.0, 0.0)
+
+
+def test_winoground_ties_and_empty():
+    assert m.winoground_scores([(1, 1, 1, 1)]) == {"n": 1, "text": 0.0, "image": 0.0, "group": 0.0}
+    assert m.winoground_scores([]) == {"n": 0, "text": None, "image": None, "group": None}
+
+
+def test_pair_accuracy_needs_both_members_right():
+    items = [("p1", True), ("p1", True), ("p2", True), ("p2", False), ("p3", False), ("p3", False)]
+    assert m.pair_accuracy(items) == {"n_pairs": 3, "pair_accuracy": pytest.approx(1 / 3)}
+    assert m.pair_accuracy([]) == {"n_pairs": 0, "pair_accuracy": None}
+
+
+def test_pair_accuracy_rejects_incomplete_pair():
+    with pytest.raises(ValueError, match=r"pair 'p2' has 1 member\(s\), expected 2"):
+        m.pair_accuracy([("p1", True), ("p1", False), ("p2", True)])
+
+
+def test_multiple_choice_accuracy():
+    items = [
+        ([0.1, 0.9, 0.3, 0.2, 0.0], 1),  # right
+        ([0.5, 0.5, 0.1, 0.1, 0.1], 0),  # tie for the top -> wrong
+        ([0.2, 0.1, 0.3, 0.4, 0.9], 2),  # wrong
+        ([1.0, 0.0, 0.0, 0.0, 0.0], 0),  # right
+    ]
+    assert m.multiple_choice_accuracy(items) == {"n": 4, "accuracy": 0.5}
+    assert m.multiple_choice_accuracy([([0.3] * 5, 4)]) == {"n": 1, "accuracy": 0.0}
+    assert m.multiple_choice_accuracy([]) == {"n": 0, "accuracy": None}
+    with pytest.raises(ValueError, match="item 0: label 5 outside the 5 candidates"):
+        m.multiple_choice_accuracy([([0.1] * 5, 5)])
