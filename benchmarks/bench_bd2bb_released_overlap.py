@@ -23,7 +23,7 @@ DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" /
 
 def main(argv=None) -> dict:
     from foilers.bd2bb_decoys import BD2BBDecoys, released_overlap
-    from pipeline.ingest import read_source
+    from pipeline.stages.ingest import read_source
     from pipeline.io import write_json
     from pipeline.nlp import OFFLINE_SPACY
 

@@ -44,7 +44,7 @@ def scorer_block(args) -> dict:
 
 
 def main(argv=None) -> dict:
-    from foilers.prepositions import attested_spans, parse, preposition_spans
+    from foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilers.relations import Slot, candidate_spans, rank_fills
     from pipeline.io import write_json
     from pipeline.nlp import load_spacy

@@ -18,7 +18,7 @@ import random
 from typing import Iterable
 
 from foilers.base import FOILERS, Foiler
-from foilers.realise import Action, action_from_sample, phrase_span, shared_realiser, validate_action_sample
+from foilers.lang.realise import Action, action_from_sample, phrase_span, shared_realiser, validate_action_sample
 from pipeline.records import Foil
 
 

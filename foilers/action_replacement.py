@@ -6,7 +6,7 @@ the paper:
 1. the replacement is a SWiG verb (`verb_list`, default: the verbs of the
    input samples), so the foil side introduces no verbs the caption side lacks;
 2. WordNet: an antonym of the original, or neither synonym, hypernym nor
-   hyponym of it, over all senses (foilers.wordnet_constraints);
+   hyponym of it, over all senses (foilers.lang.wordnet_constraints);
 3. caption- and foil-side verb frequencies match: each sample keeps up to
    `candidates_per_sample` admissible proposals and `select` picks, per
    sample, the one whose verb the foil side still lacks most (JS divergence
@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Iterable
 
 from foilers.base import FOILERS, Foiler
-from foilers.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
-from foilers.wordnet_constraints import check_replacement, verb_lemma
+from foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
+from foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from pipeline.errors import ConfigError, InputError
+from pipeline.metrics import js_divergence
 from pipeline.records import Foil
 
 log = logging.getLogger(__name__)
@@ -185,18 +186,9 @@ def build_proposer(block: dict | None, param_key: str, verbs: Iterable[str]):
 
 # ----------------------------------------------------------------------------- distribution matching
 
-def js_divergence(caption_items: Iterable[str], foil_items: Iterable[str]) -> float:
-    """JS(f||c) = sqrt((KL(f||m) + KL(c||m)) / 2), natural log (SPEC §4; scipy's jensenshannon)."""
-    c, f = Counter(caption_items), Counter(foil_items)
-    n_c, n_f = sum(c.values()), sum(f.values())
-    if not n_c or not n_f:
-        return 0.0
-    total = 0.0
-    for item in set(c) | set(f):
-        p, q = f[item] / n_f, c[item] / n_c
-        m = (p + q) / 2
-        total += (p * math.log(p / m) if p else 0.0) + (q * math.log(q / m) if q else 0.0)
-    return math.sqrt(max(total, 0.0) / 2)
+def verb_js(caption_verbs: Iterable[str], foil_verbs: Iterable[str]) -> float:
+    """JS(foil verbs || caption verbs), log base 2 as in the bias report (pipeline.metrics.js_divergence); 0 when empty."""
+    return js_divergence(Counter(caption_verbs), Counter(foil_verbs)) or 0.0
 
 
 def pick_matching(candidates: dict[str, list[str]], caption_verb: dict[str, str], rng: random.Random) -> dict[str, int]:
@@ -316,7 +308,7 @@ class ActionReplacement(Foiler):
             "samples_with_foil": len(kept),
             "caption_verbs": len({r["verb"] for r in kept}),
             "foil_verbs": len({r["foil_verb"] for r in kept}),
-            "js_divergence": js_divergence([r["verb"] for r in kept], [r["foil_verb"] for r in kept]),
+            "js_divergence": verb_js([r["verb"] for r in kept], [r["foil_verb"] for r in kept]),
         }
         log.info("action replacement: %(samples_with_foil)d foils, JS(caption verbs, foil verbs) = %(js_divergence).3f", self.stats)
         return kept

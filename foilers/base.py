@@ -49,7 +49,7 @@ def rng_for(seed: int, *keys) -> random.Random:
 class Foiler:
     #: VALSE's `linguistic_phenomena` value
     phenomenon: str = ""
-    #: name of the ingested table this foiler reads (see pipeline.ingest)
+    #: name of the ingested table this foiler reads (see pipeline.stages.ingest)
     source: str = ""
     #: registry name, set by the registry decorator
     registry_name: str = ""

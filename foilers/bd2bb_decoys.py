@@ -14,7 +14,7 @@ released file, its `endings`/`types`/`label`). Work is corpus-level, in
    is null, chosen by the elbow method over `elbow_k_min..elbow_k_max` step
    `elbow_k_step` (the point of the inertia curve farthest from the chord
    joining its ends). The paper got 60 topics;
-4. code1-code4 of every action from a spaCy parse (foilers.action_codes).
+4. code1-code4 of every action from a spaCy parse (foilers.lang.action_codes).
 
 Then, per sample (`foils_for`), with the target action t:
 
@@ -302,7 +302,7 @@ class BD2BBDecoys(Foiler):
     def prepare(self, samples: list[dict]) -> None:
         import numpy as np
 
-        from foilers.action_codes import action_codes
+        from foilers.lang.action_codes import action_codes
         from pipeline.nlp import load_spacy
 
         self._check_args()

@@ -1,7 +1,7 @@
 """Counting (VALSE §3.3, App. A.3): "There are exactly N X ..." with the numeral replaced.
 
 The Visual7W question and its numeric answer become a statement
-(`foilers.templates`) rendered with "exactly N" and agreement for N ("There is
+(`foilers.lang.templates`) rendered with "exactly N" and agreement for N ("There is
 exactly 1 tomato", "There are exactly 0 tomatoes"); mass and plural-only nouns
 are skipped (they cannot be counted with a numeral).
 
@@ -26,7 +26,7 @@ import random
 from collections import Counter, defaultdict
 
 from foilers.base import FOILERS, Foiler
-from foilers.templates import Statement, changed_spans, parse_count, statement_from_question, validate_how_many_sample
+from foilers.lang.templates import Statement, changed_spans, parse_count, statement_from_question, validate_how_many_sample
 from pipeline.errors import ConfigError
 from pipeline.records import Foil
 

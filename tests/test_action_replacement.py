@@ -1,13 +1,13 @@
-"""Action replacement (foilers/action_replacement.py) and its WordNet constraint (foilers/wordnet_constraints.py)."""
+"""Action replacement (foilers/action_replacement.py) and its WordNet constraint (foilers/lang/wordnet_constraints.py)."""
 
 import json
 import math
 
 import pytest
 
-from foilers.action_replacement import ActionReplacement, CausalSentenceScorer, ScorerProposer, js_divergence, pick_matching
+from foilers.action_replacement import ActionReplacement, CausalSentenceScorer, ScorerProposer, pick_matching, verb_js
 from foilers.base import rng_for
-from foilers.wordnet_constraints import audit_pairs, check_replacement
+from foilers.lang.wordnet_constraints import audit_pairs, check_replacement
 from pipeline.errors import ConfigError
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
@@ -36,12 +36,13 @@ def test_valse_dev_action_replacement_audit():
     assert ("preaches", "speaks", "hypernym") in rejected
 
 
-def test_js_divergence_hand_computed():
-    assert js_divergence(["a", "b"], ["b", "a"]) == 0.0
-    assert js_divergence(["a", "a"], ["b", "b"]) == pytest.approx(math.sqrt(math.log(2)))
+def test_verb_js_is_the_bias_reports_base_2_scale():
+    assert verb_js(["a", "b"], ["b", "a"]) == 0.0
+    assert verb_js(["a", "a"], ["b", "b"]) == pytest.approx(1.0)
     # f = (1/2, 1/2), c = (1, 0): m = (3/4, 1/4)
-    expected = math.sqrt((0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25) + math.log(1 / 0.75)) / 2)
-    assert js_divergence(["a", "a"], ["a", "b"]) == pytest.approx(expected)
+    expected = math.sqrt((0.5 * math.log2(0.5 / 0.75) + 0.5 * math.log2(0.5 / 0.25) + math.log2(1 / 0.75)) / 2)
+    assert verb_js(["a", "a"], ["a", "b"]) == pytest.approx(expected)
+    assert verb_js([], ["a"]) == 0.0
 
 
 def test_pick_matching_balances_foil_side():
@@ -112,7 +113,7 @@ def test_scorer_contract_object_runs_on_sample(tiny_models):
         assert record["caption"][start:end] == record["classes"]
         assert record["caption"][:start] == record["foil"][:start]
     assert foiler.run(list(reversed(samples)), seed=0, instrument="action-replacement") == records
-    assert 0.0 <= foiler.stats["js_divergence"] <= math.sqrt(math.log(2))
+    assert 0.0 <= foiler.stats["js_divergence"] <= 1.0
 
 
 def test_unloadable_model_names_the_param(tmp_path, verb_list):

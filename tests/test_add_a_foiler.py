@@ -37,7 +37,7 @@ def test_doc_has_one_python_block_and_one_params_block():
 
 
 def test_the_worked_example_registers_and_foils(registered, tmp_path):
-    from pipeline.foil_stage import foil_file
+    from pipeline.stages.foil import foil_file
     from pipeline.io import iter_jsonl
 
     assert NAME in FOILERS.names()

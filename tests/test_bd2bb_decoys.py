@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from foilers.action_codes import ActionCodes, action_codes
+from foilers.lang.action_codes import ActionCodes, action_codes
 from foilers.base import FOILERS
 from foilers.bd2bb_decoys import (CSV_HEADER, BD2BBDecoys, build_sentence_encoder, elbow_k, released_overlap,
                                   write_bd2bb_csv, write_elbow_report)

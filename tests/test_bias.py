@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline import bias
+from pipeline.stages import bias
 from pipeline.errors import ConfigError, InputError
 from tests.conftest import shared_path
 
@@ -97,7 +97,7 @@ def test_settings_reject_unknown_keys():
 
 
 def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
-    from pipeline.cli import main
+    from pipeline.stages.cli import main
 
     records = tmp_path / "relations.jsonl"
     records.write_text("\n".join(json.dumps(r) for _, r in _records([("on", "under"), ("under", "on"), ("on", "in")])) + "\n")

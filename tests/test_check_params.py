@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.check_params import check
+from pipeline.stages.check_params import check
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 
@@ -42,7 +42,7 @@ def test_a_misspelt_argument_is_named(params):
 
 
 def test_the_cli_fails_with_the_count(tmp_path, capsys):
-    from pipeline import cli
+    from pipeline.stages import cli
 
     broken = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
     broken["instruments"]["existence"]["source"] = "visual8w"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipeline import evaluate
+from pipeline.stages import evaluate
 
 
 def _byte_chars() -> list[str]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from foilers.coref import RuleBasedResolver, make_resolver
+from foilers.lang.coref import RuleBasedResolver, make_resolver
 from pipeline.errors import ConfigError
 from pipeline.nlp import load_spacy
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from foilers.counting import CountingFoiler, class_histograms, derange_classes
-from foilers.templates import statement_from_counting_caption, statement_from_question
+from foilers.lang.templates import statement_from_counting_caption, statement_from_question
 from pipeline.errors import ConfigError
 from tests.conftest import shared_path
 

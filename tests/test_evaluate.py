@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pipeline import baseline, evaluate
+from pipeline.stages import baseline, evaluate
 from pipeline.errors import ConfigError, InputError
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from foilers.existence import ExistenceFoiler, existence_pair
-from foilers.templates import parse_count, statement_from_existence_caption
+from foilers.lang.templates import parse_count, statement_from_existence_caption
 from pipeline.errors import InputError
 from tests.conftest import shared_path
 

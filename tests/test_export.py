@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pipeline import export
+from pipeline.stages import export
 from pipeline.errors import InputError
 from pipeline.io import file_sha256
 

@@ -12,7 +12,7 @@ import pytest
 
 from filters.base import build_filter, keep_rules, scored_filters
 from filters.gruen import split_sentences
-from pipeline import cli
+from pipeline.stages import cli
 from pipeline.errors import ConfigError
 from tests.tiny_models import WORDS
 

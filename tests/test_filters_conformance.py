@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 
 from filters.base import FILTERS, build_filter, keep_rules, scored_filters
-from filters.select import select
+from pipeline.stages.select import select
 from pipeline.errors import ConfigError
 
 RECORDS = [

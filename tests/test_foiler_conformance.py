@@ -6,7 +6,7 @@ contract the moment it is registered. Behaviour checks run on the foiler's own
 without golden examples fails `test_declares_golden_examples` unless it is in
 KNOWN_GAPS (declared expected failures, with the reason).
 
-The second half tests `foilforge foil` (pipeline/foil_stage.py).
+The second half tests `foilforge foil` (pipeline/stages/foil.py).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def test_jsonl_round_trip(name, tmp_path):
     assert list(iter_jsonl(path)) == records
 
 
-# ---------------------------------------------------------------- `foilforge foil` (pipeline/foil_stage.py)
+# ---------------------------------------------------------------- `foilforge foil` (pipeline/stages/foil.py)
 
 PARAMS = {
     "seed": 0,
@@ -230,7 +230,7 @@ def write_samples(path, samples):
 
 
 def test_foil_file_writes_valse_records(tmp_path):
-    from pipeline.foil_stage import foil_file
+    from pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     count = foil_file(PARAMS, "existence", source, tmp_path / "out.jsonl")
@@ -246,7 +246,7 @@ def test_foil_file_writes_valse_records(tmp_path):
 
 
 def test_foil_file_is_byte_identical_for_the_same_seed(tmp_path):
-    from pipeline.foil_stage import foil_file
+    from pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     foil_file(PARAMS, "existence", source, tmp_path / "a.jsonl")
@@ -258,7 +258,7 @@ def test_foil_file_is_byte_identical_for_the_same_seed(tmp_path):
 def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
     import yaml
 
-    from pipeline.cli import main
+    from pipeline.stages.cli import main
 
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(PARAMS), encoding="utf-8")
@@ -274,7 +274,7 @@ def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
 
 
 def test_unknown_instrument_lists_the_known_ones(tmp_path):
-    from pipeline.foil_stage import build_instrument
+    from pipeline.stages.foil import build_instrument
 
     with pytest.raises(ConfigError, match="params.yaml has no instrument 'existance'; instruments: coref-typo, "
                                           "existence, extra-key, no-foiler"):
@@ -282,7 +282,7 @@ def test_unknown_instrument_lists_the_known_ones(tmp_path):
 
 
 def test_instrument_block_errors_name_the_key():
-    from pipeline.foil_stage import build_instrument
+    from pipeline.stages.foil import build_instrument
 
     with pytest.raises(ConfigError, match=r"instruments.coref-typo.args \(foiler coreference.v1\): unknown "
                                           r"argument\(s\) pronoun; allowed: balance, max_per_image"):
@@ -294,7 +294,7 @@ def test_instrument_block_errors_name_the_key():
 
 
 def test_missing_id_names_the_line(tmp_path):
-    from pipeline.foil_stage import foil_file
+    from pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], {"question": "How many?", "answer": "1"}])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': missing field"):
@@ -302,7 +302,7 @@ def test_missing_id_names_the_line(tmp_path):
 
 
 def test_duplicate_sample_ids_are_an_input_error(tmp_path):
-    from pipeline.foil_stage import foil_file
+    from pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], VISUAL7W_SAMPLES[0]])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': duplicate id 'visual7w:10'"):

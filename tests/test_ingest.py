@@ -1,4 +1,4 @@
-"""`foilforge ingest` (pipeline/ingest.py): real files, hand-checked records, every params.yaml source, the CLI.
+"""`foilforge ingest` (pipeline/stages/ingest.py): real files, hand-checked records, every params.yaml source, the CLI.
 
 Bad input and config errors are in tests/test_ingest_errors.py.
 """
@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from foilers.base import FOILERS
-from pipeline import cli
-from pipeline.ingest import READERS, ingest, read_class_names, read_source
+from pipeline.stages import cli
+from pipeline.stages.ingest import READERS, ingest, read_class_names, read_source
 from pipeline.io import iter_jsonl
 from pipeline.params import load_params
 from pipeline.records import SOURCE_FIELDS
@@ -112,7 +112,7 @@ def excerpt_sections() -> dict[str, list[str]]:
 
 
 def test_openimages_readme_rows(tmp_path):
-    from pipeline.ingest import BOX_HEADER
+    from pipeline.stages.ingest import BOX_HEADER
 
     sections = excerpt_sections()
     classes = shared_path("data", "real", "openimages", "class-descriptions-boxable.csv")
@@ -237,7 +237,7 @@ def test_swig_readme_record(tmp_path):
         "verb_abstract": "the AGENT hitchhikes at a PLACE", "verb_order": ["agent", "place"],
         "bb": {"place": [-1, -1, -1, -1], "agent": [195, 282, 380, 554]}, "height": 683, "width": 512,
     }
-    from foilers.realise import gloss_of, validate_action_sample
+    from foilers.lang.realise import gloss_of, validate_action_sample
 
     validate_action_sample(sample, "ingested", sample["id"])
     assert gloss_of(sample["nouns"], "n10287213") == "man"
@@ -411,7 +411,7 @@ def test_repository_sources_feed_their_foilers(name, tmp_path):
 
 
 def test_docstring_table_names_every_format():
-    import pipeline.ingest as module
+    import pipeline.stages.ingest as module
 
     rows = [line for line in module.__doc__.splitlines() if line.startswith("| ")]
     documented = {line.split("|")[1].strip() for line in rows}

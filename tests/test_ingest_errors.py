@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import cli
+from pipeline.stages import cli
 from pipeline.errors import ConfigError, InputError
-from pipeline.ingest import BD2BB_HEADER, BOX_HEADER, VRD_HEADER, ingest
+from pipeline.stages.ingest import BD2BB_HEADER, BOX_HEADER, VRD_HEADER, ingest
 
 COCO = {"images": [{"id": 1, "file_name": "000000000001.jpg"}],
         "annotations": [{"image_id": 1, "id": 5, "caption": "A dog."}, {"image_id": 1, "id": 6, "caption": "A cat."}]}

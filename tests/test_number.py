@@ -2,7 +2,7 @@
 
 import pytest
 
-from foilers import number
+from foilers.lang import number
 from pipeline.nlp import load_spacy
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from foilers.number import agreement_problems
+from foilers.lang.number import agreement_problems
 from foilers.plurals import PluralsFoiler
 from pipeline.errors import ConfigError, InputError
 from pipeline.registry import check_args

@@ -1,11 +1,11 @@
-"""Caption realisation from SWiG frames (foilers/realise.py)."""
+"""Caption realisation from SWiG frames (foilers/lang/realise.py)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from foilers.realise import (CaptionRealiser, action_from_sample, choose_frame, make_noun, noun_synset, parse_abstract,
+from foilers.lang.realise import (CaptionRealiser, action_from_sample, choose_frame, make_noun, noun_synset, parse_abstract,
                              parse_caption, singular_of_plural, validate_action_sample)
 from pipeline.errors import InputError
 from tests.conftest import shared_path

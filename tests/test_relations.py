@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from foilers.prepositions import (PrepositionSpan, attested_spans, parse, preposition_spans, read_attested,
+from foilers.lang.prepositions import (PrepositionSpan, attested_spans, parse, preposition_spans, read_attested,
                                   write_attested)
 from foilers.relations import Relations, Slot, candidate_spans, pair_directions, preposition_report, rank_fills
 from pipeline.errors import ConfigError, InputError

@@ -118,7 +118,7 @@ def _optional_json(path: Path):
 
 
 def read_instrument(path: Path) -> list[dict]:
-    from pipeline.bias import read_records
+    from pipeline.stages.bias import read_records
 
     records = []
     for record_id, record in read_records(path):

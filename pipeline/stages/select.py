@@ -31,7 +31,7 @@ def _one_or_all(values: set):
 def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> tuple[list[dict], list[dict], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept."""
     from filters.base import filter_class
-    from pipeline.export import filter_funnel
+    from pipeline.stages.export import filter_funnel
 
     unused = sorted({n for r in records for n in (r.get("filters") or {}) if n not in enabled})
     if unused:
@@ -62,7 +62,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> t
 
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path) -> dict:
     from filters.base import keep_rules
-    from filters.stage import read_records
+    from pipeline.stages.score import read_records
 
     enabled = keep_rules(params, instrument)
     records = read_records(input_path)

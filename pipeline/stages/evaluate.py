@@ -103,7 +103,7 @@ class TextLMScorer:
         self.model_id = lm.spec.describe()
 
     def score(self, items) -> list[list[float] | None]:
-        from pipeline.baseline import perplexities
+        from pipeline.stages.baseline import perplexities
 
         texts = [t for _, _, item_texts in items for t in item_texts]
         ppl = perplexities(self.lm, texts, desc="text_lm")
@@ -281,7 +281,7 @@ def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
         raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; known: {', '.join(SCORERS)}")
     scorers, skipped = [], {}
     if "text_lm" in names:
-        from pipeline.baseline import load_text_lm
+        from pipeline.stages.baseline import load_text_lm
 
         scorers.append(TextLMScorer(load_text_lm(params)))
     if "image_text" in names:

@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.errors import ConfigError, InputError
+from pipeline.metrics import js_divergence
 from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
 from pipeline.params import load_params
 
@@ -97,25 +98,6 @@ def frequencies(records, mode: str = "direct", path="<records>") -> tuple[Counte
         caption_counts.update(caption)
         foil_counts.update(foil)
     return caption_counts, foil_counts
-
-
-def js_divergence(caption_counts: Counter, foil_counts: Counter, log_base: float = 2) -> float | None:
-    """SPEC §4's JS(f || c) of two frequency tables; None when either is empty."""
-    n_c, n_f = sum(caption_counts.values()), sum(foil_counts.values())
-    if n_c == 0 or n_f == 0:
-        return None
-    total = 0.0
-    for item in set(caption_counts) | set(foil_counts):
-        c = caption_counts.get(item, 0) / n_c
-        f = foil_counts.get(item, 0) / n_f
-        m = (c + f) / 2
-        # 0 * log(0 / m) = 0: an item missing on one side adds only the other side's term
-        if c > 0:
-            total += c * math.log(c / m, log_base)
-        if f > 0:
-            total += f * math.log(f / m, log_base)
-    # rounding can push a zero divergence a hair below 0
-    return math.sqrt(max(total, 0.0) / 2)
 
 
 def is_valid(record: dict) -> bool | None:

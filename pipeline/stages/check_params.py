@@ -11,7 +11,7 @@ def add_arguments(parser) -> None:
 
 
 def check(params: dict) -> list[str]:
-    from pipeline.foil_stage import build_instrument
+    from pipeline.stages.foil import build_instrument
 
     problems = []
     for name in sorted((params.get("instruments") or {})):

@@ -16,15 +16,15 @@ from pipeline.errors import ConfigError, InputError
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
-    "ingest": ("pipeline.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
-    "foil": ("pipeline.foil_stage", "apply one instrument's foiler to samples, write foil records (JSONL)"),
-    "score": ("filters.stage", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
-    "select": ("filters.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
-    "bias": ("pipeline.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
-    "baseline": ("pipeline.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
-    "export": ("pipeline.export", "write VALSE-format benchmark files, manifest and data card"),
-    "evaluate": ("pipeline.evaluate", "score a benchmark with a scorer and write metrics"),
-    "check-params": ("pipeline.check_params", "validate params.yaml against every registered plug-in's signature"),
+    "ingest": ("pipeline.stages.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
+    "foil": ("pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
+    "score": ("pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
+    "select": ("pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
+    "bias": ("pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
+    "baseline": ("pipeline.stages.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
+    "export": ("pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
+    "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
+    "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pipeline.errors import ConfigError
 
-from foilers.number import PLURALIA_TANTUM, noun_gender, pronoun_gender, pronoun_number
+from foilers.lang.number import PLURALIA_TANTUM, noun_gender, pronoun_gender, pronoun_number
 
 RESOLVER_CHOICES = ("auto", "coreferee", "rules")
 RELATIVE_PRONOUNS = frozenset(("who", "that", "which", "whom"))
@@ -78,7 +78,7 @@ class RuleBasedResolver:
             return None
         ancestors = set(t.i for t in pronoun.ancestors)
 
-        from foilers.number import pronoun_case
+        from foilers.lang.number import pronoun_case
 
         object_pronoun = pronoun_case(pronoun) == "obj"
 
