@@ -20,10 +20,12 @@ COMMANDS = {
     "foil": ("pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
     "score": ("pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
     "select": ("pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
+    "validate": ("pipeline.stages.validate", "human validation: votes -> mturk counts, valid flags, agreement (VALSE Table 5)"),
     "bias": ("pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
     "baseline": ("pipeline.stages.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
     "export": ("pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
     "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
+    "annotate": ("pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
     "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
 }
 

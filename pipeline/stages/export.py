@@ -148,7 +148,7 @@ def write_native_files(records: list[dict], output_dir: Path, instrument: str) -
     return sorted(written)
 
 
-def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejected_dir=None) -> dict:
+def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejected_dir=None, validation_dir=None) -> dict:
     filtered_dir, output_dir = Path(filtered_dir), Path(output_dir)
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
@@ -161,6 +161,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
         rejected = read_instrument(rejected_path) if rejected_path and rejected_path.is_file() else []
         funnel_records = records + rejected
         kept = sorted((r for r in records if passed_all(r)), key=lambda r: str(r["id"]))
+        kept, validation = human_validation(params, kept, validation_dir, instrument)
         benchmark = {str(r["id"]): to_valse_record(r) for r in kept}
         if len(benchmark) != len(kept):
             raise InputError(path, "duplicate record ids")
@@ -170,7 +171,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
         ran = models_and_variants(funnel_records)
         manifest["instruments"][instrument] = {
-            "counts": {**filter_funnel(funnel_records), "exported": len(benchmark)},
+            "counts": {**filter_funnel(funnel_records), **validation["counts"], "exported": len(benchmark)},
+            "validation": validation["table5"],
             **ran,
             "filters_not_run": filters_not_run(params, instrument, ran["filters"]),
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
@@ -183,6 +185,70 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     write_json(output_dir / "manifest.json", manifest)
     write_datacard(output_dir / "DATACARD.md", manifest)
     return manifest
+
+
+# ---------------------------------------------------------------- human validation (validate stage)
+
+TABLE5_KEYS = ("items", "items_voted", "valid", "valid_pct", "unanimous", "unanimous_pct", "alpha_all", "alpha_valid",
+               "annotators", "annotators_excluded", "votes_file")
+
+
+def human_validation(params: dict, kept: list[dict], validation_dir, instrument: str) -> tuple[list[dict], dict]:
+    """The records to export after human validation, and the Table 5 figures for the manifest.
+
+    Once an instrument has votes (records with an `mturk` dict), params.yaml `validation.export: valid`
+    keeps only the records voted valid; `all` keeps every record (with its votes). Without votes
+    nothing changes.
+    """
+    from pipeline.stages.validate import settings_from_params
+
+    mode = settings_from_params(params)["export"]
+    metrics = _optional_json(Path(validation_dir) / f"{instrument}.json") if validation_dir else None
+    table5 = {k: metrics.get(k) for k in TABLE5_KEYS if k in metrics} if metrics and metrics.get("has_votes") else None
+    voted = [r for r in kept if isinstance(r.get("mturk"), dict)]
+    if not voted:
+        return kept, {"counts": {}, "table5": table5}
+    valid = [r for r in voted if r.get("valid") is True]
+    counts = {"human_voted": len(voted), "human_valid": len(valid)}
+    if table5 is not None:
+        table5["export"] = mode
+    return (valid if mode == "valid" else kept), {"counts": counts, "table5": table5}
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def validation_datacard_lines(manifest: dict) -> list[str]:
+    """VALSE Table 5 columns per instrument: items, % valid, % unanimous, Krippendorff's alpha (all / valid)."""
+    lines = ["", "## Human validation (VALSE §4.4, Table 5)", "",
+             "| instrument | items voted | valid | % valid | % unanimous | α (all) | α (valid) | annotators (excluded) | exported |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, entry in manifest["instruments"].items():
+        t = entry.get("validation")
+        if not t:
+            lines.append(f"| {name} | not validated yet (no votes) | | | | | | | {entry['counts']['exported']} |")
+            continue
+        lines.append(f"| {name} | {t.get('items_voted')} of {t.get('items')} | {t.get('valid')} | {_pct(t.get('valid_pct'))} | "
+                     f"{_pct(t.get('unanimous_pct'))} | {_fmt(t.get('alpha_all'), 2)} | {_fmt(t.get('alpha_valid'), 2)} | "
+                     f"{t.get('annotators')} ({len(t.get('annotators_excluded') or [])}) | "
+                     f"{entry['counts']['exported']} ({t.get('export', 'valid')}) |")
+    lines += ["", "Valid: at least `validation.valid_min_caption` of the annotators chose the caption and not the foil;",
+              "unanimous: all did. α: Krippendorff's alpha, nominal, over the five answers relative to the caption."]
+    for name, entry in manifest["instruments"].items():
+        for excluded in (entry.get("validation") or {}).get("annotators_excluded") or []:
+            lines.append(f"- {name}: annotator {excluded['worker']} excluded: {excluded['reason']}")
+    return lines
+
+
+def validation_limitation_lines(manifest: dict) -> list[str]:
+    missing = [n for n, e in manifest["instruments"].items() if not e.get("validation")]
+    if not missing:
+        return ["- Every instrument was validated by human annotators (above); agreement figures over five categories",
+                "  are not a ceiling of human performance on the binary benchmark (VALSE App. E)."]
+    return [f"- Not yet validated by humans: {', '.join(missing)}. Foils are produced and filtered automatically;",
+            "  without human validation (VALSE §4.4) some foils may still describe the image. `mturk` is null",
+            "  until votes are collected (`foilforge annotate`, README \"Human validation\")."]
 
 
 def _fmt(value, digits=3) -> str:
@@ -212,6 +278,7 @@ def datacard_text(manifest: dict) -> str:
         acc = baseline.get("acc_r")
         lines.append(f"| {name} | {entry['counts']['exported']} | {counts} | {_fmt(bias.get('n_lexical_items'))} | "
                      f"{_fmt(bias.get('js'))} | {'n/a' if acc is None else f'{100 * acc:.1f}%'} |")
+    lines += validation_datacard_lines(manifest)
     lines += ["", "## Models and variants that ran", ""]
     for name, entry in manifest["instruments"].items():
         parts = [f"{k}: {', '.join(v)}" for k, v in entry["provenance"].items()]
@@ -239,8 +306,7 @@ def datacard_text(manifest: dict) -> str:
         "",
         "## Limitations",
         "",
-        "- Foils are produced and filtered automatically; without human validation (VALSE §4.4) some foils",
-        "  may still describe the image. `mturk` is null until votes are collected.",
+        *validation_limitation_lines(manifest),
         "- The offline build uses substitute models (see the models above); scores from them are not the",
         "  paper's. Rebuild with the documented models for a release.",
         "- Source licences apply to the images and captions (COCO, Visual7W, SWiG, VisDial, Open Images).",
@@ -261,8 +327,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rejected-dir", default=None,
                         help="records the select stage rejected, <instrument>.jsonl (for counts before each filter)")
     parser.add_argument("--output-dir", required=True, help="benchmark directory (data/benchmark)")
+    parser.add_argument("--validation-dir", default=None,
+                        help="human-validation metrics, <instrument>.json (data/metrics/validate)")
 
 
 def main(args) -> int:
-    export(load_params(args.params), args.filtered_dir, args.bias_dir, args.baseline_dir, args.output_dir, args.rejected_dir)
+    export(load_params(args.params), args.filtered_dir, args.bias_dir, args.baseline_dir, args.output_dir, args.rejected_dir,
+           args.validation_dir)
     return 0

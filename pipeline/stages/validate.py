@@ -1,0 +1,282 @@
+"""Human validation (VALSE §4.4, App. E): votes in, `mturk` counts, `valid` flags and Table 5 figures out.
+
+Annotators saw the image and two numbered texts, the caption first in half of
+the items (`caption_first`: seeded per item, never shown), and chose one of
+five answers: `first` (the first, not the second), `second`, `both`, `neither`,
+`cannot_tell`. Votes come as a batch-results CSV (Amazon Mechanical Turk's, or
+`foilforge annotate dump` from the own server): the columns `Input.item_id`,
+`WorkerId` and `Answer.choice` are read, the others ignored.
+
+Each answer is turned into caption / foil / other with the item's order. An
+annotator whose caption preference on the gold items (params.yaml
+`validation.gold`) is below `gold_threshold` is excluded from every count.
+A record gets VALSE's `mturk` = {"caption": n, "foil": n, "other": n} and
+`valid` (caption chosen by at least `valid_min_caption` annotators); without a
+votes file every record keeps `mturk: null` and the stage says so.
+
+The metrics file holds VALSE Table 5 for the instrument: items, % valid,
+% unanimous, Krippendorff's alpha (nominal, the 5 caption-relative categories)
+over all voted items and over the valid subset, and who was excluded and why.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import logging
+import math
+from pathlib import Path
+
+from pipeline.errors import ConfigError, InputError
+from pipeline.io import write_json, write_jsonl
+from pipeline.params import load_params
+
+log = logging.getLogger(__name__)
+
+CHOICES = ("first", "second", "both", "neither", "cannot_tell")
+# caption-relative categories: what alpha is computed on (annotators of one item saw the same order)
+CATEGORIES = ("caption", "foil", "both", "neither", "cannot_tell")
+VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.choice")
+EXPORT_MODES = ("valid", "all")
+DEFAULTS = {
+    "seed": 0,
+    "annotators_per_item": 3,
+    "valid_min_caption": 2,
+    "gold": {},
+    "gold_threshold": 0.7,
+    "votes": {},
+    "export": "valid",
+}
+
+
+def settings_from_params(params: dict) -> dict:
+    """params.yaml `validation`, merged over the defaults; unknown keys and bad values are ConfigErrors."""
+    block = params.get("validation") or {}
+    if not isinstance(block, dict):
+        raise ConfigError("params.yaml validation must be a mapping")
+    unknown = set(block) - set(DEFAULTS)
+    if unknown:
+        raise ConfigError(f"params.yaml validation: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"allowed: {', '.join(DEFAULTS)}")
+    settings = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None}}
+    for key in ("annotators_per_item", "valid_min_caption"):
+        if not isinstance(settings[key], int) or settings[key] < 1:
+            raise ConfigError(f"params.yaml validation.{key} must be a positive integer, got {settings[key]!r}")
+    if settings["valid_min_caption"] > settings["annotators_per_item"]:
+        raise ConfigError("params.yaml validation.valid_min_caption cannot exceed validation.annotators_per_item")
+    threshold = settings["gold_threshold"]
+    if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+        raise ConfigError(f"params.yaml validation.gold_threshold must be a share in [0, 1], got {threshold!r}")
+    if settings["export"] not in EXPORT_MODES:
+        raise ConfigError(f"params.yaml validation.export must be one of {', '.join(EXPORT_MODES)}, got {settings['export']!r}")
+    for key in ("gold", "votes"):
+        if not isinstance(settings[key], dict):
+            raise ConfigError(f"params.yaml validation.{key} must map instrument names to values")
+    return settings
+
+
+def votes_path(settings: dict, instrument: str) -> Path:
+    return Path(settings["votes"].get(instrument) or f"data/annotations/{instrument}.csv")
+
+
+def caption_first(item_id: str, seed: int = 0) -> bool:
+    """Whether text 1 is the caption: a seeded coin per item, stable when other items come and go."""
+    return hashlib.sha256(f"{seed}\0{item_id}".encode("utf-8")).digest()[0] % 2 == 0
+
+
+def relative_choice(choice: str, first_is_caption: bool) -> str:
+    """first/second -> caption/foil for this item's order; both/neither/cannot_tell stay."""
+    if choice == "first":
+        return "caption" if first_is_caption else "foil"
+    if choice == "second":
+        return "foil" if first_is_caption else "caption"
+    return choice
+
+
+# ---------------------------------------------------------------- reading votes
+
+def read_votes(path, known_ids) -> list[dict]:
+    """Rows of a batch-results CSV as {line, item_id, worker, choice}; every problem names file, line and field.
+
+    The whole file is checked before anything is returned, so a bad file never leads to a partial output.
+    """
+    path = Path(path)
+    known_ids = set(known_ids)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(path, f"not valid UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start})") from None
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    header = reader.fieldnames or []
+    for column in VOTE_COLUMNS:
+        if column not in header:
+            raise InputError(path, f"missing column (header has: {', '.join(header) or 'nothing'})",
+                             record="line 1", field=column)
+    votes, seen = [], {}
+    for row in reader:
+        line = reader.line_num
+        item_id = (row.get("Input.item_id") or "").strip()
+        worker = (row.get("WorkerId") or "").strip()
+        choice = (row.get("Answer.choice") or "").strip()
+        if not item_id:
+            raise InputError(path, "empty item id", record=f"line {line}", field="Input.item_id")
+        if item_id not in known_ids:
+            raise InputError(path, f"unknown item id {item_id!r} (not in the instrument's records)",
+                             record=f"line {line}", field="Input.item_id")
+        if not worker:
+            raise InputError(path, "empty worker id", record=f"line {line}", field="WorkerId")
+        if choice not in CHOICES:
+            raise InputError(path, f"unknown choice {choice!r}; expected one of {', '.join(CHOICES)}",
+                             record=f"line {line}", field="Answer.choice")
+        if (worker, item_id) in seen:
+            raise InputError(path, f"duplicate answer: worker {worker!r} already answered item {item_id!r} "
+                                   f"on line {seen[worker, item_id]}", record=f"line {line}", field="WorkerId")
+        seen[worker, item_id] = line
+        votes.append({"line": line, "item_id": item_id, "worker": worker, "choice": choice})
+    return votes
+
+
+# ---------------------------------------------------------------- agreement and counts
+
+def gold_check(votes: list[dict], gold_ids: set, threshold: float) -> tuple[set, list[dict], list[str]]:
+    """(excluded workers, [{worker, reason, ...}], workers with no gold answers) from the gold items."""
+    per_worker: dict[str, list[str]] = {}
+    for vote in votes:
+        if vote["item_id"] in gold_ids:
+            per_worker.setdefault(vote["worker"], []).append(vote["relative"])
+    excluded, report = set(), []
+    for worker, answers in sorted(per_worker.items()):
+        share = sum(a == "caption" for a in answers) / len(answers)
+        if share < threshold:
+            excluded.add(worker)
+            report.append({"worker": worker, "gold_answers": len(answers), "caption_share": share,
+                           "reason": f"chose the caption on {sum(a == 'caption' for a in answers)}/{len(answers)} "
+                                     f"gold items ({100 * share:.0f}%), below the threshold {100 * threshold:.0f}%"})
+    unchecked = sorted({v["worker"] for v in votes} - set(per_worker)) if gold_ids else []
+    return excluded, report, unchecked
+
+
+def reliability_matrix(votes: list[dict], item_ids: list[str]):
+    """Annotators x items, category codes 0..4 (CATEGORIES), NaN where an annotator did not answer."""
+    import numpy as np
+
+    workers = sorted({v["worker"] for v in votes})
+    column = {item: j for j, item in enumerate(item_ids)}
+    row = {worker: i for i, worker in enumerate(workers)}
+    matrix = np.full((len(workers), len(item_ids)), np.nan)
+    for vote in votes:
+        if vote["item_id"] in column:
+            matrix[row[vote["worker"]], column[vote["item_id"]]] = CATEGORIES.index(vote["relative"])
+    return matrix
+
+
+def nominal_alpha(votes: list[dict], item_ids: list[str]) -> float | None:
+    """Krippendorff's alpha (nominal, 5 categories) via the `krippendorff` package; None when undefined."""
+    import krippendorff
+
+    if not item_ids:
+        return None
+    matrix = reliability_matrix(votes, item_ids)
+    try:
+        alpha = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal",
+                                   value_domain=list(range(len(CATEGORIES))))
+    except ValueError:  # fewer than two pairable values: agreement is undefined, not zero
+        return None
+    alpha = float(alpha)
+    return None if math.isnan(alpha) else alpha
+
+
+def validate_records(records: list[dict], votes: list[dict] | None, settings: dict, instrument: str) -> dict:
+    """Set `mturk`/`valid` on the records (in place); return the Table 5 metrics."""
+    metrics = {"instrument": instrument, "items": len(records), "has_votes": votes is not None,
+               "annotators_per_item": settings["annotators_per_item"],
+               "valid_min_caption": settings["valid_min_caption"]}
+    if votes is None:
+        for record in records:
+            record["mturk"] = None
+            record.pop("valid", None)
+        return metrics
+    ids = {str(r["id"]) for r in records}
+    gold_ids = {str(g) for g in (settings["gold"].get(instrument) or [])}
+    unknown_gold = sorted(gold_ids - ids)
+    if unknown_gold:
+        raise ConfigError(f"params.yaml validation.gold.{instrument}: item(s) not in the instrument: {', '.join(unknown_gold)}")
+    for vote in votes:
+        vote["relative"] = relative_choice(vote["choice"], caption_first(vote["item_id"], settings["seed"]))
+    excluded, excluded_report, unchecked = gold_check(votes, gold_ids, settings["gold_threshold"])
+    kept = [v for v in votes if v["worker"] not in excluded]
+    counts: dict[str, dict] = {}
+    for vote in kept:
+        entry = counts.setdefault(vote["item_id"], {"caption": 0, "foil": 0, "other": 0})
+        entry[vote["relative"] if vote["relative"] in ("caption", "foil") else "other"] += 1
+    valid_ids, unanimous = [], 0
+    for record in records:
+        entry = counts.get(str(record["id"]))
+        record["mturk"] = entry
+        if entry is None:
+            record.pop("valid", None)
+            continue
+        record["valid"] = entry["caption"] >= settings["valid_min_caption"]
+        if record["valid"]:
+            valid_ids.append(str(record["id"]))
+        unanimous += entry["caption"] == sum(entry.values())
+    voted_ids = sorted(counts)
+    n_voted = len(voted_ids)
+    per_item = [sum(e.values()) for e in counts.values()]
+    metrics.update({
+        "items_voted": n_voted,
+        "items_without_votes": len(records) - n_voted,
+        "items_incomplete": sum(n < settings["annotators_per_item"] for n in per_item),
+        "items_over_quota": sum(n > settings["annotators_per_item"] for n in per_item),
+        "valid": len(valid_ids),
+        "valid_pct": 100 * len(valid_ids) / n_voted if n_voted else None,
+        "unanimous": unanimous,
+        "unanimous_pct": 100 * unanimous / n_voted if n_voted else None,
+        "alpha_all": nominal_alpha(kept, voted_ids),
+        "alpha_valid": nominal_alpha(kept, sorted(valid_ids)),
+        "votes": len(votes),
+        "votes_counted": len(kept),
+        "annotators": len({v["worker"] for v in votes}),
+        "annotators_excluded": excluded_report,
+        "annotators_without_gold": unchecked,
+        "gold_items": len(gold_ids),
+        "gold_threshold": settings["gold_threshold"],
+    })
+    return metrics
+
+
+def validate(params: dict, instrument: str, input_path, output_path, metrics_path, votes=None) -> dict:
+    from pipeline.stages.export import read_instrument
+
+    settings = settings_from_params(params)
+    records = read_instrument(Path(input_path))
+    votes_file = Path(votes) if votes else votes_path(settings, instrument)
+    if votes_file.is_file():
+        vote_rows = read_votes(votes_file, {str(r["id"]) for r in records})
+    else:
+        vote_rows = None
+        log.warning("%s: no votes file at %s; records keep mturk: null (not validated by humans yet)",
+                    instrument, votes_file)
+    metrics = validate_records(records, vote_rows, settings, instrument)
+    metrics["votes_file"] = str(votes_file)
+    write_jsonl(output_path, records)
+    write_json(metrics_path, metrics)
+    if vote_rows is not None:
+        log.info("%s: %d/%d voted items valid, alpha %s (valid subset %s); %d annotator(s) excluded",
+                 instrument, metrics["valid"], metrics["items_voted"], metrics["alpha_all"], metrics["alpha_valid"],
+                 len(metrics["annotators_excluded"]))
+    return metrics
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("instrument", help="instrument name (params.yaml instruments.NAME)")
+    parser.add_argument("--input", required=True, help="filtered records, JSONL (data/filtered/NAME.jsonl)")
+    parser.add_argument("--output", required=True, help="records with mturk/valid, JSONL (data/validated/NAME.jsonl)")
+    parser.add_argument("--metrics", required=True, help="Table 5 figures, JSON (data/metrics/validate/NAME.json)")
+    parser.add_argument("--votes", default=None,
+                        help="batch-results CSV (default: params.yaml validation.votes.NAME, else data/annotations/NAME.csv)")
+
+
+def main(args) -> int:
+    validate(load_params(args.params), args.instrument, args.input, args.output, args.metrics, args.votes)
+    return 0
