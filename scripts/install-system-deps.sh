@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages foilforge needs: WordNet 3.0 (verb constraints; nltk.download cannot
-# reach its host offline) and Link Grammar (the offline grammaticality alternative).
+# reach its host offline), Link Grammar (the offline grammaticality alternative) and headless
+# Chromium + chromedriver (the annotation page's real-browser test).
 set -euo pipefail
-packages=(wordnet-base wordnet-sense-index python3-link-grammar link-grammar-dictionaries-en)
+packages=(wordnet-base wordnet-sense-index python3-link-grammar link-grammar-dictionaries-en chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

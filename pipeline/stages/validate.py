@@ -177,9 +177,12 @@ def nominal_alpha(votes: list[dict], item_ids: list[str]) -> float | None:
     if not item_ids:
         return None
     matrix = reliability_matrix(votes, item_ids)
+    import numpy as np
+
     try:
-        alpha = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal",
-                                   value_domain=list(range(len(CATEGORIES))))
+        with np.errstate(invalid="ignore", divide="ignore"):  # one category only: 0/0, reported as None
+            alpha = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal",
+                                       value_domain=list(range(len(CATEGORIES))))
     except ValueError:  # fewer than two pairable values: agreement is undefined, not zero
         return None
     alpha = float(alpha)

@@ -6,8 +6,8 @@ and no route reads or changes anything but the caller's own answers: admin actio
 annotators, loading items, dumping votes) are CLI commands, not HTTP routes.
 """
 
-from __future__ import annotations
 
+# no `from __future__ import annotations` here: FastAPI reads the `Request` annotations at runtime
 import json
 import sqlite3
 from importlib import resources
