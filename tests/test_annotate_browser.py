@@ -83,9 +83,9 @@ def test_page_answers_with_clicks_and_keys_and_the_database_has_them(tmp_path, b
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
         for button in browser.find_elements(By.CSS_SELECTOR, "#choices button"):
             assert button.rect["x"] >= 0 and button.rect["x"] + button.rect["width"] <= browser.execute_script("return window.innerWidth")
-        screenshot = Path(os.environ.get("FOILFORGE_SCREENSHOT", tmp_path / "annotate-page.png"))
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(screenshot))
+        shots = Path(os.environ.get("FOILFORGE_SCREENSHOT_DIR", tmp_path))   # set it to keep the screenshots
+        shots.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(shots / "annotate-page.png"))
 
         sent = []
         actions = [("click", "first"), ("key", "2"), ("click", "both"), ("key", "5"), ("key", "4"), ("key", "1")]
@@ -96,6 +96,7 @@ def test_page_answers_with_clicks_and_keys_and_the_database_has_them(tmp_path, b
                 wait.until(lambda d: d.find_element(By.ID, "placeholder").is_displayed())
                 assert "img_001.jpg" in browser.find_element(By.ID, "placeholder").text
                 assert not browser.find_element(By.ID, "image").is_displayed()
+                browser.save_screenshot(str(shots / "annotate-placeholder.png"))
             if how == "click":
                 browser.find_element(By.CSS_SELECTOR, f'#choices button[data-choice="{what}"]').click()
                 sent.append((item, what))

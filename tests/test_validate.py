@@ -142,3 +142,14 @@ def test_params_block_is_checked():
         validate.settings_from_params({"validation": {"annotators": 3}})
     with pytest.raises(ConfigError, match="export must be one of valid, all"):
         validate.settings_from_params({"validation": {"export": "some"}})
+
+
+def test_check_params_reports_a_bad_validation_block():
+    from pipeline.stages.check_params import validation_problems
+
+    instruments = {"relations": {}}
+    assert validation_problems({"validation": {"votes": {"relatons": "x.csv"}}}, instruments) == [
+        "params.yaml validation.votes: relatons is not an instrument (relations)"]
+    assert validation_problems({"validation": {"annotators_per_item": 0}}, instruments) == [
+        "params.yaml validation.annotators_per_item must be a positive integer, got 0"]
+    assert validation_problems({"validation": {}}, instruments) == []

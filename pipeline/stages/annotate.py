@@ -243,7 +243,18 @@ def _cmd_dump(args) -> int:
 
 
 def add_arguments(parser) -> None:
+    import argparse
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    original_add_parser = sub.add_parser
+
+    def add_parser(*args, **kwargs):
+        # `--params` after the action too (foilforge annotate export X --params p.yaml); SUPPRESS keeps the outer default
+        action_parser = original_add_parser(*args, **kwargs)
+        action_parser.add_argument("--params", default=argparse.SUPPRESS, help="params file (default: params.yaml)")
+        return action_parser
+
+    sub.add_parser = add_parser
 
     p = sub.add_parser("export", help="write a crowd batch: one CSV row per item, plus an HTML task template")
     p.add_argument("instrument")

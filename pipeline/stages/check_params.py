@@ -25,7 +25,20 @@ def check(params: dict) -> list[str]:
         if isinstance(spec, dict) and spec.get("source") and spec["source"] not in sources:
             problems.append(f"params.yaml instruments.{name}.source {spec['source']!r} is not a key of `sources` ({', '.join(sorted(sources))})")
     problems += filter_problems(params, instruments)
+    problems += validation_problems(params, instruments)
     return problems
+
+
+def validation_problems(params: dict, instruments: dict) -> list[str]:
+    """The validation block (human votes): its settings, and instrument names under gold and votes."""
+    from pipeline.stages.validate import settings_from_params
+
+    try:
+        settings = settings_from_params(params)
+    except ConfigError as err:
+        return [str(err)]
+    return [f"params.yaml validation.{key}: {name} is not an instrument ({', '.join(sorted(instruments))})"
+            for key in ("gold", "votes") for name in sorted(set(settings[key]) - set(instruments))]
 
 
 def filter_problems(params: dict, instruments: dict) -> list[str]:

@@ -63,6 +63,8 @@
     $("text-2").innerHTML = item.text_2;
     $("progress").textContent = item.done + " / " + item.total;
     show("task");
+    // a focused button would take Enter/Space as an answer to the next item
+    if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
     document.body.dataset.itemId = item.item_id;
   }
 
