@@ -153,3 +153,12 @@ def test_check_params_reports_a_bad_validation_block():
     assert validation_problems({"validation": {"annotators_per_item": 0}}, instruments) == [
         "params.yaml validation.annotators_per_item must be a positive integer, got 0"]
     assert validation_problems({"validation": {}}, instruments) == []
+
+
+def test_bias_uses_the_validate_stage_verdict():
+    from pipeline.stages.bias import is_valid
+
+    votes = {"caption": 2, "foil": 1, "other": 0}
+    assert is_valid({"mturk": votes}) is True                     # VALSE's 2-of-3 rule when no verdict is stored
+    assert is_valid({"mturk": votes, "valid": False}) is False    # e.g. validation.valid_min_caption: 3
+    assert is_valid({"mturk": None}) is None

@@ -105,6 +105,8 @@ def is_valid(record: dict) -> bool | None:
     votes = record.get("mturk")
     if not isinstance(votes, dict) or "caption" not in votes:
         return None
+    if isinstance(record.get("valid"), bool):  # the validate stage's verdict (params.yaml validation.valid_min_caption)
+        return record["valid"]
     return votes["caption"] >= 2
 
 
