@@ -28,7 +28,8 @@ CATEGORIES = ["caption", "foil", "both", "neither", "cannot_tell"]
 
 
 def _run(cmd, cwd):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
+           "DVC_NO_ANALYTICS": "1"}   # no analytics daemon, no network
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     assert done.returncode == 0, f"{cmd}: {done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
