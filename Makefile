@@ -29,9 +29,17 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 	$(BIN)/python scripts/link_linkgrammar.py
 	touch $@
 
+# PROFILE=paper: the paper's models (profiles/paper.yaml) as a DVC experiment (`dvc exp show`)
+PROFILE ?=
+
 repro: setup
+ifeq ($(PROFILE),)
 	$(BIN)/foilforge check-params
 	$(BIN)/dvc repro
+else
+	$(BIN)/foilforge check-params --profile $(PROFILE)
+	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))
+endif
 	$(BIN)/dvc metrics show
 
 test: setup

@@ -25,6 +25,7 @@ COMMANDS = {
     "export": ("pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
     "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
     "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
+    "profile": ("pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
 }
 
 
