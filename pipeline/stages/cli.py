@@ -29,9 +29,17 @@ COMMANDS = {
 }
 
 
+def _version_line() -> str:
+    from pipeline.provenance import version_line
+
+    return version_line()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="foilforge", description="Build and validate vision-and-language foil benchmarks.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=_version_line(),
+                        help="print foilforge's version (and git commit, from a checkout) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         try:

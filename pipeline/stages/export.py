@@ -153,7 +153,10 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
         raise InputError(filtered_dir, "no filtered records (*.jsonl) found")
-    manifest = {"instruments": {}, "params": params, "sources": source_hashes(params)}
+    from pipeline import provenance
+
+    manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),
+                "environment": provenance.environment(params), "models": provenance.models(params)}
     for path in files:
         instrument = path.stem
         records = read_instrument(path)
