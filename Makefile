@@ -1,5 +1,7 @@
 # The two commands of the README: `make repro` and `make test`. Both set up .venv first.
 PYTHON ?= python3
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (PyPI's Linux wheel is the CUDA one)
+TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.foilforge-installed
@@ -17,6 +19,7 @@ system-deps:
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(if $(TORCH_INDEX),$(BIN)/python -m pip install -q torch==2.13.0 --index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
@@ -29,9 +32,17 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 	$(BIN)/python scripts/link_linkgrammar.py
 	touch $@
 
+# PROFILE=paper: the paper's models (profiles/paper.yaml) as a DVC experiment (`dvc exp show`)
+PROFILE ?=
+
 repro: setup
+ifeq ($(PROFILE),)
 	$(BIN)/foilforge check-params
 	$(BIN)/dvc repro
+else
+	$(BIN)/foilforge check-params --profile $(PROFILE)
+	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))
+endif
 	$(BIN)/dvc metrics show
 
 test: setup

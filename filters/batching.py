@@ -1,4 +1,4 @@
-"""Length-sorted batches of token ids, padded on the right with an attention mask.
+"""Length-sorted batches of token ids, padded on the right (by the tokenizer) with an attention mask.
 
 Sorting by length keeps padding (wasted compute) small; the mask keeps a
 padded position from changing any real position's output, so a text scores
@@ -17,24 +17,23 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[list[
         yield order[start : start + batch_size]
 
 
-def pad(encodings: list[dict], pad_id: int, device) -> dict:
-    """Stack tokenizer outputs (input_ids [, token_type_ids]) into padded tensors with an attention mask."""
-    import torch
+def pad(tokenizer, encodings: list[dict], device) -> dict:
+    """The tokenizer's own padding of its outputs into tensors with an attention mask, on `device`.
 
-    width = max(len(e["input_ids"]) for e in encodings)
-    ids = torch.full((len(encodings), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encodings), width), dtype=torch.long)
-    types = torch.zeros((len(encodings), width), dtype=torch.long) if "token_type_ids" in encodings[0] else None
-    for row, enc in enumerate(encodings):
-        n = len(enc["input_ids"])
-        ids[row, :n] = torch.tensor(enc["input_ids"])
-        mask[row, :n] = 1
-        if types is not None:
-            types[row, :n] = torch.tensor(enc["token_type_ids"])
-    batch = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
-    if types is not None:
-        batch["token_type_ids"] = types.to(device)
-    return batch
+    Always on the right, whatever the tokenizer's `padding_side`: BERT-style models number positions from
+    the left, so left padding would shift every real token's position and change its score. A tokenizer
+    without a pad token pads with its EOS token (padded positions are masked, their id is never read).
+    """
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            from pipeline.errors import ConfigError
+
+            raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has neither a pad nor an EOS "
+                              "token, so batches cannot be padded; use a checkpoint whose tokenizer defines one")
+        tokenizer.pad_token = tokenizer.eos_token
+    batch = tokenizer.pad([{k: e[k] for k in ("input_ids", "token_type_ids") if k in e} for e in encodings],
+                          padding=True, padding_side="right", return_attention_mask=True, return_tensors="pt")
+    return {k: v.to(device) for k, v in batch.items()}
 
 
 def progress_bar(total: int, desc: str, enabled: bool):

@@ -111,7 +111,7 @@ class Gruen:
         bar = progress_bar(len(sentences), "grammaticality: LM term", progress)
         with torch.inference_mode():
             for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], batch_size or self.lm_spec.batch_size):
-                batch = pad([encoded[i] for i in idx], self.lm_tokenizer.pad_token_id or 0, self.lm_device)
+                batch = pad(self.lm_tokenizer, [encoded[i] for i in idx], self.lm_device)
                 logits = self.lm(**batch).logits.float()
                 token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch["input_ids"], reduction="none")
                 mask = batch["attention_mask"].float()
@@ -130,7 +130,7 @@ class Gruen:
         bar = progress_bar(len(sentences), "grammaticality: CoLA term", progress)
         with torch.inference_mode():
             for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], batch_size or self.cola_spec.batch_size):
-                batch = pad([encoded[i] for i in idx], self.cola_tokenizer.pad_token_id or 0, self.cola_device)
+                batch = pad(self.cola_tokenizer, [encoded[i] for i in idx], self.cola_device)
                 logits = self.cola(**batch).logits.float()[:, self.cola_class].tolist()
                 for row, i in enumerate(idx):
                     out[i] = float(logits[row])

@@ -129,7 +129,7 @@ class NLIModel:
         bar = progress_bar(len(pairs), "nli", progress)
         with torch.inference_mode():
             for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], self.spec.batch_size):
-                batch = pad([encoded[i] for i in idx], self.tokenizer.pad_token_id or 0, self.device)
+                batch = pad(self.tokenizer, [encoded[i] for i in idx], self.device)
                 probs = torch.softmax(self.model(**batch).logits.float(), dim=-1).tolist()
                 for row, i in enumerate(idx):
                     out[i] = {self.labels[k]: float(p) for k, p in enumerate(probs[row])}

@@ -4,7 +4,8 @@ A model spec (a params.yaml block) is:
 
     name_or_path: bert-base-cased   # hub id, local directory, or package:<module>
     gguf_file: null                 # a GGUF file inside name_or_path (llama.cpp exports)
-    device: auto                    # cpu | cuda | auto
+    revision: null                  # hub models: a branch, tag or commit (pin a commit for a reproducible build)
+    device: auto                    # cpu | cuda | cuda:N | mps | auto (cuda, else mps, else cpu)
     dtype: float32                  # float32 | float16 | bfloat16
     batch_size: 32
 
@@ -33,6 +34,7 @@ class ModelSpec:
     name_or_path: str
     param_key: str = "models"  # the params.yaml key this spec came from, for error messages
     gguf_file: str | None = None
+    revision: str | None = None
     device: str = "auto"
     dtype: str = "float32"
     batch_size: int = 32
@@ -44,17 +46,24 @@ class ModelSpec:
             raise ConfigError(f"no model configured: set {param_key}.name_or_path in params.yaml (a hub id or a local path)")
         if isinstance(block, str):
             block = {"name_or_path": block}
-        known = {"name_or_path", "gguf_file", "device", "dtype", "batch_size"}
+        known = {"name_or_path", "gguf_file", "revision", "device", "dtype", "batch_size"}
         extra = {k: v for k, v in block.items() if k not in known}
         spec = cls(param_key=param_key, extra=extra, **{k: v for k, v in block.items() if k in known})
         if spec.dtype not in DTYPES:
             raise ConfigError(f"{param_key}.dtype must be one of {', '.join(DTYPES)}, got {spec.dtype!r}")
-        if spec.device not in ("cpu", "cuda", "auto") and not str(spec.device).startswith("cuda:"):
-            raise ConfigError(f"{param_key}.device must be cpu, cuda or auto, got {spec.device!r}")
+        if spec.device not in ("cpu", "cuda", "mps", "auto") and not str(spec.device).startswith("cuda:"):
+            raise ConfigError(f"{param_key}.device must be cpu, cuda, cuda:N, mps or auto, got {spec.device!r}")
+        if spec.revision is not None and not isinstance(spec.revision, str):
+            raise ConfigError(f"{param_key}.revision must be a branch, tag or commit (a string), got {spec.revision!r}")
         return spec
 
     def describe(self) -> str:
-        return self.name_or_path + (f" ({self.gguf_file})" if self.gguf_file else "")
+        return (self.name_or_path + (f"@{self.revision}" if self.revision else "")
+                + (f" ({self.gguf_file})" if self.gguf_file else ""))
+
+    def hub_kwargs(self) -> dict:
+        """Keyword arguments every from_pretrained call of this spec takes (the pinned revision, when set)."""
+        return {"revision": self.revision} if self.revision else {}
 
 
 def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
@@ -80,13 +89,25 @@ def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
     return str(directory), gguf
 
 
+def _mps_available() -> bool:
+    import torch
+
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
 def torch_device(spec: ModelSpec):
     import torch
 
     if spec.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if _mps_available() else "cpu")
     if str(spec.device).startswith("cuda") and not torch.cuda.is_available():
         log.warning("%s.device is %s but CUDA is not available here; running on cpu", spec.param_key, spec.device)
+        return torch.device("cpu")
+    if spec.device == "mps" and not _mps_available():
+        log.warning("%s.device is mps but Apple's Metal backend is not available here; running on cpu", spec.param_key)
         return torch.device("cpu")
     return torch.device(spec.device)
 
@@ -115,7 +136,7 @@ def load_tokenizer(spec: ModelSpec):
     path, gguf = resolve_path(spec)
     try:
         kwargs = {"gguf_file": gguf} if gguf else {}
-        return AutoTokenizer.from_pretrained(path, **kwargs)
+        return AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
     except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
         raise _hub_hint(spec, err) from err
 
@@ -132,9 +153,15 @@ def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weig
     path, gguf = resolve_path(spec)
     cls = getattr(transformers, auto_class)
     device = torch_device(spec)
+    dtype = torch_dtype(spec, device)
     kwargs = {"gguf_file": gguf} if gguf else {}
+    # Weights load straight in the target dtype (and, on CUDA, onto the GPU via device_map) instead of as
+    # float32 on the CPU first: a bf16 ALBERT-xxlarge never needs its fp32 copy in RAM. transformers 5 always
+    # loads with low CPU memory (its `low_cpu_mem_usage` flag is gone); `dtype` is its name for `torch_dtype`.
+    if device.type == "cuda":
+        kwargs["device_map"] = str(device)
     try:
-        model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+        model, info = cls.from_pretrained(path, output_loading_info=True, dtype=dtype, **kwargs, **spec.hub_kwargs())
     except Exception as err:
         raise _hub_hint(spec, err) from err
     missing = list(info.get("missing_keys", []))
@@ -145,6 +172,9 @@ def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weig
             f"{len(fresh)} weight(s) at random ({', '.join(fresh[:3])}...). Its predictions would be noise. "
             f"Set {spec.param_key}.name_or_path to a checkpoint that ships the head (README, 'Models')."
         )
-    model = model.to(device=device, dtype=torch_dtype(spec, device))
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    if model.dtype != dtype:  # a checkpoint format that ignores `dtype` (some GGUF dequantisers)
+        model = model.to(dtype=dtype)
     model.eval()
     return model

@@ -34,3 +34,54 @@ def block(params: dict, dotted: str, required: bool = True):
             return None
         node = node[part]
     return node
+
+
+# ---------------------------------------------------------------- profiles
+PROFILES_DIR = "profiles"
+
+
+def profile_path(name_or_path) -> Path:
+    """`paper` -> profiles/paper.yaml (relative to the working directory, the project root); a path stays a path."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = Path(PROFILES_DIR) / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in Path(PROFILES_DIR).glob("*.yaml"))
+        raise ConfigError(f"profile {str(name_or_path)!r}: {path} not found (profiles: {', '.join(known) or 'none'})")
+    return path
+
+
+def merge_profile(params: dict, overlay: dict) -> dict:
+    """params with overlay applied: mappings merge key by key, every other value replaces (a copy; inputs untouched)."""
+    merged = dict(params)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_profile(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_profile(name_or_path) -> dict:
+    return load_params(profile_path(name_or_path))
+
+
+def profile_overrides(overlay: dict, params: dict, prefix: str = "") -> list[str]:
+    """The overlay as `dvc exp run --set-param` (Hydra) overrides: one per leaf, `+key=` for a key params lacks.
+
+    Values are JSON without spaces (JSON is YAML), so the list survives shell word splitting.
+    """
+    import json
+
+    out = []
+    for key, value in overlay.items():
+        dotted = f"{prefix}{key}"
+        present = isinstance(params, dict) and key in params
+        if isinstance(value, dict) and present and isinstance(params[key], dict):
+            out += profile_overrides(value, params[key], dotted + ".")
+        else:
+            text = json.dumps(value, separators=(",", ":"))
+            if isinstance(value, str) and all(c.isalnum() or c in "-_./" for c in value) and value not in ("null", "true", "false"):
+                text = value  # plain Hydra string: no quotes to lose in a Makefile
+            out.append(f"{'' if present else '+'}{dotted}={text}")
+    return out

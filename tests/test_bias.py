@@ -110,7 +110,8 @@ def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
     c, f = Counter(on=2, under=1), Counter(under=1, on=1, **{"in": 1})
     assert report["js"] == pytest.approx(bias.js_divergence(c, f))
     assert (out / "frequencies.csv").read_text().splitlines() == [
-        "item,caption,foil", "on,0.666667,0.333333", "under,0.333333,0.333333", "in,0.000000,0.333333"]
+        "item,side,frequency", "on,caption,0.666667", "on,foil,0.333333", "under,caption,0.333333",
+        "under,foil,0.333333", "in,caption,0.000000", "in,foil,0.333333"]
     assert (out / "frequencies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     params.write_text("bias:\n  instruments:\n    relations: {js_max: 0.1}\n")
     assert main(["bias", "relations", "--params", str(params), "--input", str(records), "--output-dir", str(out)]) == 1

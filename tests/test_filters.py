@@ -398,3 +398,20 @@ def test_score_reports_a_record_without_foil(tiny_models, tmp_path, capsys):
     assert cli.main(["score", "rel", "--params", str(params), "--input", str(foils), "--output", str(scored)]) == 2
     assert f"{foils}, record a, field 'foil': missing field" in capsys.readouterr().err
     assert not scored.exists()
+
+
+def test_pad_uses_the_tokenizer_and_pads_on_the_right(tiny_models):
+    """filters.batching.pad: the tokenizer's own padding, right side even when the tokenizer says left."""
+    from transformers import AutoTokenizer
+
+    from filters.batching import pad
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_models.bert_mlm()))
+    tok.padding_side = "left"
+    encoded = [tok("a dog"), tok("there are two dogs on the table")]
+    batch = pad(tok, encoded, "cpu")
+    short, long = encoded[0]["input_ids"], encoded[1]["input_ids"]
+    assert batch["input_ids"].tolist() == [short + [tok.pad_token_id] * (len(long) - len(short)), long]
+    assert batch["attention_mask"].tolist() == [[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)]
+    assert batch["token_type_ids"].tolist() == [[0] * len(long)] * 2
+    assert tok.padding_side == "left"  # the tokenizer's own setting is left alone

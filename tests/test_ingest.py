@@ -16,6 +16,7 @@ from foilers.base import FOILERS
 from pipeline.stages import cli
 from pipeline.stages.ingest import READERS, ingest, read_class_names, read_source
 from pipeline.io import iter_jsonl
+from pipeline.errors import ConfigError, InputError
 from pipeline.params import load_params
 from pipeline.records import SOURCE_FIELDS
 from tests.conftest import ROOT, shared_path
@@ -416,3 +417,49 @@ def test_docstring_table_names_every_format():
     rows = [line for line in module.__doc__.splitlines() if line.startswith("| ")]
     documented = {line.split("|")[1].strip() for line in rows}
     assert set(READERS) <= documented
+
+
+TRAIN_TEMPLATES = ["COCO_train2014_{image_id:012d}.jpg", "COCO_val2014_{image_id:012d}.jpg"]
+
+
+def test_visdial_train_names_each_image_by_the_coco_split_it_is_in(tmp_path):
+    """VisDial v1.0 train uses COCO train2014 and val2014 images: each id gets the template whose file exists."""
+    visdial_file(tmp_path, "visdial_1.0_train.json", split="train")
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "COCO_val2014_000000185565.jpg").write_bytes(b"")
+    (images / "COCO_train2014_000000000042.jpg").write_bytes(b"")
+    params = source("vd", "visdial", tmp_path, {"dialogs": "visdial_1.0_train.json", "images": "images"},
+                    image_file_template=TRAIN_TEMPLATES)
+    samples = {s["id"]: s for s in read_source(params, "vd")}
+    assert samples["vd:185565:0"]["image_file"] == "COCO_val2014_000000185565.jpg"
+    assert samples["vd:42:0"]["image_file"] == "COCO_train2014_000000000042.jpg"
+    assert samples["vd:185565:0"]["original_split"] == "train"
+
+
+def test_visdial_image_in_neither_or_both_folders_is_an_error(tmp_path):
+    visdial_file(tmp_path, "visdial_1.0_train.json", split="train")
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "COCO_train2014_000000000042.jpg").write_bytes(b"")
+    params = source("vd", "visdial", tmp_path, {"dialogs": "visdial_1.0_train.json", "images": "images"},
+                    image_file_template=TRAIN_TEMPLATES)
+    with pytest.raises(InputError) as err:
+        read_source(params, "vd")
+    assert str(err.value) == (f"{tmp_path}/visdial_1.0_train.json, record data.dialogs[0], field 'image_id': no image "
+                              f"file for image_id 185565 under {images} (tried COCO_train2014_000000185565.jpg, "
+                              f"COCO_val2014_000000185565.jpg)")
+    (images / "COCO_val2014_000000185565.jpg").write_bytes(b"")
+    (images / "COCO_val2014_000000000042.jpg").write_bytes(b"")
+    with pytest.raises(InputError, match=r"record data.dialogs\[1\], field 'image_id': 2 image files for image_id 42"):
+        read_source(params, "vd")
+
+
+def test_visdial_template_list_needs_the_image_folder(tmp_path):
+    visdial_file(tmp_path, "visdial_1.0_train.json", split="train")
+    params = source("vd", "visdial", tmp_path, {"dialogs": "visdial_1.0_train.json"}, image_file_template=TRAIN_TEMPLATES)
+    with pytest.raises(ConfigError, match=r"image_file_template lists 2 templates: set params.yaml sources.vd.files.images"):
+        read_source(params, "vd")
+    bad = source("vd", "visdial", tmp_path, {"dialogs": "visdial_1.0_train.json"}, image_file_template=[3])
+    with pytest.raises(ConfigError, match=r"must be a string or a list of strings, got \[3\]"):
+        read_source(bad, "vd")

@@ -160,7 +160,8 @@ def test_visdial_needs_a_usable_template(tmp_path, out):
     params = visdial(tmp_path, {"question": 0, "answer": 0})
     del params["sources"]["vd"]["image_file_template"]
     assert fails(params, "vd", out, ConfigError) == (
-        "params.yaml sources.vd needs image_file_template (e.g. \"COCO_train2014_{image_id:012d}.jpg\" for train, "
+        "params.yaml sources.vd needs image_file_template (e.g. [\"COCO_train2014_{image_id:012d}.jpg\", "
+        "\"COCO_val2014_{image_id:012d}.jpg\"] with files.images for train, "
         "\"VisualDialog_val2018_{image_id:012d}.jpg\" for val)")
     params["sources"]["vd"]["image_file_template"] = "COCO_{id}.jpg"
     assert fails(params, "vd", out, ConfigError) == (

@@ -196,11 +196,13 @@ def frequency_rows(caption_counts: Counter, foil_counts: Counter, top_k: int) ->
 
 
 def write_frequency_csv(path, rows: list[dict]) -> None:
+    """Long format, one row per item and side (caption, foil), so `dvc plots show` draws both sides side by side."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["item", "caption", "foil"], lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=["item", "side", "frequency"], lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({"item": row["item"], "caption": f"{row['caption']:.6f}", "foil": f"{row['foil']:.6f}"})
+        for side in ("caption", "foil"):
+            writer.writerow({"item": row["item"], "side": side, "frequency": f"{row[side]:.6f}"})
     with atomic_write(path) as handle:
         handle.write(buffer.getvalue())
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pipeline.errors import ConfigError
-from pipeline.params import load_params
+from pipeline.params import load_params, load_profile, merge_profile
 
 
 def add_arguments(parser) -> None:
-    pass
+    parser.add_argument("--profile", default=None,
+                        help="validate params.yaml with a profile applied (profiles/NAME.yaml, e.g. paper)")
 
 
 def check(params: dict) -> list[str]:
@@ -60,10 +61,15 @@ def filter_problems(params: dict, instruments: dict) -> list[str]:
 
 
 def main(args) -> int:
-    problems = check(load_params(args.params))
+    params = load_params(args.params)
+    where = args.params
+    if getattr(args, "profile", None):
+        params = merge_profile(params, load_profile(args.profile))
+        where = f"{args.params} + profile {args.profile}"
+    problems = check(params)
     for problem in problems:
         print(problem)
     if problems:
-        raise ConfigError(f"{len(problems)} problem(s) in {args.params}")
-    print(f"{args.params}: ok")
+        raise ConfigError(f"{len(problems)} problem(s) in {where}")
+    print(f"{where}: ok")
     return 0

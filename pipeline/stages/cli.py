@@ -27,12 +27,21 @@ COMMANDS = {
     "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
     "annotate": ("pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
     "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
+    "profile": ("pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
 }
+
+
+def _version_line() -> str:
+    from pipeline.provenance import version_line
+
+    return version_line()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="foilforge", description="Build and validate vision-and-language foil benchmarks.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=_version_line(),
+                        help="print foilforge's version (and git commit, from a checkout) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         try:

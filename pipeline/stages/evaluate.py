@@ -168,7 +168,7 @@ def _load_processor(spec: ModelSpec):
 
     path, _ = resolve_path(spec)
     try:
-        return AutoProcessor.from_pretrained(path)
+        return AutoProcessor.from_pretrained(path, **spec.hub_kwargs())
     except Exception as err:
         raise ConfigError(f"could not load the processor of {spec.describe()!r} for {spec.param_key}: "
                           f"{type(err).__name__}: {str(err).splitlines()[0][:300]}. Set {spec.param_key}.name_or_path "

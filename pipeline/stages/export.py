@@ -28,7 +28,7 @@ import logging
 from pathlib import Path
 
 from pipeline.errors import InputError
-from pipeline.io import atomic_write, file_sha256, read_json, write_json
+from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from pipeline.params import load_params
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,10 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
         raise InputError(filtered_dir, "no filtered records (*.jsonl) found")
-    manifest = {"instruments": {}, "params": params, "sources": source_hashes(params)}
+    from pipeline import provenance
+
+    manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),
+                "environment": provenance.environment(params), "models": provenance.models(params)}
     for path in files:
         instrument = path.stem
         records = read_instrument(path)
@@ -167,6 +170,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             raise InputError(path, "duplicate record ids")
         out_path = output_dir / f"{instrument}.json"
         write_json(out_path, benchmark)
+        write_loadable_rows(output_dir, instrument, benchmark)
         bias = _optional_json(Path(bias_dir) / instrument / "bias.json") if bias_dir else None
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
         ran = models_and_variants(funnel_records)
@@ -184,6 +188,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
         log.info("%s: exported %d records", instrument, len(benchmark))
     write_json(output_dir / "manifest.json", manifest)
     write_datacard(output_dir / "DATACARD.md", manifest)
+    write_dataset_card(output_dir, params, manifest)
     return manifest
 
 
@@ -249,6 +254,26 @@ def validation_limitation_lines(manifest: dict) -> list[str]:
     return [f"- Not yet validated by humans: {', '.join(missing)}. Foils are produced and filtered automatically;",
             "  without human validation (VALSE §4.4) some foils may still describe the image. `mturk` is null",
             "  until votes are collected (`foilforge annotate`, README \"Human validation\")."]
+
+
+def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict) -> None:
+    """rows/<instrument>.jsonl: one type-stable row per record, for `datasets.load_dataset` (pipeline/loadable.py)."""
+    from pipeline.loadable import rows_path, to_row
+
+    write_jsonl(output_dir / rows_path(instrument), [to_row(key, instrument, rec) for key, rec in benchmark.items()])
+
+
+def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
+    """README.md: the Hugging Face dataset card (configs per instrument) for the rows/ files."""
+    from pipeline.loadable import card_text, source_family
+
+    sources = params.get("sources") or {}
+    instruments = params.get("instruments") or {}
+    used = {source_family(sources.get(spec.get("source")), spec.get("source") or "")
+            for name, spec in instruments.items() if name in manifest["instruments"] and isinstance(spec, dict)}
+    counts = {name: entry["counts"]["exported"] for name, entry in manifest["instruments"].items()}
+    with atomic_write(output_dir / "README.md") as handle:
+        handle.write(card_text(counts, sorted(used)))
 
 
 def _fmt(value, digits=3) -> str:

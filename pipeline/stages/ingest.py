@@ -48,9 +48,14 @@ Details:
   noun id missing from the space file is an error naming the annotation.
   `verb_abstract`/`verb_order` are the verb's `abstract`/`order` there.
 * visdial: `files: {dialogs: visdial_1.0_<split>.json}`; `image_file_template`
-  is required (`COCO_train2014_{image_id:012d}.jpg`,
-  `VisualDialog_val2018_{image_id:012d}.jpg`). VALSE's coreference records have
-  no `dataset_idx`; samples carry the VisDial image id there.
+  is required. val: `VisualDialog_val2018_{image_id:012d}.jpg`. train draws on
+  COCO train2014 *and* val2014 images and the dialog file does not say which,
+  so give both templates as a list and the image folder as `files.images`
+  (a directory under `root`, read for its file names only; a symlink works):
+  each image id gets the template whose file exists there, and an id with no
+  file or two is an error naming it. A single template names every image
+  without looking. VALSE's coreference records have no `dataset_idx`; samples
+  carry the VisDial image id there.
 * openimages: `files: {boxes, relationships, classes}` (boxes
   `*-annotations-bbox.csv`, relationships `*-annotations-vrd.csv`, classes
   `class-descriptions-boxable.csv`, no header). Boxes are
@@ -107,7 +112,7 @@ class Source:
     files: dict = field(default_factory=dict)  # role -> Path
     split: str | None = None
     dataset: str | None = None
-    image_file_template: str | None = None
+    image_file_template: str | tuple[str, ...] | None = None
 
     def file(self, role: str) -> Path:
         return self.files[role]
@@ -131,12 +136,13 @@ Reader = Callable[[Source], Iterator[dict]]
 READERS: dict[str, Reader] = {}
 
 
-def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False):
-    """Register a reader for `fmt` that reads the files of `roles`."""
+def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False, optional_roles: tuple[str, ...] = ()):
+    """Register a reader for `fmt` that reads the files of `roles` (and of `optional_roles` when given)."""
 
     def decorator(fn):
         fn.format_name = fmt
         fn.roles = roles
+        fn.optional_roles = optional_roles
         fn.uses_template = uses_template
         READERS[fmt] = fn
         return fn
@@ -339,22 +345,46 @@ def read_swig(src: Source) -> Iterator[dict]:
 
 # ---------------------------------------------------------------- visdial
 
-def _image_file(src: Source, image_id: int) -> str:
+def _fill(src: Source, template: str, image_id: int) -> str:
     try:
-        return src.image_file_template.format(image_id=image_id)
+        return template.format(image_id=image_id)
     except (KeyError, IndexError, ValueError, AttributeError) as err:
-        raise ConfigError(f"params.yaml sources.{src.name}.image_file_template {src.image_file_template!r} "
+        raise ConfigError(f"params.yaml sources.{src.name}.image_file_template {template!r} "
                           f"cannot be filled ({type(err).__name__}: {err}); the one field is {{image_id}}") from None
 
 
-@reader("visdial", roles=("dialogs",), uses_template=True)
+def _image_file(src: Source, image_id: int, existing: set[str] | None = None, path=None, where=None) -> str:
+    """The image's file name: the template filled in, or, with several templates, the one whose file exists.
+
+    VisDial v1.0 train draws on COCO train2014 *and* val2014 images and its dialog file does not say which,
+    so a list of templates is tried against the names under `files.images`.
+    """
+    if isinstance(src.image_file_template, str):
+        return _fill(src, src.image_file_template, image_id)
+    names = [_fill(src, template, image_id) for template in src.image_file_template]
+    found = [name for name in names if name in existing]
+    if len(found) != 1:
+        problem = "no image file" if not found else f"{len(found)} image files"
+        raise InputError(path, f"{problem} for image_id {image_id} under {src.file('images')} "
+                               f"(tried {', '.join(names)})", record=where, field="image_id")
+    return found[0]
+
+
+@reader("visdial", roles=("dialogs",), uses_template=True, optional_roles=("images",))
 def read_visdial(src: Source) -> Iterator[dict]:
     path = src.file("dialogs")
     if not src.image_file_template:
         raise ConfigError(f"params.yaml sources.{src.name} needs image_file_template "
-                          "(e.g. \"COCO_train2014_{image_id:012d}.jpg\" for train, "
-                          "\"VisualDialog_val2018_{image_id:012d}.jpg\" for val)")
-    _image_file(src, 0)
+                          "(e.g. [\"COCO_train2014_{image_id:012d}.jpg\", \"COCO_val2014_{image_id:012d}.jpg\"] "
+                          "with files.images for train, \"VisualDialog_val2018_{image_id:012d}.jpg\" for val)")
+    for template in (src.image_file_template,) if isinstance(src.image_file_template, str) else src.image_file_template:
+        _fill(src, template, 0)
+    existing = None
+    if isinstance(src.image_file_template, tuple):
+        images = src.file("images")
+        if not images.is_dir():
+            raise InputError(images, "not a directory (params.yaml files.images: the folder holding the images)")
+        existing = {entry.name for entry in images.iterdir()}  # one listing, not a stat per image
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object with 'data', got {type(data).__name__}")
@@ -383,7 +413,7 @@ def read_visdial(src: Source) -> Iterator[dict]:
         if image_id in seen:
             raise InputError(path, f"duplicate image_id {image_id}", record=where, field="image_id")
         seen.add(image_id)
-        image_file = _image_file(src, image_id)
+        image_file = _image_file(src, image_id, existing, path, where)
         for j, turn in enumerate(turns):
             twhere = f"{where}.dialog[{j}]"
             question = resolve(turn, "question", questions, "questions", twhere)
@@ -545,20 +575,31 @@ def resolve_source(params: dict, name: str) -> Source:
     if not isinstance(files, dict) or not all(isinstance(v, str) and v for v in files.values()):
         raise ConfigError(f"{key}.files must map each role to a file name; format {fmt} reads {', '.join(read.roles)}")
     missing = [role for role in read.roles if role not in files]
-    extra = sorted(set(files) - set(read.roles))
+    extra = sorted(set(files) - set(read.roles) - set(read.optional_roles))
     if missing or extra:
         problem = f"missing role(s) {', '.join(missing)}" if missing else f"unknown role(s) {', '.join(extra)}"
-        raise ConfigError(f"{key}.files: {problem}; format {fmt} reads {', '.join(read.roles)}")
-    for opt in ("split", "dataset", "image_file_template"):
+        optional = f" (optional: {', '.join(read.optional_roles)})" if read.optional_roles else ""
+        raise ConfigError(f"{key}.files: {problem}; format {fmt} reads {', '.join(read.roles)}{optional}")
+    for opt in ("split", "dataset"):
         if spec.get(opt) is not None and not isinstance(spec[opt], str):
             raise ConfigError(f"{key}.{opt} must be a string, got {spec[opt]!r}")
+    template = spec.get("image_file_template")
+    if isinstance(template, list):
+        if not template or not all(isinstance(t, str) and t for t in template):
+            raise ConfigError(f"{key}.image_file_template must be a string or a list of strings, got {template!r}")
+        template = tuple(template) if len(template) > 1 else template[0]
+    elif template is not None and not isinstance(template, str):
+        raise ConfigError(f"{key}.image_file_template must be a string or a list of strings, got {template!r}")
+    if isinstance(template, tuple) and "images" not in files:
+        raise ConfigError(f"{key}.image_file_template lists {len(template)} templates: set {key}.files.images to the "
+                          f"directory holding the images, so each image id is named by the template whose file exists")
     if spec.get("image_file_template") is not None and not read.uses_template:
         raise ConfigError(f"{key}.image_file_template is not used by format {fmt} "
                           f"(formats that use it: {', '.join(sorted(f for f, r in READERS.items() if r.uses_template))})")
     root_path = Path(root)
-    return Source(name=name, format=fmt, root=root_path, files={role: root_path / files[role] for role in read.roles},
-                  split=spec.get("split"), dataset=spec.get("dataset"),
-                  image_file_template=spec.get("image_file_template"))
+    roles = [*read.roles, *(r for r in read.optional_roles if r in files)]
+    return Source(name=name, format=fmt, root=root_path, files={role: root_path / files[role] for role in roles},
+                  split=spec.get("split"), dataset=spec.get("dataset"), image_file_template=template)
 
 
 def read_source(params: dict, name: str) -> list[dict]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from pipeline.errors import InputError
-from pipeline.io import write_json, write_jsonl
+from pipeline.io import atomic_write, write_json, write_jsonl
 from pipeline.params import load_params
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,14 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> t
     return kept, rejected, metrics
 
 
-def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path) -> dict:
+def write_funnel_csv(path, funnel: dict) -> None:
+    """The funnel as plot data: `step,records`, steps numbered in run order so a plot's sorted axis keeps it."""
+    lines = ["step,records"] + [f"{i} {name.removeprefix('after_')},{count}" for i, (name, count) in enumerate(funnel.items())]
+    with atomic_write(path) as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None) -> dict:
     from filters.base import keep_rules
     from pipeline.stages.score import read_records
 
@@ -70,6 +77,8 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
+    if funnel_path:
+        write_funnel_csv(funnel_path, metrics["funnel"])
     return metrics
 
 
@@ -79,10 +88,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="kept records (JSONL)")
     parser.add_argument("--rejected", required=True, help="rejected records with their passed flags (JSONL)")
     parser.add_argument("--metrics", required=True, help="counts per filter and the funnel (JSON)")
+    parser.add_argument("--funnel", default=None, help="the funnel as plot data, `step,records` (CSV; `dvc plots show`)")
 
 
 def main(args) -> int:
-    metrics = run(load_params(args.params), args.instrument, args.input, args.output, args.rejected, args.metrics)
+    metrics = run(load_params(args.params), args.instrument, args.input, args.output, args.rejected, args.metrics,
+                  args.funnel)
     log.info("%s: kept %d of %d records (%s)", args.instrument, metrics["kept"], metrics["input"],
              ", ".join(f"{k} {v}" for k, v in metrics["funnel"].items()))
     return 0

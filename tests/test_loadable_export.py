@@ -1,0 +1,84 @@
+"""The exported benchmark loads with `datasets.load_dataset` (the rows/ files and the dataset card)."""
+
+import json
+
+import pytest
+import yaml
+
+from pipeline import loadable
+from pipeline.stages import export
+
+datasets = pytest.importorskip("datasets")
+
+
+def _record(instrument, i, classes, classes_foil, dataset_idx):
+    return {"id": f"{instrument}:{i}", "sample_id": f"src:{i}", "instrument": instrument,
+            "linguistic_phenomena": instrument, "caption": f"caption {i}", "foil": f"foil {i}",
+            "classes": classes, "classes_foil": classes_foil, "dataset": "coco2017", "original_split": "val",
+            "dataset_idx": dataset_idx, "image_file": f"{i:012d}.jpg", "mturk": None,
+            "provenance": {"foiler": "counting.v1"}, "filters": {"length": {"score": 5, "passed": True}}}
+
+
+def _export(tmp_path, records_by_instrument, params=None):
+    filtered = tmp_path / "filtered"
+    filtered.mkdir()
+    for instrument, records in records_by_instrument.items():
+        (filtered / f"{instrument}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "benchmark"
+    export.export(params or {"sources": {}, "instruments": {}}, filtered, None, None, out)
+    return out
+
+
+def _load(path, *args, cache):
+    return datasets.load_dataset(str(path), *args, cache_dir=str(cache))
+
+
+def test_mixed_type_fields_load_per_config_and_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
+    records = {
+        # classes: an int, a string and a list within one instrument (VALSE's counting/plurals/relations shapes)
+        "counting": [_record("counting", 1, 3, 5, 17), _record("counting", 2, "three", "five", "v7w_17"),
+                     _record("counting", 3, ["a", "b"], None, None)],
+        "relations": [_record("relations", 4, "on", "under", 99)],
+        "empty": [],
+    }
+    out = _export(tmp_path, records)
+    card = (out / "README.md").read_text()
+    header = yaml.safe_load(card.split("---")[1])
+    configs = {c["config_name"]: c for c in header["configs"]}
+    assert set(configs) == {"all", "counting", "relations"}  # an instrument with no record has no config
+    assert configs["all"]["default"] is True
+    assert configs["relations"]["data_files"] == [{"split": "test", "path": "rows/relations.jsonl"}]
+    assert header["task_categories"] and header["license"] == "other"
+
+    counting = _load(out, "counting", cache=tmp_path / "cache")["test"]
+    assert sorted(counting.column_names) == sorted(loadable.COLUMNS)
+    by_id = {row["id"]: row for row in counting}
+    assert [json.loads(by_id[f"counting:{i}"]["classes"]) for i in (1, 2, 3)] == [3, "three", ["a", "b"]]
+    assert json.loads(by_id["counting:3"]["classes_foil"]) is None
+    assert [by_id[f"counting:{i}"]["dataset_idx"] for i in (1, 2, 3)] == ["17", "v7w_17", None]
+    assert json.loads(by_id["counting:1"]["extras"])["foilforge"]["provenance"] == {"foiler": "counting.v1"}
+
+    assert all(counting.features[c].dtype == "string" for c in loadable.COLUMNS)
+    everything = _load(out, cache=tmp_path / "cache")["test"]
+    assert everything.num_rows == 4
+    assert sorted(set(everything["instrument"])) == ["counting", "relations"]
+    # the VALSE-format file is still written, with the original types
+    assert json.loads((out / "counting.json").read_text())["counting:1"]["classes"] == 3
+
+
+def test_every_released_valse_instrument_loads(tmp_path, monkeypatch, shared):
+    """The released VALSE files (every phenomenon's field shapes) go through export and load, one config each."""
+    monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
+    valse = shared("data", "valse-dev")
+    records = {}
+    for path in sorted(valse.glob("*.json")):
+        name = path.stem.replace("-", "_")
+        released = json.loads(path.read_text())
+        records[name] = [{**rec, "id": f"{name}:{key}"} for key, rec in released.items()]
+    out = _export(tmp_path, records)
+    for name, recs in records.items():
+        ds = _load(out, name, cache=tmp_path / "cache")["test"]
+        assert ds.num_rows == len(recs), name
+        assert sorted(ds.column_names) == sorted(loadable.COLUMNS), name
+    assert _load(out, cache=tmp_path / "cache")["test"].num_rows == sum(len(r) for r in records.values())
