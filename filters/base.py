@@ -234,3 +234,31 @@ def check(params: dict) -> list[str]:
         except ConfigError as err:
             problems.append(str(err))
     return problems
+
+
+# ---------------------------------------------------------------- the filter funnel (select metrics, export manifest)
+
+def run_order(names: list[str]) -> list[str]:
+    """Filters in the order the score stage runs them (cheapest first); unregistered names keep their order, last.
+
+    Records are written with sorted keys, so the order of `record["filters"]` says nothing about it.
+    """
+    known = set(filter_names())
+    return sorted(names, key=lambda n: (0, filter_class(n).cost) if n in known else (1, names.index(n)))
+
+
+def filter_funnel(records: list[dict]) -> dict:
+    """{"input": n, "after_<filter>": n passing it and every earlier one, ...}, filters in run order."""
+    order: list[str] = []
+    for record in records:
+        for name, result in (record.get("filters") or {}).items():
+            # a filter scored but not applied (a null keep rule) carries no `passed`: it is no step of the funnel
+            if name not in order and isinstance(result, dict) and "passed" in result:
+                order.append(name)
+    order = run_order(order)
+    counts = {"input": len(records)}
+    surviving = records
+    for name in order:
+        surviving = [r for r in surviving if ((r.get("filters") or {}).get(name) or {}).get("passed", True)]
+        counts[f"after_{name}"] = len(surviving)
+    return counts

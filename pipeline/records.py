@@ -14,7 +14,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from pipeline.errors import InputError
+from pipeline.io import iter_jsonl, read_json
 
 # sample fields copied into every foil record, as VALSE released them
 SOURCE_FIELDS = ("dataset", "original_split", "dataset_idx", "image_file")
@@ -61,3 +65,38 @@ def foil_record(sample: dict, foil: Foil, *, instrument: str, foiler: str, pheno
             record[key] = sample[key]
     record.update(foil.extras)
     return record
+
+
+# ---------------------------------------------------------------- record files (shared by the stages)
+
+def read_record_file(path) -> list[tuple[str, dict]]:
+    """(id, record) pairs from foil-record JSONL or a released VALSE JSON ({id: record})."""
+    path = Path(path)
+    if path.suffix == ".json":
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise InputError(path, f"expected a JSON object {{id: record}}, got {type(data).__name__}")
+        for key, record in data.items():
+            if not isinstance(record, dict):
+                raise InputError(path, f"expected an object, got {type(record).__name__}", record=key)
+        return list(data.items())
+    records = []
+    # an empty file is an instrument whose filters kept nothing: zero records, reported as such
+    for line, record in enumerate(iter_jsonl(path, allow_empty=True), start=1):
+        records.append((str(record.get("id", f"line {line}")), record))
+    return records
+
+
+def read_instrument(path: Path) -> list[dict]:
+    """The records of one instrument file (JSONL or VALSE JSON); each must carry an `id`."""
+    records = []
+    for record_id, record in read_record_file(path):
+        if "id" not in record:
+            raise InputError(path, "missing field", record=record_id, field="id")
+        records.append(record)
+    return records
+
+
+def passed_all(record: dict) -> bool:
+    filters = record.get("filters") or {}
+    return all(bool(result.get("passed", True)) for result in filters.values() if isinstance(result, dict))

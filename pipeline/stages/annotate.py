@@ -105,7 +105,7 @@ def annotation_items(records: list[dict], seed: int) -> list[dict]:
 
 def read_candidates(path) -> list[dict]:
     """The records that passed every filter (what export would write before validation)."""
-    from pipeline.stages.export import passed_all, read_instrument
+    from pipeline.records import passed_all, read_instrument
 
     path = Path(path)
     if not path.exists():

@@ -76,7 +76,7 @@ def baseline_summary(instrument: str, model: str, rows: list[dict]) -> dict:
 
 
 def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None) -> dict:
-    from pipeline.stages.bias import read_records
+    from pipeline.records import read_record_file as read_records
 
     pairs = caption_foil_pairs(read_records(input_path), input_path)
     lm = lm or load_text_lm(params)

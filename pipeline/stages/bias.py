@@ -36,6 +36,7 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.metrics import js_divergence
 from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
 from pipeline.params import load_params
+from pipeline.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
 
@@ -46,24 +47,6 @@ TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instrument
 
 
 # ---------------------------------------------------------------- reading records
-
-def read_records(path) -> list[tuple[str, dict]]:
-    """(id, record) pairs from foil-record JSONL or a released VALSE JSON ({id: record})."""
-    path = Path(path)
-    if path.suffix == ".json":
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise InputError(path, f"expected a JSON object {{id: record}}, got {type(data).__name__}")
-        for key, record in data.items():
-            if not isinstance(record, dict):
-                raise InputError(path, f"expected an object, got {type(record).__name__}", record=key)
-        return list(data.items())
-    records = []
-    # an empty file is an instrument whose filters kept nothing: zero records, reported as such
-    for line, record in enumerate(iter_jsonl(path, allow_empty=True), start=1):
-        records.append((str(record.get("id", f"line {line}")), record))
-    return records
-
 
 # ---------------------------------------------------------------- distributions
 

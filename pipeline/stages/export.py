@@ -30,6 +30,8 @@ from pathlib import Path
 from pipeline.errors import InputError
 from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from pipeline.params import load_params
+from pipeline.records import passed_all, read_instrument  # noqa: F401  (annotate, tests)
+from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
 
 log = logging.getLogger(__name__)
 
@@ -43,39 +45,6 @@ def to_valse_record(record: dict) -> dict:
     out.setdefault("mturk", None)
     out[INTERNAL_KEY] = {k: record[k] for k in INTERNAL_FIELDS if k in record and k != "id"}
     return out
-
-
-def passed_all(record: dict) -> bool:
-    filters = record.get("filters") or {}
-    return all(bool(result.get("passed", True)) for result in filters.values() if isinstance(result, dict))
-
-
-def run_order(names: list[str]) -> list[str]:
-    """Filters in the order the score stage runs them (cheapest first); unregistered names keep their order, last.
-
-    Records are written with sorted keys, so the order of `record["filters"]` says nothing about it.
-    """
-    from filters.base import filter_class, filter_names
-
-    known = set(filter_names())
-    return sorted(names, key=lambda n: (0, filter_class(n).cost) if n in known else (1, names.index(n)))
-
-
-def filter_funnel(records: list[dict]) -> dict:
-    """{"input": n, "after_<filter>": n passing it and every earlier one, ...}, filters in run order."""
-    order: list[str] = []
-    for record in records:
-        for name, result in (record.get("filters") or {}).items():
-            # a filter scored but not applied (a null keep rule) carries no `passed`: it is no step of the funnel
-            if name not in order and isinstance(result, dict) and "passed" in result:
-                order.append(name)
-    order = run_order(order)
-    counts = {"input": len(records)}
-    surviving = records
-    for name in order:
-        surviving = [r for r in surviving if ((r.get("filters") or {}).get(name) or {}).get("passed", True)]
-        counts[f"after_{name}"] = len(surviving)
-    return counts
 
 
 def models_and_variants(records: list[dict]) -> dict:
@@ -115,17 +84,6 @@ def source_hashes(params: dict) -> dict:
 
 def _optional_json(path: Path):
     return read_json(path) if path.is_file() else None
-
-
-def read_instrument(path: Path) -> list[dict]:
-    from pipeline.stages.bias import read_records
-
-    records = []
-    for record_id, record in read_records(path):
-        if "id" not in record:
-            raise InputError(path, "missing field", record=record_id, field="id")
-        records.append(record)
-    return records
 
 
 def filters_not_run(params: dict, instrument: str, ran: dict) -> list[str]:

@@ -31,7 +31,7 @@ def _one_or_all(values: set):
 def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> tuple[list[dict], list[dict], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept."""
     from filters.base import filter_class
-    from pipeline.stages.export import filter_funnel
+    from filters.base import filter_funnel
 
     unused = sorted({n for r in records for n in (r.get("filters") or {}) if n not in enabled})
     if unused:

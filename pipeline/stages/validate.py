@@ -249,7 +249,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
 
 
 def validate(params: dict, instrument: str, input_path, output_path, metrics_path, votes=None) -> dict:
-    from pipeline.stages.export import read_instrument
+    from pipeline.records import read_instrument
 
     settings = settings_from_params(params)
     records = read_instrument(Path(input_path))
