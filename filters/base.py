@@ -40,7 +40,8 @@ from pipeline.io import require
 from pipeline.models import ModelSpec
 from pipeline.registry import Registry, check_args
 
-FILTERS = Registry("filter", modules=("filters.length", "filters.grammaticality", "filters.nli"))
+#: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
+FILTERS = Registry("filter", packages=("filters",), skip=("base", "batching", "gruen", "linkgrammar"), entry_points="foilforge.filters")
 
 _MISSING = object()
 # weight-name fragments of a sequence-classification head (BERT/ALBERT/RoBERTa, BART, GPT-style): a classifier

@@ -51,8 +51,8 @@ class ActantSwap(Foiler):
         ({"id": "g4", "verb": "punch", "agent": "boxer", "patient": "boxer"}, None),
     )
 
-    def __init__(self, max_foils_per_sample: int = 1):
-        self.max_foils_per_sample = max_foils_per_sample
+    def __init__(self):
+        pass  # no arguments: params.yaml `args: {}`
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         validate_action_sample(sample, path, index)

@@ -8,9 +8,10 @@ the paper:
 2. WordNet: an antonym of the original, or neither synonym, hypernym nor
    hyponym of it, over all senses (foilers.lang.wordnet_constraints);
 3. caption- and foil-side verb frequencies match: each sample keeps up to
-   `candidates_per_sample` admissible proposals and `select` picks, per
-   sample, the one whose verb the foil side still lacks most (JS divergence
-   is logged and kept in `self.stats`).
+   `proposals_per_sample` admissible proposals and `choose` picks, per
+   sample, the one whose verb the foil side still lacks most (then, with
+   `instruments.<I>.candidates_per_sample: n`, its next best up to n; the JS
+   divergence goes to the foil metrics).
 
 Proposers (`proposer` arg, a model block): `kind: masked_lm` (paper: BERT;
 default `bert-base-uncased`) fills the masked verb slot and its top-k
@@ -31,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, check_model_block
+from pipeline.registry import Registry
 from foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
 from foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from pipeline.errors import ConfigError, InputError
@@ -41,7 +43,8 @@ from pipeline.records import Foil
 log = logging.getLogger(__name__)
 
 DEFAULT_PROPOSER = {"kind": "masked_lm", "name_or_path": "bert-base-uncased", "device": "auto", "batch_size": 32}
-KINDS = ("masked_lm", "causal_lm")
+#: proposer kinds (the `kind` of the `proposer` block): "masked_lm" means the newest masked_lm.vN
+PROPOSERS = Registry("proposer kind")
 
 
 # ----------------------------------------------------------------------------- verb slots
@@ -148,40 +151,31 @@ class ScorerProposer:
         return results
 
 
-class CausalSentenceScorer:
-    """Span scorer over a causal LM (the pipeline.scorers contract), used when that module is absent."""
+@PROPOSERS.register("masked_lm.v1")
+def masked_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
+    from pipeline.models import ModelSpec
 
-    def __init__(self, spec):
-        from pipeline.lm import CausalLM
+    return MaskedLMProposer(ModelSpec.from_params({k: v for k, v in block.items() if k != "kind"}, param_key))
 
-        self.lm = CausalLM(spec)
 
-    def score(self, items: list[tuple[str, str, list[str]]]) -> list[list[float]]:
-        texts = [left + fill + right for left, right, fills in items for fill in fills]
-        logprobs = [lp for lp, _ in self.lm.sentence_logprobs(texts)]
-        out, at = [], 0
-        for _, _, fills in items:
-            out.append(logprobs[at:at + len(fills)])
-            at += len(fills)
-        return out
+@PROPOSERS.register("causal_lm.v1")
+def causal_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
+    from pipeline.scorers import build_span_scorer
+
+    return ScorerProposer(build_span_scorer(block, param_key), verbs)
 
 
 def build_proposer(block: dict | None, param_key: str, verbs: Iterable[str]):
-    from pipeline.models import ModelSpec
-
     block = dict(DEFAULT_PROPOSER if block is None else block)
     kind = block.get("kind", "masked_lm")
-    if kind not in KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if kind == "masked_lm":
-        return MaskedLMProposer(ModelSpec.from_params(block, param_key))
     try:
-        from pipeline.scorers import build_span_scorer
-    except ImportError:
-        scorer = CausalSentenceScorer(ModelSpec.from_params(block, param_key))
-    else:
-        scorer = build_span_scorer(block, param_key)
-    return ScorerProposer(scorer, verbs)
+        factory = PROPOSERS.get(PROPOSERS.newest(kind))
+    except ConfigError:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}") from None
+    return factory(block, param_key, verbs)
+
+
+KINDS = ("masked_lm", "causal_lm")  # PROPOSERS.unversioned(), in the documented order
 
 
 # ----------------------------------------------------------------------------- distribution matching
@@ -223,18 +217,34 @@ def read_verb_list(path: str) -> set[str]:
 class ActionReplacement(Foiler):
     phenomenon = "actions"
     source = "swig"
+    # under the conformance suite's fixed-table scorer (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
+    # the golden samples themselves: the best admissible verb, inflected to agree with the subject
+    golden = (
+        ({"id": "g1", "verb": "shout", "agent": "man", "patient": "woman", "preposition": "at"},
+         ("A man shouts at a woman.", "A man carves at a woman.")),
+        ({"id": "g2", "verb": "feed", "agent": "people", "patient": "dog"}, ("People feed a dog.", "People carve a dog.")),
+        ({"id": "g3", "verb": "push", "agent": "boy", "patient": "cart"}, ("A boy pushes a cart.", "A boy carves a cart.")),
+        ({"id": "g4", "verb": "carve", "agent": "man", "patient": "statue"},
+         ("A man carves a statue.", "A man pushes a statue.")),
+        ({"id": "g5", "verb": "hug", "agent": "girl", "patient": "dog"}, ("A girl hugs a dog.", "A girl carves a dog.")),
+        # the agent named is not in the caption: no verb slot
+        ({"id": "g6", "caption": "Someone waves at a crowd.", "agent": "man", "patient": "crowd"}, None),
+    )
 
     def __init__(self, proposer: dict | None = None, top_k: int = 30, verb_list: str | None = None,
-                 candidates_per_sample: int = 5, match_distribution: bool = True):
+                 proposals_per_sample: int = 5, match_distribution: bool = True):
         self.proposer = proposer
         self.top_k = top_k
         self.verb_list = verb_list
-        self.candidates_per_sample = candidates_per_sample
+        self.proposals_per_sample = proposals_per_sample
         self.match_distribution = match_distribution
 
-    @property
-    def max_foils_per_sample(self) -> int:  # the base class caps candidates; `select` keeps one
-        return self.candidates_per_sample
+    def validate(self) -> None:
+        for name in ("top_k", "proposals_per_sample"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.proposer is not None:
+            check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm")
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         validate_action_sample(sample, path, index)
@@ -244,23 +254,41 @@ class ActionReplacement(Foiler):
         self._proposer = proposer
         return self
 
-    def prepare(self, samples: list[dict]) -> None:
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Up to `proposals_per_sample` admissible verbs per caption, in the proposer's order (one batched call)."""
         slots = {s["id"]: verb_slot(s) for s in samples}
-        self._slots = {sid: slot for sid, slot in slots.items() if slot is not None}
-        self._candidates = {}
-        if not self._slots:
-            return
+        slots = {sid: slot for sid, slot in slots.items() if slot is not None}
+        context.stats["samples_with_verb_slot"] = len(slots)
+        if not slots:
+            return []
         # the SWiG verb vocabulary: a given list, or the verbs of the captions themselves
-        verbs = read_verb_list(self.verb_list) if self.verb_list else {slot.verb for slot in self._slots.values()}
+        verbs = read_verb_list(self.verb_list) if self.verb_list else {slot.verb for slot in slots.values()}
         proposer = getattr(self, "_proposer", None)
-        if proposer is None:
-            # error messages name the params key of this instrument's model block
-            param_key = f"instruments.{self._instrument or 'action-replacement'}.args.proposer"
-            proposer = self._proposer = build_proposer(self.proposer, param_key, verbs)
-        ids = sorted(self._slots)
-        proposals = proposer.propose([self._slots[sid] for sid in ids], self.top_k)
-        for sid, proposed in zip(ids, proposals):
-            self._candidates[sid] = self._admissible(self._slots[sid], proposed, verbs)
+        if proposer is None:  # a loaded model: a tool cached across runs, named by this instrument's params key
+            proposer = self._proposer = build_proposer(self.proposer, context.key("proposer"), verbs)
+        ids = sorted(slots)
+        foils = []
+        for sid, proposed in zip(ids, proposer.propose([slots[sid] for sid in ids], self.top_k)):
+            slot, seen = slots[sid], set()
+            for cand in self._admissible(slot, proposed, verbs):
+                form = agreeing_form(cand["verb"], slot.plural_subject)
+                start = len(slot.left)
+                foil = Foil(
+                    caption=slot.caption, foil=slot.left + form + slot.right,
+                    classes=slot.verb_form, classes_foil=form,
+                    caption_span=(start, start + len(slot.verb_form)), foil_span=(start, start + len(form)),
+                    extras={"foiling_method": "change_action", "verb": slot.verb, "foil_verb": cand["verb"],
+                            "proposal_rank": cand["rank"], "proposal_score": cand["score"],
+                            "wordnet_relation": cand["relation"]},
+                    sample_id=sid, rank=cand["rank"], score=cand["score"],
+                )
+                if foil.foil.strip() == foil.caption.strip() or foil.key() in seen:
+                    continue
+                seen.add(foil.key())
+                foils.append(foil)
+                if len(seen) >= self.proposals_per_sample:
+                    break
+        return foils
 
     def _admissible(self, slot: VerbSlot, proposed: list[tuple[str, float]], verbs: set[str]) -> list[dict]:
         kept, seen = [], set()
@@ -274,41 +302,31 @@ class ActionReplacement(Foiler):
                 kept.append({"verb": lemma, "rank": rank, "score": score, "relation": relation})
         return kept
 
-    def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
-        slot = self._slots.get(sample["id"])
-        for cand in self._candidates.get(sample["id"], []):
-            form = agreeing_form(cand["verb"], slot.plural_subject)
-            start = len(slot.left)
-            yield Foil(
-                caption=slot.caption, foil=slot.left + form + slot.right,
-                classes=slot.verb_form, classes_foil=form,
-                caption_span=(start, start + len(slot.verb_form)), foil_span=(start, start + len(form)),
-                extras={"foiling_method": "change_action", "verb": slot.verb, "foil_verb": cand["verb"],
-                        "proposal_rank": cand["rank"], "proposal_score": cand["score"], "wordnet_relation": cand["relation"]},
-            )
-
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        by_sample: dict[str, list[dict]] = {}
-        for record in records:
-            by_sample.setdefault(record["sample_id"], []).append(record)
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """Per sample, the verb the foil side lacks most (or the best ranked), then its next best up to the cap."""
+        by_sample: dict[str, list[Foil]] = {}
+        for foil in foils:
+            by_sample.setdefault(foil.sample_id, []).append(foil)
         for group in by_sample.values():
-            group.sort(key=lambda r: r["proposal_rank"])
+            group.sort(key=lambda f: f.rank)
         if self.match_distribution:
-            candidates = {sid: [r["foil_verb"] for r in group] for sid, group in by_sample.items()}
-            caption_verb = {sid: group[0]["verb"] for sid, group in by_sample.items()}
-            chosen = pick_matching(candidates, caption_verb, rng)
+            candidates = {sid: [f.extras["foil_verb"] for f in group] for sid, group in by_sample.items()}
+            caption_verb = {sid: group[0].extras["verb"] for sid, group in by_sample.items()}
+            chosen = pick_matching(candidates, caption_verb, context.rng("select"))
         else:
             chosen = {sid: 0 for sid in by_sample}
-        kept = []
+        cap = self.cap(context)
+        kept, first = [], []
         for sid, group in by_sample.items():
-            record = dict(group[chosen[sid]])
-            record["id"] = f"{record['instrument']}:{sid}"  # one foil per sample: no '#n' suffix
-            kept.append(record)
-        self.stats = {
-            "samples_with_foil": len(kept),
-            "caption_verbs": len({r["verb"] for r in kept}),
-            "foil_verbs": len({r["foil_verb"] for r in kept}),
-            "js_divergence": verb_js([r["verb"] for r in kept], [r["foil_verb"] for r in kept]),
-        }
-        log.info("action replacement: %(samples_with_foil)d foils, JS(caption verbs, foil verbs) = %(js_divergence).3f", self.stats)
+            best = group[chosen[sid]]
+            first.append(best)
+            kept += [best] + [f for f in group if f is not best][: cap - 1]
+        context.stats.update({
+            "samples_with_foil": len(first),
+            "caption_verbs": len({f.extras["verb"] for f in first}),
+            "foil_verbs": len({f.extras["foil_verb"] for f in first}),
+            "js_divergence": verb_js([f.extras["verb"] for f in first], [f.extras["foil_verb"] for f in first]),
+        })
+        log.info("action replacement: %(samples_with_foil)d foils, JS(caption verbs, foil verbs) = %(js_divergence).3f",
+                 context.stats)
         return kept

@@ -1,49 +1,77 @@
-"""The foiler interface.
+"""The foiler contract: two phases on `Foil` objects, records built once by the base class.
 
-A foiler turns samples of one source into caption/foil pairs. Subclasses fill
-two small methods:
+A foiler turns samples of one source into caption/foil pairs in two phases:
 
-* `foils_for(sample, rng)` -> candidate `Foil`s for one sample (may be empty:
-  a sample with nothing to foil is not an error);
-* optionally `select(records, rng)` -> the instrument-level choice among all
-  candidate records (class balance, caps, 50/50 splits).
+* `propose(samples, context) -> list[Foil]`: every candidate, each tagged with
+  its `sample_id` (and, where it ranks candidates, `rank` / `score`). The
+  default loops over `foils_for(sample, rng)` (the candidates of one sample,
+  in order of preference; may be empty: a sample with nothing to foil is not an
+  error) with a generator derived from the seed, the instrument and the sample
+  id, and keeps up to the per-sample cap. Corpus-level foilers (a model scoring
+  every slot of the run in shared batches, clusters over all actions, pairs
+  across images) override `propose` instead, batched over all samples.
+* `choose(foils, context) -> list[Foil]`: the instrument-level choice among all
+  candidates (class balance, direction pairing, 50/50 splits); default: all.
+  It may drop, reorder and replace foils (a new `Foil` with another `foil`
+  text), never build records or ids.
 
-The base class does the rest: per-sample random generators derived from the
-global seed and the sample id (so output does not depend on input order and
-never touches global random state), dropping identity and duplicate foils,
-capping foils per sample, building the VALSE-format records, sorting by id.
-`__init__` only stores arguments (they are the params.yaml `args`).
+The base class (`run`) does the rest, once, after `choose`: drops identity and
+duplicate foils, applies the per-sample cap (`max_foils_per_sample`, default 1,
+overridden per instrument by params.yaml `instruments.<I>.candidates_per_sample`),
+builds the VALSE-format records and their ids (`<instrument>:<sample id>`, then
+`#1`, `#2` for further foils of the same sample, in `choose`'s order), sorts them.
+
+Run state lives in the `RunContext` argument (instrument, seed, progress, the
+params key for messages, `stats` for the foil metrics), never on the foiler:
+`__init__` only stores its arguments (the params.yaml `args`), `validate()`
+checks their values at build time (`foilforge check-params`), and a foiler may
+cache loaded tools (a spaCy pipeline, a model) but nothing of a run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from pipeline.records import Foil, foil_record
 from pipeline.registry import Registry
 
-FOILERS = Registry(
-    "foiler",
-    modules=(
-        "foilers.existence",
-        "foilers.counting",
-        "foilers.coreference",
-        "foilers.plurals",
-        "foilers.relations",
-        "foilers.actant_swap",
-        "foilers.action_replacement",
-        "foilers.predicate_noun",
-        "foilers.bd2bb_decoys",
-    ),
-)
+#: every module of this package is a foiler plug-in (found on the first lookup, no list to edit);
+#: foilers of other packages register through the `foilforge.foilers` entry-point group
+FOILERS = Registry("foiler", packages=("foilers",), entry_points="foilforge.foilers")
 
 
 def rng_for(seed: int, *keys) -> random.Random:
     """A generator that depends only on the seed and the given keys (e.g. a sample id)."""
     digest = hashlib.sha256("\x1f".join([str(seed), *map(str, keys)]).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+@dataclass
+class RunContext:
+    """Everything a foiler may know about the run it is part of; passed to `propose` and `choose`."""
+
+    instrument: str
+    seed: int = 0
+    progress: bool = False
+    #: params.yaml block of the instrument, for messages ("instruments.relations")
+    params_key: str = ""
+    #: instruments.<I>.candidates_per_sample: overrides the foiler's max_foils_per_sample (None: keep it)
+    candidates_per_sample: int | None = None
+    #: the run's samples by id (for `choose` rules that need a sample field, e.g. the image)
+    samples: dict = field(default_factory=dict)
+    #: what the foiler reports about the run (skip rules, resolver, pairing, JS): the foil stage's metrics
+    stats: dict = field(default_factory=dict)
+
+    def key(self, arg: str) -> str:
+        """The params.yaml key of one of this instrument's args, for error messages."""
+        return f"{self.params_key or 'instruments.' + self.instrument}.args.{arg}"
+
+    def rng(self, *keys) -> random.Random:
+        """A generator for one purpose of this run ("select", "pairs", a sample id)."""
+        return rng_for(self.seed, self.instrument, *keys)
 
 
 class Foiler:
@@ -58,35 +86,37 @@ class Foiler:
     #: constructor args under which the golden examples hold, for foilers whose defaults name a model
     #: this machine may lack (the paper's spaCy pipeline): the offline choices. Empty = the defaults.
     golden_args: dict = {}
-
+    #: more inputs of the golden run, for corpus-level foilers (a pool, pairs), not checked one by one
+    golden_corpus: tuple = ()
+    #: foils kept per sample after `choose`; instruments.<I>.candidates_per_sample overrides it
     max_foils_per_sample: int = 1
 
-    # the run's context, set by `run` before `prepare`, so corpus-level work can name its params key
-    # (instruments.<name>.args...), derive its random generator and show progress; None: not run by name
-    _instrument: str | None = None
-    _seed: int = 0
-    _progress: bool = False
-
+    # ---------------------------------------------------------------- what a foiler fills
     def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} implements neither foils_for nor propose")
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        return records
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Candidates for every sample (sorted by id): `foils_for` per sample, up to the cap, identities dropped."""
+        return propose_per_sample(self, samples, context, self.foils_for)
+
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """The instrument-level choice among all candidates (balance, pairing); default: keep all."""
+        return foils
+
+    def validate(self) -> None:
+        """Check argument values (ranges, choices) without loading anything; raise ConfigError naming the arg."""
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         """Raise pipeline.errors.InputError if the sample lacks fields this foiler needs."""
-
-    def prepare(self, samples: list[dict]) -> None:
-        """Corpus-level state (attested spans, clusters) computed before foiling; default none."""
-
-    def _key(self, arg: str) -> str:
-        """The params.yaml key of one of this instrument's args, for error messages."""
-        return f"instruments.{self._instrument or self.registry_name.rsplit('.', 1)[0]}.args.{arg}"
 
     @classmethod
     def write_native(cls, records: list[dict], output_dir, instrument: str) -> list[str]:
         """Write the kept records in the source's own release format too; returns the file names. Default: none."""
         return []
+
+    # ---------------------------------------------------------------- the base class's part
+    def cap(self, context: RunContext) -> int:
+        return context.candidates_per_sample or self.max_foils_per_sample
 
     def params(self) -> dict:
         import inspect
@@ -94,30 +124,105 @@ class Foiler:
         sig = inspect.signature(type(self).__init__)
         return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
 
-    def run(self, samples: list[dict], *, seed: int = 0, instrument: str | None = None, progress: bool = False) -> list[dict]:
-        self._instrument, self._seed, self._progress = instrument, seed, progress
-        instrument = instrument or self.registry_name
+    def run(self, samples: list[dict], *, seed: int = 0, instrument: str | None = None, progress: bool = False,
+            context: RunContext | None = None) -> list[dict]:
+        """Records for `samples`: propose, choose, then identities, duplicates and the cap, ids, sort."""
+        if context is None:
+            context = RunContext(instrument or self.registry_name, seed=seed, progress=progress)
         samples = sorted(samples, key=lambda s: str(s["id"]))
-        self.prepare(samples)
-        records: list[dict] = []
-        iterator = samples
-        if progress:
-            from tqdm import tqdm
+        context.samples = {s["id"]: s for s in samples}
+        if not context.params_key:
+            context.params_key = f"instruments.{context.instrument}"
+        proposed = self.propose(samples, context)
+        # `choose` sees candidates in the order of the ids they would get as proposed (sample, then rank)
+        proposed = sorted(proposed, key=_proposal_order(context.instrument))
+        chosen = self.choose(proposed, context)
+        records = build_records(self, chosen, context)
+        context.stats["counts"] = {"samples": len(samples), "proposed": len(proposed), "chosen": len(chosen),
+                                   "records": len(records), "cap_per_sample": self.cap(context)}
+        return records
 
-            iterator = tqdm(samples, desc=f"foil {instrument}", unit="sample")
-        for sample in iterator:
-            rng = rng_for(seed, instrument, sample["id"])
-            seen = set()
-            kept = 0
-            for foil in self.foils_for(sample, rng):
-                if foil.foil.strip() == foil.caption.strip() or foil.key() in seen:
-                    continue
-                seen.add(foil.key())
-                records.append(foil_record(sample, foil, instrument=instrument, foiler=self.registry_name,
-                                           phenomenon=self.phenomenon, index=kept))
-                kept += 1
-                if kept >= self.max_foils_per_sample:
-                    break
-        records.sort(key=lambda r: r["id"])
-        records = self.select(records, rng_for(seed, instrument, "select"))
-        return sorted(records, key=lambda r: r["id"])
+
+def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str | None = None) -> None:
+    """Check a model-block argument (`{kind, name_or_path, gguf_file, device, dtype, batch_size}`) without loading."""
+    from pipeline.errors import ConfigError
+    from pipeline.models import ModelSpec
+
+    if isinstance(block, str):
+        block = {"name_or_path": block}
+    if not isinstance(block, dict):
+        raise ConfigError(f"{arg} must be a mapping (kind, name_or_path, device, dtype, batch_size), got {block!r:.60}")
+    block = dict(block)
+    kind = block.pop("kind", default_kind)
+    if kind not in kinds:
+        raise ConfigError(f"{arg}.kind must be one of {', '.join(kinds)}, got {kind!r}")
+    spec = ModelSpec.from_params(block, arg)
+    if spec.extra:
+        raise ConfigError(f"{arg}: unknown key(s) {', '.join(sorted(spec.extra))}; "
+                          f"allowed: kind, name_or_path, gguf_file, device, dtype, batch_size")
+    if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
+        raise ConfigError(f"{arg}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
+
+
+def propose_per_sample(foiler: Foiler, samples: list[dict], context: RunContext, foils_for) -> list[Foil]:
+    """The default `propose` with any per-sample function `foils_for(sample, rng)`: each sample's own
+    generator, identity and duplicate foils dropped, at most the cap kept (a foiler whose per-sample
+    step needs run data, e.g. batch-parsed captions, passes a closure over it)."""
+    cap = foiler.cap(context)
+    iterator = samples
+    if context.progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(samples, desc=f"foil {context.instrument}", unit="sample")
+    proposed: list[Foil] = []
+    for sample in iterator:
+        kept = 0
+        seen = set()
+        # foils_for may be a generator doing work per candidate (a parse, a guard): stop at the cap
+        for foil in foils_for(sample, rng_for(context.seed, context.instrument, sample["id"])):
+            if foil.foil.strip() == foil.caption.strip() or foil.key() in seen:
+                continue
+            seen.add(foil.key())
+            foil.sample_id = sample["id"]
+            proposed.append(foil)
+            kept += 1
+            if kept >= cap:
+                break
+    return proposed
+
+
+def _proposal_order(instrument: str):
+    counters: dict = {}
+
+    def key(foil: Foil) -> str:
+        index = counters.get(foil.sample_id, 0)
+        counters[foil.sample_id] = index + 1
+        return record_id(instrument, foil.sample_id, index)
+
+    return key
+
+
+def record_id(instrument: str, sample_id, index: int) -> str:
+    return f"{instrument}:{sample_id}" + (f"#{index}" if index else "")
+
+
+def build_records(foiler: Foiler, foils: list[Foil], context: RunContext) -> list[dict]:
+    """VALSE records for the chosen foils: identities and duplicates dropped, the cap applied, ids assigned."""
+    cap = foiler.cap(context)
+    per_sample: dict = {}
+    seen: set = set()
+    records = []
+    for foil in foils:
+        if foil.sample_id not in context.samples:
+            raise ValueError(f"{foiler.registry_name}: a chosen foil names sample {foil.sample_id!r}, not one of the run's")
+        if foil.foil.strip() == foil.caption.strip() or (foil.sample_id, foil.key()) in seen:
+            continue
+        index = per_sample.get(foil.sample_id, 0)
+        if index >= cap:
+            continue
+        seen.add((foil.sample_id, foil.key()))
+        per_sample[foil.sample_id] = index + 1
+        record = foil_record(context.samples[foil.sample_id], foil, instrument=context.instrument,
+                             foiler=foiler.registry_name, phenomenon=foiler.phenomenon, index=index)
+        records.append(record)
+    return sorted(records, key=lambda r: r["id"])

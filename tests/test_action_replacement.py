@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from foilers.action_replacement import ActionReplacement, CausalSentenceScorer, ScorerProposer, pick_matching, verb_js
-from foilers.base import rng_for
+from foilers.action_replacement import ActionReplacement, ScorerProposer, pick_matching, verb_js
+from foilers.base import RunContext, rng_for
 from foilers.lang.wordnet_constraints import audit_pairs, check_replacement
 from pipeline.errors import ConfigError
 from tests.conftest import shared_path
@@ -71,7 +71,8 @@ def test_tiny_masked_lm_proposals_through_from_pretrained(tiny_models, verb_list
     path = tiny_models.bert_mlm()
     foiler = ActionReplacement(proposer={"kind": "masked_lm", "name_or_path": str(path), "device": "cpu"},
                                top_k=400, verb_list=verb_list)
-    records = {r["sample_id"]: r for r in foiler.run(SLOT_SAMPLES, seed=0, instrument="action-replacement")}
+    context = RunContext("action-replacement", seed=0)
+    records = {r["sample_id"]: r for r in foiler.run(SLOT_SAMPLES, context=context)}
     # the tiny vocabulary holds "sitting standing riding eating" as whole words: every sample finds a SWiG verb
     assert set(records) == {"a", "b", "c"}
     assert records["a"]["caption"] == "A man sits at a table."
@@ -79,7 +80,7 @@ def test_tiny_masked_lm_proposals_through_from_pretrained(tiny_models, verb_list
     assert records["c"]["foil"] in {"People sit a pizza.", "People stand a pizza.", "People ride a pizza."}  # agreement
     assert all(r["foil_verb"] != r["verb"] for r in records.values())
     assert records["a"]["id"] == "action-replacement:a" and records["a"]["foiling_method"] == "change_action"
-    assert "js_divergence" in foiler.stats
+    assert "js_divergence" in context.stats
 
 
 def test_causal_lm_ranking_matches_sentence_logprobs(tiny_models, verb_list):
@@ -104,8 +105,11 @@ def test_scorer_contract_object_runs_on_sample(tiny_models):
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
     samples = sample_swig()
     verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
-    foiler = ActionReplacement(top_k=5).use_proposer(ScorerProposer(CausalSentenceScorer(spec), verbs))
-    records = foiler.run(samples, seed=0, instrument="action-replacement")
+    from pipeline.scorers import CausalSpanScorer
+
+    foiler = ActionReplacement(top_k=5).use_proposer(ScorerProposer(CausalSpanScorer(spec), verbs))
+    context = RunContext("action-replacement", seed=0)
+    records = foiler.run(samples, context=context)
     assert len(records) >= 30 and len({r["sample_id"] for r in records}) == len(records)
     for record in records:
         assert record["foil_verb"] in verbs and check_replacement(record["verb"], record["foil_verb"])[0]
@@ -113,7 +117,7 @@ def test_scorer_contract_object_runs_on_sample(tiny_models):
         assert record["caption"][start:end] == record["classes"]
         assert record["caption"][:start] == record["foil"][:start]
     assert foiler.run(list(reversed(samples)), seed=0, instrument="action-replacement") == records
-    assert 0.0 <= foiler.stats["js_divergence"] <= 1.0
+    assert 0.0 <= context.stats["js_divergence"] <= 1.0
 
 
 def test_unloadable_model_names_the_param(tmp_path, verb_list):

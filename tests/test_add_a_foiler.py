@@ -1,16 +1,21 @@
-"""docs/add_a_foiler.md works as written: its python block registers a foiler that the pipeline runs."""
+"""docs/add_a_foiler.md works as written: its module is discovered, its params pass check-params, and the
+model-backed foiler it builds passes the whole conformance suite under the fixed-table scorer the doc declares."""
 
-import json
+import copy
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+import foilers
 from foilers.base import FOILERS
 from pipeline.errors import ConfigError
+from tests import foiler_contract as contract
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "add_a_foiler.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "add_a_foiler.md"
 NAME = "colour_swap.v1"
 
 
@@ -19,52 +24,70 @@ def code_blocks(language: str) -> list[str]:
 
 
 @pytest.fixture
-def registered():
-    """Run the doc's python block(s) as a module would, then leave the registry as it was."""
-    FOILERS.names()  # load the built-in foilers first
+def registered(tmp_path):
+    """Step 1 as the doc says: the python block saved as foilers/colour_swap.py, found by the registry's discovery.
+
+    The module goes to a temporary folder added to the foilers package's path (not into the repository);
+    afterwards the registry, the path, sys.modules and the test tools are as they were."""
+    FOILERS.names()  # the built-in foilers first
     before = dict(FOILERS._items)
-    namespace = {"__name__": "foilers.colour_swap"}
-    for block in code_blocks("python"):
-        exec(compile(block, str(DOC), "exec"), namespace)
-    yield namespace
-    FOILERS._items.clear()
-    FOILERS._items.update(before)
+    tools_before = dict(contract.GOLDEN_TOOLS)
+    (tmp_path / "colour_swap.py").write_text(code_blocks("python")[0], encoding="utf-8")
+    foilers.__path__.append(str(tmp_path))
+    FOILERS._loaded = False  # a fresh lookup, as a new process would do
+    try:
+        yield
+    finally:
+        foilers.__path__.remove(str(tmp_path))
+        sys.modules.pop("foilers.colour_swap", None)
+        FOILERS._items.clear()
+        FOILERS._items.update(before)
+        FOILERS._loaded = True
+        contract.GOLDEN_TOOLS.clear()
+        contract.GOLDEN_TOOLS.update(tools_before)
 
 
-def test_doc_has_one_python_block_and_one_params_block():
-    assert len(code_blocks("python")) == 1
+def test_doc_blocks():
+    assert len(code_blocks("python")) == 2  # the module, the test's tool
     assert len(code_blocks("yaml")) == 1
 
 
-def test_the_worked_example_registers_and_foils(registered, tmp_path):
-    from pipeline.stages.foil import foil_file
-    from pipeline.io import iter_jsonl
+def test_the_contract_part_fits_in_a_page():
+    text = DOC.read_text(encoding="utf-8")
+    contract_part = text[: text.index("## Worked example")]
+    assert len(contract_part.splitlines()) <= 40
 
+
+def test_the_module_is_discovered_without_editing_a_list(registered):
     assert NAME in FOILERS.names()
-    params = yaml.safe_load(code_blocks("yaml")[0])
-    params["seed"] = 0
-    samples = tmp_path / "coco.jsonl"
-    samples.write_text("".join(json.dumps(s) + "\n" for s in [
-        {"id": "coco2017:1", "image_file": "000000000001.jpg", "caption": "A white cat sleeps on a red sofa."},
-        {"id": "coco2017:2", "image_file": "000000000002.jpg", "caption": "Two men play tennis."},
-    ]), encoding="utf-8")
-    assert foil_file(params, "colour", samples, tmp_path / "colour.jsonl") == 1
-    [record] = list(iter_jsonl(tmp_path / "colour.jsonl"))
-    # "white" is not among the configured colours; "red" is replaced by one that is
-    assert record["classes"] == "red" and record["classes_foil"] in {"blue", "green", "yellow"}
-    assert record["foil"] == f"A white cat sleeps on a {record['classes_foil']} sofa."
-    assert record["linguistic_phenomena"] == "colour" and record["provenance"]["foiler"] == NAME
+    assert "colour_swap" not in (ROOT / "foilers" / "base.py").read_text(encoding="utf-8")
 
 
-def test_the_worked_example_passes_its_golden_examples(registered):
-    from foilers.base import rng_for
+def test_the_params_blocks_pass_check_params(registered):
+    from pipeline.stages.check_params import check
 
-    foiler = FOILERS.build(NAME, {})
-    for sample, expected in foiler.golden:
-        foils = list(foiler.foils_for(dict(sample), rng_for(0, NAME, sample["id"])))
-        assert [(f.caption, f.foil) for f in foils][:1] == ([tuple(expected)] if expected else [])
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load(code_blocks("yaml")[0])
+    params["instruments"].update(doc["instruments"])
+    for key in ("run", "keep"):
+        params["filters"][key].update(doc["filters"][key])
+    assert check(params) == []
+    # without the filters entries the doc says check-params requires, it fails
+    broken = copy.deepcopy(params)
+    del broken["filters"]["keep"]["colour"]
+    assert any("filters.keep has no entry for instrument(s) colour" in p for p in check(broken))
 
 
-def test_the_typo_the_doc_mentions_is_caught(registered):
-    with pytest.raises(ConfigError, match=r"unknown argument\(s\) colour; allowed: colours"):
+def test_the_foiler_passes_the_whole_conformance_suite(registered, tmp_path):
+    exec(compile(code_blocks("python")[1], str(DOC), "exec"), {})  # step 4: the test's fixed-table scorer
+    contract.check_foiler(NAME, tmp_path)
+    records = contract.build_golden(NAME).run(contract.golden_inputs(NAME), seed=0, instrument="colour")
+    assert [(r["id"], r["foil"]) for r in records] == [
+        ("colour:g1", "A blue car parked on a street."), ("colour:g2", "A green kite in the sky.")]
+
+
+def test_the_typos_the_doc_mentions_are_caught(registered):
+    with pytest.raises(ConfigError, match=r"unknown argument\(s\) colour; allowed: colours, scorer, top_k"):
         FOILERS.build(NAME, {"colour": ["red"]}, where="params.yaml instruments.colour.args")
+    with pytest.raises(ConfigError, match=r"top_k must be >= 1, got 0"):
+        FOILERS.build(NAME, {"top_k": 0}, where="params.yaml instruments.colour.args")

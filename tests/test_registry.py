@@ -44,3 +44,60 @@ def test_build_validates_args():
         reg.build("blue.v1", {"depth": "3"})
     with pytest.raises(ConfigError, match=r"argument 'flag' should be bool, got int"):
         reg.build("blue.v1", {"flag": 1})
+
+
+def make_typed():
+    from typing import Literal
+
+    reg = Registry("widget")
+
+    @reg.register("typed.v1")
+    class Typed:
+        def __init__(self, n_clusters: int | None = None, names: list[str] | None = None, mode: Literal["a", "b"] = "a",
+                     table: dict[str, list[str]] | None = None, ratio: float = 0.5, pair: tuple = ("x", "y")):
+            self.n_clusters = n_clusters
+
+        def validate(self):
+            if self.n_clusters is not None and self.n_clusters < 1:
+                raise ConfigError(f"n_clusters must be >= 1 or null, got {self.n_clusters}")
+
+    return reg
+
+
+def test_types_come_from_annotations_even_when_the_default_is_none():
+    reg = make_typed()
+    assert reg.build("typed.v1", {"n_clusters": 10, "names": ["a"], "mode": "b", "table": {"k": ["v"]},
+                                  "ratio": 1, "pair": ["p", "q"]}).n_clusters == 10
+    assert reg.build("typed.v1", {"n_clusters": None}).n_clusters is None
+    with pytest.raises(ConfigError, match=r"argument 'n_clusters' should be int \| None, got str \('ten'\)"):
+        reg.build("typed.v1", {"n_clusters": "ten"})
+    with pytest.raises(ConfigError, match=r"argument 'names' should be list\[str\] \| None, got list \(\[1\]\)"):
+        reg.build("typed.v1", {"names": [1]})
+    with pytest.raises(ConfigError, match=r"argument 'mode' should be one of 'a', 'b', got str \('c'\)"):
+        reg.build("typed.v1", {"mode": "c"})
+    with pytest.raises(ConfigError, match=r"argument 'table' should be dict\[str, list\[str\]\] \| None"):
+        reg.build("typed.v1", {"table": {"k": "v"}})
+    with pytest.raises(ConfigError, match=r"argument 'ratio' should be float, got bool"):
+        reg.build("typed.v1", {"ratio": True})
+
+
+def test_build_calls_validate_and_names_the_block():
+    reg = make_typed()
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.x.args \(widget typed.v1\): n_clusters must be >= 1 or null, got 0$"):
+        reg.build("typed.v1", {"n_clusters": 0}, where="params.yaml instruments.x.args")
+
+
+def test_the_foiler_registry_holds_all_nine_built_in_foilers():
+    from foilers.base import FOILERS
+
+    assert {"existence.v1", "counting.v1", "coreference.v1", "plurals.v1", "relations.v1", "actant_swap.v1",
+            "action_replacement.v1", "predicate_noun.v1", "bd2bb_decoys.v1"} <= set(FOILERS.names())
+
+
+def test_n_clusters_ten_fails_check_params():
+    from pipeline.stages.check_params import check
+
+    params = {"instruments": {"b": {"foiler": "bd2bb_decoys.v1", "source": "bd2bb", "args": {"n_clusters": "ten"}}},
+              "sources": {"bd2bb": {"format": "bd2bb", "root": ".", "files": {"actions": "test.csv"}}},
+              "filters": {"run": {"b": []}, "keep": {"b": {}}}}
+    assert any("argument 'n_clusters' should be int | None, got str ('ten')" in p for p in check(params))

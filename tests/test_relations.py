@@ -103,7 +103,12 @@ def build(args, where="params.yaml instruments.relations.args"):
     """What FOILERS.build("relations.v1", args) does (without importing every other foiler module)."""
     args = {"spacy_model": OFFLINE_SPACY, **args}  # the pipeline that installs offline (default: en_core_web_sm)
     check_args(Relations, args, f"{where} (foiler relations.v1)")
-    return Relations(**args)
+    foiler = Relations(**args)
+    try:
+        foiler.validate()
+    except ConfigError as err:
+        raise ConfigError(f"{where} (foiler relations.v1): {err}") from err
+    return foiler
 
 
 def test_registered_under_a_versioned_name():
@@ -120,9 +125,13 @@ def attested_file(tmp_path_factory):
     return str(path)
 
 
-def run(samples, order, seed=0, **args):
+def run(samples, order, seed=0, candidates_per_sample=None, **args):
+    """(the run's foil metrics, records)"""
+    from foilers.base import RunContext
+
     foiler = build({"min_count": 1, **args}).use_scorer(PreferenceScorer(order))
-    return foiler, foiler.run(samples, seed=seed, instrument="relations")
+    context = RunContext("relations", seed=seed, candidates_per_sample=candidates_per_sample)
+    return context.stats, foiler.run(samples, context=context)
 
 
 def test_exact_foil_and_released_fields(attested_file):
@@ -179,20 +188,20 @@ def test_balance_pairs_p_to_q_with_q_to_p(attested_file):
     _, unbalanced = run(samples, order, balance=False, attested_path=attested_file)
     assert [(r["classes"], r["classes_foil"]) for r in unbalanced] == [("on", "under"), ("in", "under")]
     for seed in (0, 1, 2):
-        foiler, balanced = run(samples, order, seed=seed, attested_path=attested_file)
+        stats, balanced = run(samples, order, seed=seed, attested_path=attested_file)
         assert [(r["classes"], r["classes_foil"]) for r in balanced] == [("on", "in"), ("in", "on")]
-        assert foiler.stats["paired"] == 2 and foiler.stats["unpaired"] == 0
+        assert stats["paired"] == 2 and stats["unpaired"] == 0
 
 
 def test_unbalanced_histograms_and_js(attested_file):
     samples = [sample(1, "A cat is on a mat."), sample(2, "A cat is in a box.")]
-    foiler, _ = run(samples, ["under", "in", "on"], balance=False, attested_path=attested_file)
-    assert foiler.stats["caption_histogram"] == {"on": 1, "in": 1}
-    assert foiler.stats["foil_histogram"] == {"under": 2}
+    stats, _ = run(samples, ["under", "in", "on"], balance=False, attested_path=attested_file)
+    assert stats["caption_histogram"] == {"on": 1, "in": 1}
+    assert stats["foil_histogram"] == {"under": 2}
     # c = (on .5, in .5, under 0), f = (0, 0, 1): m = (.25, .25, .5); KL(c||m) = 1, KL(f||m) = 1 (log 2) -> JS = 1
-    assert foiler.stats["js_divergence"] == pytest.approx(1.0)
-    foiler, _ = run(samples, ["under", "in", "on"], attested_path=attested_file)
-    assert foiler.stats["js_divergence"] == pytest.approx(0.0)
+    assert stats["js_divergence"] == pytest.approx(1.0)
+    stats, _ = run(samples, ["under", "in", "on"], attested_path=attested_file)
+    assert stats["js_divergence"] == pytest.approx(0.0)
 
 
 def test_preposition_report_hand_computed_js():
@@ -221,15 +230,23 @@ def test_top_k_limits_what_balance_can_choose(attested_file):
     assert [r["classes_foil"] for r in records] == ["under", "under"]
 
 
-def test_foils_per_caption_and_input_order_independence(attested_file):
+def test_candidates_per_sample_keeps_the_best_ranked_and_input_order_independence(attested_file):
     samples = [sample(1, "A cat is on a mat."), sample(2, "A cat is in a box."), sample(5, "A bird flies under a bridge.")]
-    _, records = run(samples, ["near", "under", "in", "on"], foils_per_caption=2, balance=False,
+    _, records = run(samples, ["near", "under", "in", "on"], candidates_per_sample=2, balance=False,
                      attested_path=attested_file)
     assert [r["id"] for r in records] == ["relations:coco:1", "relations:coco:1#1", "relations:coco:2",
                                           "relations:coco:2#1", "relations:coco:5", "relations:coco:5#1"]
-    _, reversed_records = run(samples[::-1], ["near", "under", "in", "on"], foils_per_caption=2, balance=False,
+    # ranked: the scorer prefers near > under > in > on, the caption's own span excluded
+    assert [r["classes_foil"] for r in records] == ["near", "under", "near", "under", "near", "in"]
+    assert len({r["sample_id"] for r in records}) == 3  # records of one caption share sample_id
+    _, reversed_records = run(samples[::-1], ["near", "under", "in", "on"], candidates_per_sample=2, balance=False,
                      attested_path=attested_file)
     assert reversed_records == records
+    # balanced: the paired proposal first, then the next best
+    stats, balanced = run(samples[:2], ["under", "in", "on", "near"], candidates_per_sample=2, attested_path=attested_file)
+    assert [(r["id"], r["classes_foil"]) for r in balanced] == [
+        ("relations:coco:1", "in"), ("relations:coco:1#1", "under"), ("relations:coco:2", "on"), ("relations:coco:2#1", "under")]
+    assert stats["paired"] == 2
 
 
 def test_attested_list_from_file_need_not_contain_the_original(tmp_path):
@@ -260,8 +277,10 @@ def test_args_are_checked():
         build({"top_k": "10"})
     with pytest.raises(ConfigError, match=r"unknown argument\(s\) topk"):
         build({"topk": 10})
-    with pytest.raises(ConfigError, match=r"instruments.relations.args.top_k must be >= 1, got 0"):
-        run(CORPUS, ["on"], top_k=0)
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args \(foiler relations.v1\): top_k must be >= 1, got 0$"):
+        build({"top_k": 0})
+    with pytest.raises(ConfigError, match=r"scorer.kind must be one of masked_lm, causal_lm, got 'spanbert'"):
+        build({"scorer": {"kind": "spanbert", "name_or_path": "x"}})
 
 
 # ---------------------------------------------------------------- real data

@@ -181,20 +181,7 @@ def noun_gender(word: str, lemma: str | None = None) -> str:
 # ---- nouns ----
 
 
-@functools.lru_cache(maxsize=1)
-def _inflect_engine():
-    import inflect
-
-    return inflect.engine()
-
-
-def match_case(template: str, word: str) -> str:
-    """`word` with the capitalisation of `template` (Cows -> People, COWS -> PEOPLE)."""
-    if template.isupper() and len(template) > 1:
-        return word.upper()
-    if template[:1].isupper():
-        return word[:1].upper() + word[1:]
-    return word
+from foilers.lang.inflection import inflect_engine as _inflect_engine, match_case  # noqa: E402  (one shared copy)
 
 
 def pluralize_noun(word: str) -> str:

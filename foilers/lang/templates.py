@@ -27,16 +27,13 @@ and `statement_from_existence_caption`, which find the counted noun with spaCy
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, replace
 
-NUMBER_WORDS = {
-    "zero": 0, "none": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
-    "fifty": 50, "hundred": 100,
-}
+from foilers.lang.inflection import NUMBER_WORDS as _CARDINALS, ZERO_WORDS, indefinite_article, match_case
+
+#: the words a Visual7W count answer may use ("Three.", "None.")
+NUMBER_WORDS = {**_CARDINALS, **ZERO_WORDS}
 
 #: nouns with no countable reading: existence says "There is no water", counting skips them
 MASS_NOUNS = frozenset(
@@ -80,38 +77,23 @@ def parse_count(answer) -> int | None:
     return NUMBER_WORDS.get(word)
 
 
-def _match_case(template: str, word: str) -> str:
-    return word.capitalize() if template[:1].isupper() else word
-
-
 def singular_of(noun: str) -> str:
     lower = noun.lower()
     if lower in _SINGULAR_OVERRIDES:
-        return _match_case(noun, _SINGULAR_OVERRIDES[lower])
+        return match_case(noun, _SINGULAR_OVERRIDES[lower])
     from lemminflect import getLemma
 
-    return _match_case(noun, getLemma(lower, upos="NOUN")[0])
+    return match_case(noun, getLemma(lower, upos="NOUN")[0])
 
 
 def plural_of(noun: str) -> str:
     lower = noun.lower()
     if lower in _PLURAL_OVERRIDES:
-        return _match_case(noun, _PLURAL_OVERRIDES[lower])
+        return match_case(noun, _PLURAL_OVERRIDES[lower])
     from lemminflect import getInflection
 
     forms = getInflection(lower, tag="NNS")
-    return _match_case(noun, forms[0] if forms else lower + "s")
-
-
-def indefinite_article(word: str) -> str:
-    return _inflect().a(word).split(" ", 1)[0]
-
-
-@functools.lru_cache(maxsize=1)
-def _inflect():
-    import inflect
-
-    return inflect.engine()
+    return match_case(noun, forms[0] if forms else lower + "s")
 
 
 def is_mass(noun: str) -> bool:
@@ -159,9 +141,9 @@ class Statement:
         first, _, rest = self.verb.partition(" ")
         lower = first.lower()
         if singular and lower in _AGREEING_VERBS:
-            first = _match_case(first, _AGREEING_VERBS[lower])
+            first = match_case(first, _AGREEING_VERBS[lower])
         elif not singular and lower in _AGREEING_VERBS_SG:
-            first = _match_case(first, _AGREEING_VERBS_SG[lower])
+            first = match_case(first, _AGREEING_VERBS_SG[lower])
         return _join(first, rest)
 
     def _sentence(self, quantity: str, noun_phrase: str, singular: bool) -> str:

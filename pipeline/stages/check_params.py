@@ -27,6 +27,97 @@ def check(params: dict) -> list[str]:
             problems.append(f"params.yaml instruments.{name}.source {spec['source']!r} is not a key of `sources` ({', '.join(sorted(sources))})")
     problems += filter_problems(params, instruments)
     problems += validation_problems(params, instruments)
+
+
+    problems += source_problems(params)
+    problems += bias_problems(params, instruments)
+    problems += evaluate_problems(params)
+    problems += model_problems(params)
+    return problems
+
+
+def source_problems(params: dict) -> list[str]:
+    """Every `sources` block: a known format, the files its reader needs named (not read)."""
+    from pipeline.stages.ingest import resolve_source
+
+    problems = []
+    sources = params.get("sources")
+    if not isinstance(sources, dict):
+        return ["params.yaml sources must map source names to {format, root, files}"]
+    for name in sorted(sources):
+        try:
+            resolve_source(params, name)
+        except ConfigError as err:
+            problems.append(str(err))
+    return problems
+
+
+def bias_problems(params: dict, instruments: dict) -> list[str]:
+    from pipeline.stages.bias import THRESHOLD_KEYS, instrument_settings
+
+    bias = params.get("bias")
+    if bias is not None and not isinstance(bias, dict):
+        return [f"params.yaml bias must be a mapping, got {type(bias).__name__}"]
+    problems = []
+    for name in sorted(set(instruments) | set((bias or {}).get("instruments") or {})):
+        try:
+            settings = instrument_settings(bias, name)
+        except (ConfigError, TypeError, ValueError) as err:
+            problems.append(str(err) if isinstance(err, ConfigError) else f"params.yaml bias: {err}")
+            continue
+        for key, value in settings.items():
+            if key in THRESHOLD_KEYS and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float))):
+                problems.append(f"params.yaml bias ({name}): {key} must be a number or null, got {value!r}")
+    stray = sorted(set((bias or {}).get("instruments") or {}) - set(instruments))
+    if stray:
+        problems.append(f"params.yaml bias.instruments: {', '.join(stray)} is not an instrument")
+    return sorted(set(problems), key=problems.index)
+
+
+def evaluate_problems(params: dict) -> list[str]:
+    from pipeline.stages.evaluate import check_settings
+
+    try:
+        check_settings(params)
+    except ConfigError as err:
+        return [str(err)]
+    return []
+
+
+#: model-block keys beyond ModelSpec's own that a role may carry (nli's label map and sanity check, a pinned revision)
+MODEL_EXTRA_KEYS = ("label_map", "sanity_check", "revision")
+
+
+def model_problems(params: dict) -> list[str]:
+    """Every `models.*` block: keys and types (name_or_path, device, dtype, batch_size), nothing loaded."""
+    from pipeline.models import ModelSpec
+
+    models = params.get("models")
+    if models is None:
+        return []
+    if not isinstance(models, dict):
+        return ["params.yaml models must map model roles to model blocks"]
+    problems = []
+    for role in sorted(models):
+        key = f"models.{role}"
+        block = models[role]
+        if not isinstance(block, (dict, str)):
+            problems.append(f"params.yaml {key} must be a mapping (name_or_path, device, dtype, batch_size), got {block!r:.40}")
+            continue
+        try:
+            spec = ModelSpec.from_params(block, key)
+        except ConfigError as err:
+            problems.append(f"params.yaml {err}")
+            continue
+        if not isinstance(spec.name_or_path, str):
+            problems.append(f"params.yaml {key}.name_or_path must be a string, got {spec.name_or_path!r}")
+        if isinstance(spec.batch_size, bool) or not isinstance(spec.batch_size, int) or spec.batch_size < 1:
+            problems.append(f"params.yaml {key}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
+        unknown = sorted(set(spec.extra) - set(MODEL_EXTRA_KEYS))
+        if unknown:
+            problems.append(f"params.yaml {key}: unknown key(s) {', '.join(unknown)}; allowed: name_or_path, gguf_file, "
+                            f"device, dtype, batch_size, {', '.join(MODEL_EXTRA_KEYS)}")
     return problems
 
 

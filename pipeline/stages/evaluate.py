@@ -34,10 +34,13 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.io import iter_csv, iter_jsonl, read_json, require, write_json
 from pipeline.models import ModelSpec, load_transformers_model, resolve_path, torch_device
 from pipeline.params import load_params
+from pipeline.registry import Registry
 
 log = logging.getLogger(__name__)
 
-SCORERS = ("text_lm", "image_text")
+#: scorers `evaluate.scorers` may name ("text_lm" means the newest text_lm.vN); others: `foilforge.evaluate_scorers`
+#: entry points. A factory takes (params, settings, skipped) and returns a scorer, or None after noting in `skipped` why not.
+SCORERS = Registry("evaluate scorer", entry_points="foilforge.evaluate_scorers")
 NON_INSTRUMENT_FILES = {"manifest.json"}
 
 
@@ -273,25 +276,58 @@ def pair_and_winoground(paired) -> dict:
 
 # ---------------------------------------------------------------- the stage
 
-def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
-    settings = params.get("evaluate") or {}
-    names = settings.get("scorers", ["text_lm"])
-    unknown = [n for n in names if n not in SCORERS]
-    if unknown:
-        raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; known: {', '.join(SCORERS)}")
-    scorers, skipped = [], {}
-    if "text_lm" in names:
-        from pipeline.stages.baseline import load_text_lm
+EVALUATE_KEYS = ("scorers", "image_root", "scores_threshold")
 
-        scorers.append(TextLMScorer(load_text_lm(params)))
-    if "image_text" in names:
-        root = settings.get("image_root")
-        if not root or not Path(root).is_dir() or not any(p.is_file() for p in Path(root).iterdir()):
-            skipped["image_text"] = f"no image files under evaluate.image_root ({root!r})"
-            log.info("image_text scorer skipped: %s", skipped["image_text"])
-        else:
-            block = (params.get("models") or {}).get("image_text")
-            scorers.append(ImageTextScorer(ModelSpec.from_params(block, ImageTextScorer.PARAM_KEY), root))
+
+def check_settings(params: dict) -> dict:
+    """The `evaluate` block, its keys and types checked (for the stage and `foilforge check-params`)."""
+    settings = params.get("evaluate") or {}
+    if not isinstance(settings, dict):
+        raise ConfigError(f"params.yaml evaluate must be a mapping, got {type(settings).__name__}")
+    unknown = sorted(set(settings) - set(EVALUATE_KEYS))
+    if unknown:
+        raise ConfigError(f"params.yaml evaluate: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(EVALUATE_KEYS)}")
+    names = settings.get("scorers", ["text_lm"])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"params.yaml evaluate.scorers must be a list of scorer names, got {names!r:.60}")
+    unknown = [n for n in names if n not in SCORERS.unversioned() and n not in SCORERS.names()]
+    if unknown:
+        raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(SCORERS.unversioned())}")
+    root = settings.get("image_root")
+    if root is not None and not isinstance(root, str):
+        raise ConfigError(f"params.yaml evaluate.image_root must be a directory path, got {root!r}")
+    threshold = settings.get("scores_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise ConfigError(f"params.yaml evaluate.scores_threshold must be a number or null, got {threshold!r}")
+    return settings
+
+
+@SCORERS.register("text_lm.v1")
+def text_lm_scorer(params: dict, settings: dict, skipped: dict):
+    from pipeline.stages.baseline import load_text_lm
+
+    return TextLMScorer(load_text_lm(params))
+
+
+@SCORERS.register("image_text.v1")
+def image_text_scorer(params: dict, settings: dict, skipped: dict):
+    root = settings.get("image_root")
+    if not root or not Path(root).is_dir() or not any(p.is_file() for p in Path(root).iterdir()):
+        skipped["image_text"] = f"no image files under evaluate.image_root ({root!r})"
+        log.info("image_text scorer skipped: %s", skipped["image_text"])
+        return None
+    block = (params.get("models") or {}).get("image_text")
+    return ImageTextScorer(ModelSpec.from_params(block, ImageTextScorer.PARAM_KEY), root)
+
+
+def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
+    settings = check_settings(params)
+    scorers, skipped = [], {}
+    for name in settings.get("scorers", ["text_lm"]):
+        scorer = SCORERS.get(SCORERS.newest(name))(params, settings, skipped)
+        if scorer is not None:
+            scorers.append(scorer)
     scorers.extend(ScoresFileScorer(p) for p in scores_files or [])
     return scorers, skipped
 

@@ -106,7 +106,8 @@ def write_native_files(records: list[dict], output_dir: Path, instrument: str) -
     return sorted(written)
 
 
-def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejected_dir=None, validation_dir=None) -> dict:
+def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejected_dir=None, validation_dir=None,
+           foil_metrics_dir=None) -> dict:
     filtered_dir, output_dir = Path(filtered_dir), Path(output_dir)
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
@@ -140,6 +141,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
             "bias": bias,
             "text_baseline": baseline,
+            # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
+            "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
             "file": out_path.name,
             "sha256": file_sha256(out_path),
         }
@@ -312,9 +315,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output-dir", required=True, help="benchmark directory (data/benchmark)")
     parser.add_argument("--validation-dir", default=None,
                         help="human-validation metrics, <instrument>.json (data/metrics/validate)")
+    parser.add_argument("--foil-metrics-dir", default=None, help="directory with <instrument>.json (foil stage metrics)")
 
 
 def main(args) -> int:
     export(load_params(args.params), args.filtered_dir, args.bias_dir, args.baseline_dir, args.output_dir, args.rejected_dir,
-           args.validation_dir)
+           validation_dir=args.validation_dir, foil_metrics_dir=args.foil_metrics_dir)
     return 0

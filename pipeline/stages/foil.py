@@ -1,11 +1,17 @@
-"""Apply one instrument (params.yaml `instruments.NAME`: a foiler plus its args) to a JSONL of samples."""
+"""Apply one instrument (params.yaml `instruments.NAME`: a foiler plus its args) to a JSONL of samples.
+
+`instruments.NAME.candidates_per_sample` (optional, an int >= 1) overrides the
+foiler's per-sample cap (`max_foils_per_sample`, usually 1), so that a later
+stage can choose among several candidates per caption. `--metrics` writes what
+the foiler reported about the run (skip rules, guards, resolver, pairing, JS).
+"""
 
 from __future__ import annotations
 
 import logging
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_jsonl, write_jsonl
+from pipeline.io import iter_jsonl, write_json, write_jsonl
 from pipeline.params import block, load_params
 
 log = logging.getLogger(__name__)
@@ -16,26 +22,43 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True, help="samples, one JSON object a line (ingest output or your own)")
     parser.add_argument("--output", required=True, help="foil records, one JSON object a line")
     parser.add_argument("--seed", type=int, default=None, help="override params.yaml `seed`")
+    parser.add_argument("--metrics", default=None, help="write the foiler's run statistics here (JSON)")
+
+INSTRUMENT_KEYS = ("foiler", "source", "args", "candidates_per_sample")
 
 
-def build_instrument(params: dict, name: str):
-    """The configured foiler for instrument `name`, args validated against its signature."""
-    from foilers.base import FOILERS
-
+def instrument_spec(params: dict, name: str) -> dict:
+    """The params.yaml block of instrument `name`, its keys checked."""
     spec = block(params, f"instruments.{name}", required=False)
     if spec is None:
         known = ", ".join(sorted((params.get("instruments") or {}).keys()))
         raise ConfigError(f"params.yaml has no instrument {name!r}; instruments: {known}")
     if not isinstance(spec, dict) or "foiler" not in spec:
         raise ConfigError(f"params.yaml instruments.{name} needs a 'foiler' key (a registered foiler name)")
-    unknown = set(spec) - {"foiler", "source", "args"}
+    unknown = set(spec) - set(INSTRUMENT_KEYS)
     if unknown:
-        raise ConfigError(f"params.yaml instruments.{name}: unknown key(s) {', '.join(sorted(unknown))}; allowed: foiler, source, args")
+        raise ConfigError(f"params.yaml instruments.{name}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"allowed: {', '.join(INSTRUMENT_KEYS)}")
+    cap = spec.get("candidates_per_sample")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise ConfigError(f"params.yaml instruments.{name}.candidates_per_sample must be an integer >= 1 or null, got {cap!r}")
+    return spec
+
+
+def build_instrument(params: dict, name: str):
+    """The configured foiler for instrument `name`, args validated against its signature."""
+    from foilers.base import FOILERS
+
+    spec = instrument_spec(params, name)
     return FOILERS.build(spec["foiler"], spec.get("args") or {}, where=f"params.yaml instruments.{name}.args")
 
 
-def foil_file(params: dict, instrument: str, input_path, output_path, seed: int | None = None) -> int:
+def foil_file(params: dict, instrument: str, input_path, output_path, seed: int | None = None,
+              metrics_path=None) -> int:
+    from foilers.base import RunContext
+
     foiler = build_instrument(params, instrument)
+    cap = instrument_spec(params, instrument).get("candidates_per_sample")
     samples = []
     seen_ids = set()
     for index, sample in enumerate(iter_jsonl(input_path)):
@@ -48,13 +71,17 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
         foiler.validate_sample(sample, str(input_path), sample["id"])
         samples.append(sample)
     seed = params.get("seed", 0) if seed is None else seed
-    records = foiler.run(samples, seed=seed, instrument=instrument, progress=True)
+    context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
+                         candidates_per_sample=cap)
+    records = foiler.run(samples, context=context)
     count = write_jsonl(output_path, records)
+    if metrics_path is not None:
+        write_json(metrics_path, {"instrument": instrument, "foiler": foiler.registry_name, **context.stats})
     log.info("%s: %d samples -> %d foils (%s)", instrument, len(samples), count, foiler.registry_name)
     return count
 
 
 def main(args) -> int:
     params = load_params(args.params)
-    foil_file(params, args.instrument, args.input, args.output, args.seed)
+    foil_file(params, args.instrument, args.input, args.output, args.seed, getattr(args, "metrics", None))
     return 0

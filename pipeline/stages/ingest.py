@@ -2,7 +2,10 @@
 
     foilforge ingest SOURCE --output data/ingested/SOURCE.jsonl [--params params.yaml]
 
-A source block names a `format` (one reader function each, in `READERS`), a
+A source block names a `format` (one reader function each, registered in the
+`READERS` registry as "coco.v1", ...; params.yaml writes `format: coco`, which
+means the newest version, or pins one with `format: coco.v1`; readers of other
+packages register through the `foilforge.readers` entry points), a
 `root` directory (relative paths are relative to the working directory, the
 project root under DVC), the `files` it reads by role, and optionally `split`,
 `dataset` (overrides the default dataset name below) and, for VisDial,
@@ -93,6 +96,7 @@ from typing import Callable, Iterable, Iterator
 from pipeline.errors import ConfigError, InputError
 from pipeline.io import iter_csv, read_json, require, write_jsonl
 from pipeline.params import block, load_params
+from pipeline.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -132,22 +136,27 @@ class Source:
 
 Reader = Callable[[Source], Iterator[dict]]
 
-#: format name -> reader (a generator of samples); `reader.roles` are the files it needs
-READERS: dict[str, Reader] = {}
+#: "format.vN" -> reader (a generator of samples); `reader.roles` are the files it needs
+READERS = Registry("reader", entry_points="foilforge.readers")
 
 
-def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False, optional_roles: tuple[str, ...] = ()):
-    """Register a reader for `fmt` that reads the files of `roles` (and of `optional_roles` when given)."""
+def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False, optional_roles: tuple[str, ...] = (),
+           version: int = 1):
+    """Register a reader for `fmt` (as "fmt.v<version>") that reads the files of `roles` (and of `optional_roles` when given)."""
 
     def decorator(fn):
         fn.format_name = fmt
         fn.roles = roles
         fn.optional_roles = optional_roles
         fn.uses_template = uses_template
-        READERS[fmt] = fn
-        return fn
+        return READERS.register(f"{fmt}.v{version}")(fn)
 
     return decorator
+
+
+def reader_for(fmt: str) -> Reader:
+    """The reader a params.yaml `format` names ("coco": the newest coco reader; "coco.v1": that one)."""
+    return READERS.get(READERS.newest(fmt))
 
 
 # ---------------------------------------------------------------- helpers
@@ -565,9 +574,10 @@ def resolve_source(params: dict, name: str) -> Source:
     if unknown:
         raise ConfigError(f"{key}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SOURCE_KEYS)}")
     fmt = spec.get("format")
-    if fmt not in READERS:
-        raise ConfigError(f"{key}.format {fmt!r} is not a known format; formats: {', '.join(sorted(READERS))}")
-    read = READERS[fmt]
+    try:
+        read = reader_for(fmt)
+    except ConfigError:
+        raise ConfigError(f"{key}.format {fmt!r} is not a known format; formats: {', '.join(READERS.unversioned())}") from None
     root = spec.get("root")
     if not isinstance(root, str) or not root:
         raise ConfigError(f"{key}.root must be a directory path")
@@ -595,7 +605,7 @@ def resolve_source(params: dict, name: str) -> Source:
                           f"directory holding the images, so each image id is named by the template whose file exists")
     if spec.get("image_file_template") is not None and not read.uses_template:
         raise ConfigError(f"{key}.image_file_template is not used by format {fmt} "
-                          f"(formats that use it: {', '.join(sorted(f for f, r in READERS.items() if r.uses_template))})")
+                          f"(formats that use it: {', '.join(sorted({READERS.get(n).format_name for n in READERS.names() if READERS.get(n).uses_template}))})")
     root_path = Path(root)
     roles = [*read.roles, *(r for r in read.optional_roles if r in files)]
     return Source(name=name, format=fmt, root=root_path, files={role: root_path / files[role] for role in roles},
@@ -606,7 +616,7 @@ def read_source(params: dict, name: str) -> list[dict]:
     """All samples of source `name`, in reading order; raises on bad input or config."""
     src = resolve_source(params, name)
     samples, seen = [], set()
-    for sample in READERS[src.format](src):
+    for sample in reader_for(src.format)(src):
         if sample["id"] in seen:  # readers check their own ids; this is the last guard
             raise InputError(src.root, f"two samples with id {sample['id']!r}", record=sample["id"], field="id")
         seen.add(sample["id"])
