@@ -40,7 +40,7 @@ from pipeline.io import require
 from pipeline.models import ModelSpec
 from pipeline.registry import Registry, check_args
 
-FILTERS = Registry("filter", modules=("filters.length", "filters.grammaticality", "filters.nli"))
+FILTERS = Registry("filter", modules=("filters.length", "filters.grammaticality", "filters.nli", "filters.plausibility"))
 
 _MISSING = object()
 # weight-name fragments of a sequence-classification head (BERT/ALBERT/RoBERTa, BART, GPT-style): a classifier
@@ -59,6 +59,10 @@ class Filter:
     model_params: dict[str, str] = {}
     #: registry name, set by the registry decorator
     registry_name: str = ""
+    #: True: the keep rule chooses a subset of the whole candidate set (`keep_subset`), not record by record
+    set_rule: bool = False
+    #: True: a record's scores depend on the other records scored in the same call (a corpus statistic)
+    corpus_level: bool = False
 
     def score(self, records: list[dict], progress: bool = False) -> list[dict]:
         raise NotImplementedError

@@ -300,10 +300,14 @@ class ActionReplacement(Foiler):
         else:
             chosen = {sid: 0 for sid in by_sample}
         kept = []
+        per_sample = self._candidates_per_sample or 1  # more than one: the refinement (select stage) picks among them
         for sid, group in by_sample.items():
-            record = dict(group[chosen[sid]])
-            record["id"] = f"{record['instrument']}:{sid}"  # one foil per sample: no '#n' suffix
-            kept.append(record)
+            first = chosen[sid]
+            picks = [group[first]] + [r for i, r in enumerate(group) if i != first][: per_sample - 1]
+            for index, pick in enumerate(picks):
+                record = dict(pick)
+                record["id"] = f"{record['instrument']}:{sid}" + (f"#{index}" if index else "")
+                kept.append(record)
         self.stats = {
             "samples_with_foil": len(kept),
             "caption_verbs": len({r["verb"] for r in kept}),

@@ -36,6 +36,7 @@ FOILERS = Registry(
         "foilers.action_replacement",
         "foilers.predicate_noun",
         "foilers.bd2bb_decoys",
+        "foilers.released",
     ),
 )
 
@@ -66,6 +67,8 @@ class Foiler:
     _instrument: str | None = None
     _seed: int = 0
     _progress: bool = False
+    # params.yaml instruments.<name>.candidates_per_sample (None: not set); `select` keeps up to this many per sample
+    _candidates_per_sample: int | None = None
 
     def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
         raise NotImplementedError
@@ -94,8 +97,11 @@ class Foiler:
         sig = inspect.signature(type(self).__init__)
         return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
 
-    def run(self, samples: list[dict], *, seed: int = 0, instrument: str | None = None, progress: bool = False) -> list[dict]:
+    def run(self, samples: list[dict], *, seed: int = 0, instrument: str | None = None, progress: bool = False,
+            candidates_per_sample: int | None = None) -> list[dict]:
         self._instrument, self._seed, self._progress = instrument, seed, progress
+        self._candidates_per_sample = candidates_per_sample
+        cap = candidates_per_sample or self.max_foils_per_sample
         instrument = instrument or self.registry_name
         samples = sorted(samples, key=lambda s: str(s["id"]))
         self.prepare(samples)
@@ -116,7 +122,7 @@ class Foiler:
                 records.append(foil_record(sample, foil, instrument=instrument, foiler=self.registry_name,
                                            phenomenon=self.phenomenon, index=kept))
                 kept += 1
-                if kept >= self.max_foils_per_sample:
+                if kept >= cap:
                     break
         records.sort(key=lambda r: r["id"])
         records = self.select(records, rng_for(seed, instrument, "select"))

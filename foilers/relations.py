@@ -247,7 +247,8 @@ class Relations(Foiler):
             if sid not in chosen and self.balance and not self.keep_unpaired:
                 continue
             first = chosen.get(sid, 0)
-            picks = [group[first]] + [r for i, r in enumerate(group) if i != first][: self.foils_per_caption - 1]
+            per_caption = self._candidates_per_sample or self.foils_per_caption
+            picks = [group[first]] + [r for i, r in enumerate(group) if i != first][: per_caption - 1]
             for index, record in enumerate(picks):
                 record = dict(record)
                 record["id"] = f"{record['instrument']}:{sid}" + (f"#{index}" if index else "")

@@ -28,10 +28,20 @@ def build_instrument(params: dict, name: str):
         raise ConfigError(f"params.yaml has no instrument {name!r}; instruments: {known}")
     if not isinstance(spec, dict) or "foiler" not in spec:
         raise ConfigError(f"params.yaml instruments.{name} needs a 'foiler' key (a registered foiler name)")
-    unknown = set(spec) - {"foiler", "source", "args"}
+    unknown = set(spec) - {"foiler", "source", "args", "candidates_per_sample"}
     if unknown:
-        raise ConfigError(f"params.yaml instruments.{name}: unknown key(s) {', '.join(sorted(unknown))}; allowed: foiler, source, args")
+        raise ConfigError(f"params.yaml instruments.{name}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"allowed: foiler, source, args, candidates_per_sample")
+    candidates_per_sample(params, name)
     return FOILERS.build(spec["foiler"], spec.get("args") or {}, where=f"params.yaml instruments.{name}.args")
+
+
+def candidates_per_sample(params: dict, name: str) -> int | None:
+    """instruments.<name>.candidates_per_sample: foils kept per sample (the refinement picks among them); None = the foiler's own cap."""
+    value = (block(params, f"instruments.{name}", required=False) or {}).get("candidates_per_sample")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ConfigError(f"params.yaml instruments.{name}.candidates_per_sample must be an integer >= 1, got {value!r}")
+    return value
 
 
 def foil_file(params: dict, instrument: str, input_path, output_path, seed: int | None = None) -> int:
@@ -48,7 +58,8 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
         foiler.validate_sample(sample, str(input_path), sample["id"])
         samples.append(sample)
     seed = params.get("seed", 0) if seed is None else seed
-    records = foiler.run(samples, seed=seed, instrument=instrument, progress=True)
+    records = foiler.run(samples, seed=seed, instrument=instrument, progress=True,
+                         candidates_per_sample=candidates_per_sample(params, instrument))
     count = write_jsonl(output_path, records)
     log.info("%s: %d samples -> %d foils (%s)", instrument, len(samples), count, foiler.registry_name)
     return count
