@@ -31,6 +31,9 @@ class Released(Foiler):
         ({"id": "valse:relations:1", "source": "valse", "caption": "A cat sits on a mat.", "foil": "A cat sits under a mat.",
           "classes": "on", "classes_foil": "under", "linguistic_phenomena": "relations", "valse_key": "1"},
          ("A cat sits on a mat.", "A cat sits under a mat.")),
+        # a released pair whose foil equals its caption is no foil (dropped like any identity foil)
+        ({"id": "valse:relations:2", "source": "valse", "caption": "A dog on a bed.", "foil": "A dog on a bed.",
+          "classes": "on", "classes_foil": "on", "linguistic_phenomena": "relations", "valse_key": "2"}, None),
     )
 
     def __init__(self):
@@ -44,10 +47,17 @@ class Released(Foiler):
         if not isinstance(foils, list) or not foils or not all(isinstance(f, str) for f in foils):
             raise InputError(path, "needs the released foil string (or a non-empty foils list)", record=index, field="foil")
 
+    def prepare(self, samples: list[dict]) -> None:
+        # the released phenomenon when the file has one (VALSE files do), so records say "relations", not "released"
+        phenomena = {s.get("linguistic_phenomena") for s in samples}
+        self.phenomenon = phenomena.pop() if len(phenomena) == 1 and None not in phenomena else type(self).phenomenon
+
     def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
         foils = [sample["foil"]] if "foil" in sample else list(sample["foils"])
         extras = {k: v for k, v in sample.items() if k not in NOT_EXTRAS}
         extras.setdefault("linguistic_phenomena", self.phenomenon)
         for foil in foils:
+            if foil.strip() == sample["caption"].strip():
+                continue
             yield Foil(caption=sample["caption"], foil=foil, classes=sample.get("classes"),
                        classes_foil=sample.get("classes_foil"), extras=dict(extras))
