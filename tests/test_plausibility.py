@@ -289,3 +289,19 @@ def test_released_valse_file_passes_through_unchanged(tmp_path):
         original = released[record["valse_key"]]
         assert (record["caption"], record["foil"], record["classes"], record["classes_foil"], record["mturk"]) == \
                (original["caption"], original["foil"], original["classes"], original["classes_foil"], original["mturk"])
+
+
+def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
+    from pipeline.stages.export import datacard_text
+
+    check = {"records_before": 156, "records_after": 102,
+             "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},
+             "held_out": {"scorer": "char 5-gram LM", "kind": "ngram",
+                          "before": {"n": 156, "acc_r": 0.506}, "after": {"n": 102, "acc_r": 0.48}}}
+    manifest = {"instruments": {"relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
+                                              "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check}}},
+                "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
+    text = datacard_text(manifest)
+    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) |"
+            in text)
+    assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
