@@ -168,7 +168,7 @@ def _bin(value: float, edges: list[float]) -> int:
     return sum(value > edge for edge in edges)
 
 
-def refine(candidates: list[dict], scorers: list[str], bins: int = 4, choose: bool = True,
+def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
            path="<records>") -> set[str]:
     """Ids of the kept candidates: per sample at most one, balanced per scorer in every |gap| bin (see module doc).
 
@@ -273,12 +273,12 @@ class Plausibility(Filter):
         return results
 
     @staticmethod
-    def keep(result: dict, /, *, scorers: list | None = None, bins: int = 4, choose: bool = True) -> bool:
+    def keep(result: dict, /, *, scorers: list | None = None, bins: int = 2, choose: bool = True) -> bool:
         """Per record the rule keeps everything; the refinement is a set rule (`keep_subset`)."""
         return True
 
     @classmethod
-    def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 4,
+    def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
                     choose: bool = True) -> tuple[set[str], dict]:
         """(ids kept, report) for the candidates that passed every other filter."""
         scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
