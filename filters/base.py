@@ -41,7 +41,7 @@ from pipeline.models import ModelSpec
 from pipeline.registry import Registry, check_args
 
 #: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
-FILTERS = Registry("filter", packages=("filters",), skip=("base", "batching", "gruen", "linkgrammar"), entry_points="foilforge.filters")
+FILTERS = Registry("filter", packages=("filters",), skip=("base", "batching", "gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
 
 _MISSING = object()
 # weight-name fragments of a sequence-classification head (BERT/ALBERT/RoBERTa, BART, GPT-style): a classifier
@@ -60,6 +60,10 @@ class Filter:
     model_params: dict[str, str] = {}
     #: registry name, set by the registry decorator
     registry_name: str = ""
+    #: True: the keep rule chooses a subset of the whole candidate set (`keep_subset`), not record by record
+    set_rule: bool = False
+    #: True: a record's scores depend on the other records scored in the same call (a corpus statistic)
+    corpus_level: bool = False
 
     def score(self, records: list[dict], progress: bool = False) -> list[dict]:
         raise NotImplementedError

@@ -138,3 +138,24 @@ def test_masked_lm_without_head_is_refused(tiny_models, verb_list):
 def test_unknown_kind():
     with pytest.raises(ConfigError, match="instruments.x.args.proposer.kind must be one of masked_lm, causal_lm"):
         ActionReplacement(proposer={"kind": "seq2seq", "name_or_path": "t5"}).run(SLOT_SAMPLES, instrument="x")
+
+
+def test_candidates_per_sample_keeps_n_foils_per_sample(tiny_models):
+    from pipeline.models import ModelSpec
+    from pipeline.scorers import CausalSpanScorer
+
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
+    verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
+    foiler = ActionReplacement(top_k=8).use_proposer(ScorerProposer(CausalSpanScorer(spec), verbs))
+    one = foiler.run(sample_swig(), seed=0, instrument="ar")
+    several = foiler.run(sample_swig(), context=RunContext("ar", seed=0, candidates_per_sample=2))
+    by_sample = {}
+    for record in several:
+        by_sample.setdefault(record["sample_id"], []).append(record)
+    assert max(len(group) for group in by_sample.values()) == 2
+    for sid, group in by_sample.items():
+        assert [r["id"] for r in group] == [f"ar:{sid}", f"ar:{sid}#1"][: len(group)]
+        assert len({r["foil_verb"] for r in group}) == len(group)
+        if len(group) == 2:
+            assert group[0]["proposal_rank"] != group[1]["proposal_rank"]
+    assert {r["sample_id"] for r in one} == set(by_sample)

@@ -83,7 +83,7 @@ def test_export_writes_benchmark_manifest_and_datacard(tmp_path):
     assert entry["filters"] == {"grammaticality": {"model": ["bert-base-cased"], "variant": ["gruen.v1"]},
                                 "nli": {"model": ["ynie/albert"], "variant": ["nli.v1"]}}
     assert entry["provenance"] == {"foiler": ["plurals.v1"], "resolver": ["rule_based.v1"]}
-    assert entry["filters_not_run"] == ["length"]  # registered, not on these records
+    assert entry["filters_not_run"] == ["length", "plausibility"]  # registered, not on these records
     assert entry["sha256"] == file_sha256(out / "plurals.json")
     assert manifest["sources"]["coco"]["captions"]["sha256"] == file_sha256(sources / "captions.json")
     assert manifest["sources"]["coco"]["other"]["sha256"] is None

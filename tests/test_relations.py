@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from foilers.base import RunContext
 from foilers.lang.prepositions import (PrepositionSpan, attested_spans, parse, preposition_spans, read_attested,
                                   write_attested)
 from foilers.relations import Relations, Slot, candidate_spans, pair_directions, preposition_report, rank_fills
@@ -127,8 +128,6 @@ def attested_file(tmp_path_factory):
 
 def run(samples, order, seed=0, candidates_per_sample=None, **args):
     """(the run's foil metrics, records)"""
-    from foilers.base import RunContext
-
     foiler = build({"min_count": 1, **args}).use_scorer(PreferenceScorer(order))
     context = RunContext("relations", seed=seed, candidates_per_sample=candidates_per_sample)
     return context.stats, foiler.run(samples, context=context)
@@ -338,3 +337,14 @@ def test_released_foils_rank_in_top_10_above_chance_with_offline_model():
           f"{hits}/{len(slots)} = {rate:.1%}; chance {TOP_K}/{len(candidates)} attested spans = {chance:.1%}; "
           f"one-sided binomial p = {p_value:.2g}")
     assert rate > chance and p_value < 0.01
+
+
+def test_candidates_per_sample_keeps_the_n_best_proposals(attested_file):
+    """params.yaml instruments.<I>.candidates_per_sample (the run context's) caps and keeps N per caption, best first."""
+    samples = [sample(1, "A cat is on a mat."), sample(2, "A cat is in a box.")]
+    foiler = build({"min_count": 1, "balance": False, "attested_path": attested_file}).use_scorer(
+        PreferenceScorer(["near", "under", "in", "on"]))
+    records = foiler.run(samples, context=RunContext("relations", seed=0, candidates_per_sample=2))
+    assert [(r["id"], r["classes_foil"]) for r in records] == [
+        ("relations:coco:1", "near"), ("relations:coco:1#1", "under"),
+        ("relations:coco:2", "near"), ("relations:coco:2#1", "under")]

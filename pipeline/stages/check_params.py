@@ -33,6 +33,36 @@ def check(params: dict) -> list[str]:
     problems += bias_problems(params, instruments)
     problems += evaluate_problems(params)
     problems += model_problems(params)
+
+
+    problems += blind_check_problems(params)
+    return problems
+
+
+def blind_check_problems(params: dict) -> list[str]:
+    """The held-out blind scorer must be configured validly and must not be one of the refinement's scorers."""
+    from filters.plausibility import build_text_scorer
+    from pipeline.stages.baseline import HELD_OUT_KEY, held_out_block
+
+    try:
+        block = held_out_block(params)
+        held_out = build_text_scorer(block, f"params.yaml {HELD_OUT_KEY}") if block is not None else None
+    except ConfigError as err:
+        return [str(err)]
+    settings = (params.get("filters") or {}).get("plausibility") if isinstance(params.get("filters"), dict) else None
+    scorers = (settings or {}).get("scorers") if isinstance(settings, dict) else None
+    if held_out is None or not isinstance(scorers, dict):
+        return []
+    problems = []
+    for name, scorer_block in sorted(scorers.items()):
+        try:
+            scorer = build_text_scorer(scorer_block, f"params.yaml filters.plausibility.scorers.{name}")
+        except ConfigError:
+            continue  # reported by the filters check
+        if scorer.identity() == held_out.identity():
+            problems.append(f"params.yaml {HELD_OUT_KEY} is the same model as filters.plausibility.scorers.{name} "
+                            f"({held_out.describe()}): the held-out blind check must use a scorer the refinement "
+                            f"did not balance against (e.g. gpt2 held out when refining on SmolLM2, or another n-gram)")
     return problems
 
 

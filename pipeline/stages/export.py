@@ -115,7 +115,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     from pipeline import provenance
 
     manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),
-                "environment": provenance.environment(params), "models": provenance.models(params)}
+                "environment": provenance.environment(params), "models": provenance.models(params),
+                "text_only_roles": text_only_roles(params)}
     for path in files:
         instrument = path.stem
         records = read_instrument(path)
@@ -237,6 +238,47 @@ def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
         handle.write(card_text(counts, sorted(used)))
 
 
+
+
+def text_only_roles(params: dict) -> dict:
+    """Which text-only scorer was used where (issue 14): refinement (select) vs held-out check vs VALSE's baseline."""
+    plausibility = ((params.get("filters") or {}).get("plausibility") or {}).get("scorers") or {}
+    return {"refinement": plausibility, "held_out": (params.get("blind_check") or {}).get("held_out"),
+            "text_baseline": (params.get("models") or {}).get("text_baseline")}
+
+
+def _pct(entry) -> str:
+    if not entry or entry.get("acc_r") is None:
+        return "n/a"
+    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']})"
+
+
+def blind_check_lines(manifest: dict) -> list[str]:
+    lines = ["", "## Text-only blind check (adversarial refinement)", "",
+             "acc_r = share of pairs a text-only scorer prefers the caption (chance 50%). `before`: the records",
+             "that passed every other filter; `after`: those the refinement kept. The refinement balances its own",
+             "scorers' caption-minus-foil gaps, so their `after` is at most 50% by construction; the held-out",
+             "scorer was not used by the refinement and is the real check.", "",
+             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after |",
+             "|---|---|---|---|"]
+    held_out_names = set()
+    for name, entry in manifest["instruments"].items():
+        check = (entry.get("text_baseline") or {}).get("blind_check")
+        if not check:
+            continue
+        refinement = "; ".join(f"{scorer}: {_pct(r['before'])} -> {_pct(r['after'])}"
+                               for scorer, r in check.get("refinement", {}).items()) or "not refined"
+        held = check.get("held_out")
+        if held:
+            held_out_names.add(held["scorer"])
+        lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
+                     f"{_pct(held['before']) + ' -> ' + _pct(held['after']) if held else 'not configured'} |")
+    roles = manifest.get("text_only_roles") or {}
+    lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
+              f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
+    return lines
+
+
 def _fmt(value, digits=3) -> str:
     if value is None:
         return "n/a"
@@ -276,6 +318,7 @@ def datacard_text(manifest: dict) -> str:
         if baseline:
             parts.append(f"text-only baseline: {baseline}")
         lines.append(f"- **{name}**: " + ("; ".join(parts) if parts else "no provenance recorded"))
+    lines += blind_check_lines(manifest)
     lines += ["", "## Sources", "", "| source | file | sha256 |", "|---|---|---|"]
     for source, files in manifest["sources"].items():
         for key, info in files.items():

@@ -10,6 +10,13 @@ filters must have scored the records. Each record's
 the others to --rejected, both in input order. Metrics: {input, kept,
 filters: {name: {passed, failed, model, variant, threshold}}, funnel: {input,
 after_<filter>: records passing it and every cheaper one}}.
+
+A set rule (a filter with `set_rule`, the plausibility refinement) runs after
+the record-by-record rules, on the records that passed all of them: it picks
+the subset (and, among a sample's candidates, which one) as a whole; its
+report (scorers, records kept, acc_r before/after under each scorer) is under
+metrics `refinement.<filter>`, and each kept or dropped record's result gets
+`refined_on` (the scorers it was balanced on).
 """
 
 from __future__ import annotations
@@ -46,9 +53,21 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> t
                                  record=record.get("id", index), field=f"filters.{name}")
             results[name] = {**result, "passed": bool(filter_class(name).keep(result, **thresholds))}
         marked.append({**record, "filters": results})
+    refinement = {}
+    for name, thresholds in enabled.items():
+        cls = filter_class(name)
+        if not cls.set_rule:
+            continue
+        candidates = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
+        kept_ids, refinement[name] = cls.keep_subset(candidates, path, **thresholds)
+        for record in marked:
+            record["filters"][name] = {**record["filters"][name], "passed": record["id"] in kept_ids,
+                                       "refined_on": refinement[name].get("scorers", [])}
     kept = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled)]
     rejected = [r for r in marked if not all(r["filters"][n]["passed"] for n in enabled)]
     metrics = {"input": len(records), "kept": len(kept), "filters": {}, "funnel": filter_funnel(marked)}
+    if refinement:
+        metrics["refinement"] = refinement
     for name, thresholds in enabled.items():
         results = [r["filters"][name] for r in marked]
         passed = sum(res["passed"] for res in results)

