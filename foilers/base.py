@@ -88,6 +88,8 @@ class Foiler:
     golden_args: dict = {}
     #: more inputs of the golden run, for corpus-level foilers (a pool, pairs), not checked one by one
     golden_corpus: tuple = ()
+    #: `validate()` names arguments relative to the block; the registry prepends "params.yaml instruments.<I>.args"
+    relative_messages: bool = True
     #: foils kept per sample after `choose`; instruments.<I>.candidates_per_sample overrides it
     max_foils_per_sample: int = 1
 

@@ -114,10 +114,11 @@ class Registry:
             try:
                 validate()
             except ConfigError as err:
-                message = str(err)
-                # value checks name their argument relative to the block; plug-ins that name full keys keep them
-                raise ConfigError(message if message.startswith(("params.yaml", "models.", "instruments.", "filters."))
-                                  else f"{where}: {message}") from err
+                # a plug-in whose checks name their argument relative to its block ("top_k must be >= 1") gets the
+                # block prepended; others (filters) name full params keys themselves
+                if not getattr(built, "relative_messages", False):
+                    raise
+                raise ConfigError(f"{where}: {err}") from err
         return built
 
 

@@ -53,6 +53,8 @@ def make_typed():
 
     @reg.register("typed.v1")
     class Typed:
+        relative_messages = True
+
         def __init__(self, n_clusters: int | None = None, names: list[str] | None = None, mode: Literal["a", "b"] = "a",
                      table: dict[str, list[str]] | None = None, ratio: float = 0.5, pair: tuple = ("x", "y")):
             self.n_clusters = n_clusters
