@@ -36,6 +36,10 @@ FOILERS = Registry(
         "foilers.action_replacement",
         "foilers.predicate_noun",
         "foilers.bd2bb_decoys",
+        "foilers.coreference_strict",
+        "foilers.foil_it",
+        "foilers.swap_obj",
+        "foilers.swap_att",
     ),
 )
 
