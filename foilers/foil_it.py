@@ -201,7 +201,12 @@ class FoilItFoiler(Foiler):
             by_sample[record["sample_id"]].append(record)
         order = sorted(by_sample)
         rng.shuffle(order)
+        # the caption-word distribution, known before choosing: a sample with two mentioned categories counts half each
         caption_counts, foil_counts = Counter(), Counter()
+        for options in by_sample.values():
+            classes = sorted({r["classes"] for r in options})
+            for word in classes:
+                caption_counts[word] += 1 / len(classes)
         kept = []
         for sample_id in order:
             options = sorted(by_sample[sample_id], key=lambda r: r["id"])
@@ -212,7 +217,6 @@ class FoilItFoiler(Foiler):
             else:
                 choice = options[0]
             foil_counts[choice["classes_foil"]] += 1
-            caption_counts[choice["classes"]] += 1
             choice = dict(choice, id=f"{choice['instrument']}:{sample_id}")
             kept.append(choice)
         return kept

@@ -28,7 +28,7 @@ verbatim):
 
 | format | one sample per | native id | dataset | dataset_idx | image_file | more fields |
 |---|---|---|---|---|---|---|
-| coco | caption annotation | annotation id | `coco2017` | annotation id (int) | image `file_name` | `caption`, `image_id` |
+| coco | caption annotation | annotation id | `coco2017` | annotation id (int) | image `file_name` | `caption`, `image_id`; `instance_category_ids` when `instances` is configured |
 | visual7w | "how many" QA (`type` "how", question starting "how many", any case) | `qa_id` | `visual7w` | image id as a string | image `filename` | `question`, `answer`, `multiple_choices`, `qa_id`, `image_id`, `type` |
 | swig | image | image name | `SWiG` | image name | image name | `verb`, `frames`, `nouns` ({noun id: [glosses]} for the ids in the frames), `verb_abstract`, `verb_order`, `bb`, `height`, `width` |
 | visdial | dialog turn | `<image_id>:<turn>` | `VisDial_v1.0` | `image_id` (int) | `image_file_template.format(image_id=...)` | `caption`, `question`, `answer` (resolved from the index lists), `turn` (0-based), `image_id` |
@@ -38,7 +38,10 @@ verbatim):
 
 Details:
 
-* coco: `files: {captions: captions_<split><year>.json}`. VALSE's plurals file
+* coco: `files: {captions: captions_<split><year>.json}`, optionally
+  `instances: instances_<split><year>.json` (COCO's object annotations: each
+  sample then carries the sorted category ids annotated on its image, [] for
+  none; foil_it uses them). VALSE's plurals file
   says `coco2017`, its relations file `coco_2017`; set `dataset` to match the
   other one.
 * visual7w: `files: {telling: dataset_v7w_telling.json}`; the telling file
@@ -131,12 +134,13 @@ Reader = Callable[[Source], Iterator[dict]]
 READERS: dict[str, Reader] = {}
 
 
-def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False):
-    """Register a reader for `fmt` that reads the files of `roles`."""
+def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False, optional_roles: tuple[str, ...] = ()):
+    """Register a reader for `fmt` that reads the files of `roles` (and of `optional_roles` when configured)."""
 
     def decorator(fn):
         fn.format_name = fmt
         fn.roles = roles
+        fn.optional_roles = optional_roles
         fn.uses_template = uses_template
         READERS[fmt] = fn
         return fn
@@ -204,9 +208,24 @@ def _nonempty(text: str, path, record, field_name) -> str:
 
 # ---------------------------------------------------------------- coco
 
-@reader("coco", roles=("captions",))
+def read_coco_instances(path) -> dict[int, list[int]]:
+    """{image id: sorted category ids annotated on it} from a COCO `instances_*.json`."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object with 'annotations', got {type(data).__name__}")
+    shown: dict[int, set] = {}
+    for i, ann in enumerate(require(data, "annotations", list, path, None)):
+        where = f"annotations[{i}]"
+        shown.setdefault(require(ann, "image_id", int, path, where), set()).add(
+            require(ann, "category_id", int, path, where))
+    return {image: sorted(ids) for image, ids in shown.items()}
+
+
+@reader("coco", roles=("captions",), optional_roles=("instances",))
 def read_coco(src: Source) -> Iterator[dict]:
     path = src.file("captions")
+    # optional: per-image category ids, so foil_it never foils with an object that is annotated on the image
+    instances = read_coco_instances(src.file("instances")) if "instances" in src.files else None
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object with 'images' and 'annotations', got {type(data).__name__}")
@@ -232,8 +251,9 @@ def read_coco(src: Source) -> Iterator[dict]:
         if ann_id in seen:
             raise InputError(path, f"duplicate annotation id {ann_id}", record=where, field="id")
         seen.add(ann_id)
+        extra = {} if instances is None else {"instance_category_ids": instances.get(image_id, [])}
         yield src.sample(ann_id, dataset="coco2017", dataset_idx=ann_id, image_file=files[image_id],
-                         original_split=split, caption=caption, image_id=image_id)
+                         original_split=split, caption=caption, image_id=image_id, **extra)
 
 
 # ---------------------------------------------------------------- visual7w
@@ -545,7 +565,7 @@ def resolve_source(params: dict, name: str) -> Source:
     if not isinstance(files, dict) or not all(isinstance(v, str) and v for v in files.values()):
         raise ConfigError(f"{key}.files must map each role to a file name; format {fmt} reads {', '.join(read.roles)}")
     missing = [role for role in read.roles if role not in files]
-    extra = sorted(set(files) - set(read.roles))
+    extra = sorted(set(files) - set(read.roles) - set(read.optional_roles))
     if missing or extra:
         problem = f"missing role(s) {', '.join(missing)}" if missing else f"unknown role(s) {', '.join(extra)}"
         raise ConfigError(f"{key}.files: {problem}; format {fmt} reads {', '.join(read.roles)}")
@@ -556,7 +576,8 @@ def resolve_source(params: dict, name: str) -> Source:
         raise ConfigError(f"{key}.image_file_template is not used by format {fmt} "
                           f"(formats that use it: {', '.join(sorted(f for f, r in READERS.items() if r.uses_template))})")
     root_path = Path(root)
-    return Source(name=name, format=fmt, root=root_path, files={role: root_path / files[role] for role in read.roles},
+    return Source(name=name, format=fmt, root=root_path,
+                  files={role: root_path / files[role] for role in (*read.roles, *read.optional_roles) if role in files},
                   split=spec.get("split"), dataset=spec.get("dataset"),
                   image_file_template=spec.get("image_file_template"))
 
