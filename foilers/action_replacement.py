@@ -245,7 +245,7 @@ class ActionReplacement(Foiler):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.proposer is not None:
-            check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm")
+            check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm", span_scorer=True)
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         validate_action_sample(sample, path, index)

@@ -145,10 +145,15 @@ class Foiler:
         return records
 
 
-def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str | None = None) -> None:
-    """Check a model-block argument (`{kind, name_or_path, gguf_file, device, dtype, batch_size}`) without loading."""
+def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str | None = None,
+                      span_scorer: bool = False) -> None:
+    """Check a model-block argument (`{kind, name_or_path, gguf_file, device, dtype, batch_size}`) without loading.
+
+    `span_scorer`: the block goes to pipeline.scorers.build_span_scorer, which also takes its pruning args.
+    """
     from pipeline.errors import ConfigError
     from pipeline.models import ModelSpec
+    from pipeline.scorers import PRUNING_KEYS, check_pruning
 
     if isinstance(block, str):
         block = {"name_or_path": block}
@@ -158,12 +163,15 @@ def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str
     kind = block.pop("kind", default_kind)
     if kind not in kinds:
         raise ConfigError(f"{arg}.kind must be one of {', '.join(kinds)}, got {kind!r}")
+    pruning = {name: block.pop(name) for name in PRUNING_KEYS if name in block} if span_scorer else {}
     spec = ModelSpec.from_params(block, arg)
     if spec.extra:
-        raise ConfigError(f"{arg}: unknown key(s) {', '.join(sorted(spec.extra))}; "
-                          f"allowed: kind, name_or_path, gguf_file, device, dtype, batch_size")
+        allowed = "kind, name_or_path, gguf_file, device, dtype, batch_size" + (f", {', '.join(PRUNING_KEYS)}" if span_scorer else "")
+        raise ConfigError(f"{arg}: unknown key(s) {', '.join(sorted(spec.extra))}; allowed: {allowed}")
     if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
         raise ConfigError(f"{arg}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
+    if pruning:
+        check_pruning(arg, **pruning)
 
 
 def propose_per_sample(foiler: Foiler, samples: list[dict], context: RunContext, foils_for) -> list[Foil]:

@@ -185,7 +185,7 @@ class Relations(Foiler):
         if self.scorer is not None:
             from pipeline.scorers import KINDS
 
-            check_model_block(self.scorer, "scorer", KINDS)
+            check_model_block(self.scorer, "scorer", KINDS, span_scorer=True)
 
     def _get_scorer(self, param_key: str):
         # the loaded model is a tool cached across runs, like a spaCy pipeline; nothing of a run is kept

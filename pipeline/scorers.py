@@ -95,18 +95,23 @@ def _regroup(items: Sequence[Item], flat: list[float]) -> list[list[float]]:
     return out
 
 
+def check_pruning(key: str, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive: bool = False,
+                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS) -> None:
+    """The span-scorer args (PRUNING_KEYS) checked without loading a model (also run by check-params)."""
+    if not isinstance(exhaustive, bool):
+        raise ConfigError(f"{key}.exhaustive must be true or false, got {exhaustive!r}")
+    if prune_to is not None and (isinstance(prune_to, bool) or not isinstance(prune_to, int) or prune_to < 1):
+        raise ConfigError(f"{key}.prune_to must be an integer >= 1 or null (score every candidate), got {prune_to!r}")
+    if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
+        raise ConfigError(f"{key}.max_batch_tokens must be an integer >= 1, got {max_batch_tokens!r}")
+
+
 class _Pruning:
     """The scorer args shared by both kinds: how many candidates per item are scored exactly, and batch sizes."""
 
     def __init__(self, spec, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive: bool = False,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS):
-        key = spec.param_key
-        if not isinstance(exhaustive, bool):
-            raise ConfigError(f"{key}.exhaustive must be true or false, got {exhaustive!r}")
-        if prune_to is not None and (isinstance(prune_to, bool) or not isinstance(prune_to, int) or prune_to < 1):
-            raise ConfigError(f"{key}.prune_to must be an integer >= 1 or null (score every candidate), got {prune_to!r}")
-        if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
-            raise ConfigError(f"{key}.max_batch_tokens must be an integer >= 1, got {max_batch_tokens!r}")
+        check_pruning(spec.param_key, prune_to=prune_to, exhaustive=exhaustive, max_batch_tokens=max_batch_tokens)
         self.spec = spec
         self.exhaustive = exhaustive
         self.prune_to = None if exhaustive else prune_to

@@ -348,3 +348,16 @@ def test_candidates_per_sample_keeps_the_n_best_proposals(attested_file):
     assert [(r["id"], r["classes_foil"]) for r in records] == [
         ("relations:coco:1", "near"), ("relations:coco:1#1", "under"),
         ("relations:coco:2", "near"), ("relations:coco:2#1", "under")]
+
+
+def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
+    """prune_to / exhaustive / max_batch_tokens belong to the span scorer block: accepted, and checked before any model loads."""
+    from foilers.base import FOILERS
+
+    block = {"kind": "causal_lm", "name_or_path": "no/such-model", "prune_to": 50, "exhaustive": False, "max_batch_tokens": 512}
+    FOILERS.build("relations.v1", {"scorer": block}, where="params.yaml instruments.relations.args")
+    with pytest.raises(ConfigError, match=r"scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"):
+        FOILERS.build("relations.v1", {"scorer": dict(block, prune_to=0)}, where="params.yaml instruments.relations.args")
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) prune_too; allowed: kind, name_or_path, gguf_file, device, dtype, "
+                                          r"batch_size, prune_to, exhaustive, max_batch_tokens"):
+        FOILERS.build("relations.v1", {"scorer": dict(block, prune_too=3)}, where="params.yaml instruments.relations.args")
