@@ -101,25 +101,19 @@ class CausalLMScorer:
 
 def build_text_scorer(block, param_key: str):
     """A text-only scorer from a params block: {kind: causal_lm, name_or_path, ...} or {kind: ngram, ...}."""
-    from pipeline.models import ModelSpec
+    from pipeline.models import model_block
 
-    if not isinstance(block, dict):
-        raise ConfigError(f"{param_key} must be a mapping with kind ({' or '.join(KINDS)}), got {block!r:.60}")
-    block = dict(block)
-    kind = block.pop("kind", None)
-    if kind not in KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if kind == "ngram":
+    if isinstance(block, dict) and block.get("kind") == "ngram":
         from filters.ngram import CrossFitNGram
 
-        unknown = sorted(set(block) - set(NGRAM_KEYS))
+        settings = {k: v for k, v in block.items() if k != "kind"}
+        unknown = sorted(set(settings) - set(NGRAM_KEYS))
         if unknown:
             raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; allowed: kind, {', '.join(NGRAM_KEYS)}")
-        return CrossFitNGram(**block, param_key=param_key)
-    spec = ModelSpec.from_params(block, param_key)
-    if spec.extra:
-        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(sorted(spec.extra))}; "
-                          f"allowed: kind, name_or_path, gguf_file, device, dtype, batch_size")
+        return CrossFitNGram(**settings, param_key=param_key)
+    if not isinstance(block, dict):
+        raise ConfigError(f"{param_key} must be a mapping with kind ({' or '.join(KINDS)}), got {block!r:.60}")
+    _, spec, _ = model_block(block, param_key, KINDS)
     return CausalLMScorer(spec)
 
 

@@ -151,25 +151,10 @@ def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str
 
     `span_scorer`: the block goes to pipeline.scorers.build_span_scorer, which also takes its pruning args.
     """
-    from pipeline.errors import ConfigError
-    from pipeline.models import ModelSpec
+    from pipeline.models import model_block
     from pipeline.scorers import PRUNING_KEYS, check_pruning
 
-    if isinstance(block, str):
-        block = {"name_or_path": block}
-    if not isinstance(block, dict):
-        raise ConfigError(f"{arg} must be a mapping (kind, name_or_path, device, dtype, batch_size), got {block!r:.60}")
-    block = dict(block)
-    kind = block.pop("kind", default_kind)
-    if kind not in kinds:
-        raise ConfigError(f"{arg}.kind must be one of {', '.join(kinds)}, got {kind!r}")
-    pruning = {name: block.pop(name) for name in PRUNING_KEYS if name in block} if span_scorer else {}
-    spec = ModelSpec.from_params(block, arg)
-    if spec.extra:
-        allowed = "kind, name_or_path, gguf_file, device, dtype, batch_size" + (f", {', '.join(PRUNING_KEYS)}" if span_scorer else "")
-        raise ConfigError(f"{arg}: unknown key(s) {', '.join(sorted(spec.extra))}; allowed: {allowed}")
-    if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
-        raise ConfigError(f"{arg}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
+    _, _, pruning = model_block(block, arg, kinds, default_kind, extra_keys=PRUNING_KEYS if span_scorer else ())
     if pruning:
         check_pruning(arg, **pruning)
 

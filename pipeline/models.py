@@ -66,6 +66,35 @@ class ModelSpec:
         return {"revision": self.revision} if self.revision else {}
 
 
+#: the keys every model block takes (ModelSpec's own), in the order error messages list them
+MODEL_BLOCK_KEYS = ("name_or_path", "gguf_file", "device", "dtype", "batch_size")
+
+
+def model_block(block, param_key: str, kinds: tuple[str, ...], default_kind: str | None = None,
+                extra_keys: tuple[str, ...] = ()) -> tuple[str, ModelSpec, dict]:
+    """A `{kind, name_or_path, ..., <extra_keys>}` block checked without loading anything: (kind, spec, extras).
+
+    The one check behind every plug-in's model argument (span scorers, proposers, encoders, plausibility
+    scorers): a mapping, a known kind, no unknown key, a positive integer batch size.
+    """
+    if isinstance(block, str):
+        block = {"name_or_path": block}
+    if not isinstance(block, dict):
+        raise ConfigError(f"{param_key} must be a mapping with kind ({' or '.join(kinds)}) and name_or_path, got {block!r:.60}")
+    block = dict(block)
+    kind = block.pop("kind", default_kind)
+    if kind not in kinds:
+        raise ConfigError(f"{param_key}.kind must be one of {', '.join(kinds)}, got {kind!r}")
+    extras = {name: block.pop(name) for name in extra_keys if name in block}
+    spec = ModelSpec.from_params(block, param_key)
+    if spec.extra:
+        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(sorted(spec.extra))}; "
+                          f"allowed: kind, {', '.join((*MODEL_BLOCK_KEYS, *extra_keys))}")
+    if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
+        raise ConfigError(f"{param_key}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
+    return kind, spec, extras
+
+
 def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
     """Turn `package:<module>` into the directory (and GGUF file) the package ships."""
     name = spec.name_or_path

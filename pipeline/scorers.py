@@ -419,17 +419,7 @@ def build_span_scorer(block: dict, param_key: str) -> SpanScorer:
 
     {kind, name_or_path, gguf_file?, device, dtype, batch_size, prune_to?, exhaustive?, max_batch_tokens?}
     """
-    from pipeline.models import ModelSpec
+    from pipeline.models import model_block
 
-    if not isinstance(block, dict):
-        raise ConfigError(f"{param_key} must be a mapping with kind ({' or '.join(KINDS)}) and name_or_path, got {block!r:.60}")
-    block = dict(block)
-    kind = block.pop("kind", None)
-    if kind not in KINDS:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    pruning = {name: block.pop(name) for name in PRUNING_KEYS if name in block}
-    spec = ModelSpec.from_params(block, param_key)
-    if spec.extra:
-        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(sorted(spec.extra))}; "
-                          f"allowed: kind, name_or_path, gguf_file, device, dtype, batch_size, {', '.join(PRUNING_KEYS)}")
+    kind, spec, pruning = model_block(block, param_key, KINDS, extra_keys=PRUNING_KEYS)
     return CausalSpanScorer(spec, **pruning) if kind == "causal_lm" else MaskedSpanScorer(spec, **pruning)
