@@ -22,17 +22,20 @@ coreference: "is this indoors?", "can you see a window?", "is it sunny?". So:
 
 Which resolver ran is in every record's provenance (`coref_resolver`, and
 `coref_fallback_reason` when `auto` fell back), so the manifest and data card
-name it; `self.stats` counts the turns kept and dropped per rule.
+name it; the run's stats (data/metrics/foil/<I>.json, the manifest's
+`foil_stats`) name the resolver too and count the turns kept and dropped per rule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter
 
-from foilers.base import FOILERS
+from foilers.base import FOILERS, RunContext, propose_per_sample
 from foilers.coreference import CoreferenceFoiler, _words, dialogue_text, yes_no
+from pipeline.records import Foil, foil_record
 
 #: third-person personal and possessive pronouns that can corefer with a caption NP
 STRICT_PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "his", "its", "their")
@@ -117,26 +120,29 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
                          max_per_image=max_per_image, max_samples=max_samples)
         self.spacy_model = spacy_model
         self.coref = coref
-        self.stats: Counter = Counter()
-        self._resolver = None
-        self._nlp = None
 
-    # ---- tools, loaded on first use ----
+    # ---- tools, loaded on first use (cached across runs; nothing of a run is kept on the foiler) ----
+
+    def load_tools(self, context: RunContext | None = None) -> None:
+        """The resolver and the spaCy pipeline it runs in, named after the instrument's params keys."""
+        key = context.key if context is not None else (lambda arg: f"instruments.coreference_strict.args.{arg}")
+        if getattr(self, "_resolver", None) is None:
+            from foilers.lang.coref import make_resolver
+
+            self._resolver = make_resolver(self.coref, self.spacy_model, param_key=key("coref"))
+        if getattr(self, "_nlp", None) is None:
+            from pipeline.nlp import load_spacy
+
+            self._nlp = self._resolver.pipeline(load_spacy(self.spacy_model, param_key=key("spacy_model")))
 
     @property
     def resolver(self):
-        if self._resolver is None:
-            from foilers.lang.coref import make_resolver
-
-            self._resolver = make_resolver(self.coref, self.spacy_model, param_key=self._key("coref"))
+        self.load_tools()
         return self._resolver
 
     @property
     def nlp(self):
-        if self._nlp is None:
-            from pipeline.nlp import load_spacy
-
-            self._nlp = self.resolver.pipeline(load_spacy(self.spacy_model, param_key=self._key("spacy_model")))
+        self.load_tools()
         return self._nlp
 
     # ---- the strict rule ----
@@ -183,31 +189,49 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
                      or RuleBasedResolver.agrees(doc[n], doc[p])}
         return found
 
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """The turns whose pronoun corefers (one foil each); the kept and dropped counts go to the run's stats."""
+        self.load_tools(context)
+        stats: Counter = Counter()
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, stats))
+        context.stats.update(self.summary(stats))
+        return foils
+
     def foils_for(self, sample: dict, rng: random.Random):
+        return self._foils(sample, rng, Counter())
+
+    def _foils(self, sample: dict, rng: random.Random, stats: Counter):
         if yes_no(sample["answer"], self.yes_answers, self.no_answers) is None:
-            self.stats["not_yes_no"] += 1
+            stats["not_yes_no"] += 1
             return []
         reason = self.drop_reason(sample["caption"], sample["question"])
         if reason is not None:
-            self.stats[reason] += 1
+            stats[reason] += 1
             return []
-        self.stats["kept"] += 1
+        stats["kept"] += 1
         return super().foils_for(sample, rng)
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        records = super().select(records, rng)
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """coreference.v1's choice (per image, yes/no balance); each record's provenance names the resolver."""
+        chosen = super().choose(foils, context)
         resolver = self.resolver
-        for record in records:
-            record["provenance"]["coref_resolver"] = resolver.name
-            if resolver.fallback_reason:
-                record["provenance"]["coref_fallback_reason"] = resolver.fallback_reason
-        return records
+        named = {"coref_resolver": resolver.name}
+        if resolver.fallback_reason:
+            named["coref_fallback_reason"] = resolver.fallback_reason
+        out = []
+        for foil in chosen:
+            # the record's provenance as the base class builds it, plus the resolver (extras are written as they are)
+            provenance = foil_record(context.samples[foil.sample_id], foil, instrument=context.instrument,
+                                     foiler=self.registry_name, phenomenon=self.phenomenon)["provenance"]
+            out.append(dataclasses.replace(foil, extras={**foil.extras, "provenance": {**provenance, **named}}))
+        return out
 
-    def summary(self) -> dict:
-        resolver = self._resolver
-        return {"foiler": self.registry_name, "coref_resolver": resolver.name if resolver else None,
+    def summary(self, stats: Counter) -> dict:
+        """What the foil metrics and the manifest say about a run: the resolver, the turns kept and dropped per rule."""
+        resolver = getattr(self, "_resolver", None)
+        return {"coref_resolver": resolver.name if resolver else None,
                 "coref_fallback_reason": getattr(resolver, "fallback_reason", None),
-                "kept": self.stats.get("kept", 0), "dropped": {rule: self.stats.get(rule, 0) for rule in DROP_RULES}}
+                "kept": stats.get("kept", 0), "dropped": {rule: stats.get(rule, 0) for rule in DROP_RULES}}
 
 
 __all__ = ["StrictCoreferenceFoiler", "expletive_it", "dialogue_text"]

@@ -19,26 +19,34 @@ fixed ("a bus" -> "an airplane", inflect). A word counts as a mention only where
 spaCy tags it as a noun that is not a compound modifier ("an orange cat", "a
 glass door" are no mentions).
 
-`foils_for` yields every (mention category, foil category) candidate of a
-sample; `select` keeps one per sample, choosing in random sample order the
-candidate whose foil word is most under-used relative to its use as a caption
-word, so the foil-word distribution follows the caption-word distribution (the
-JS of VALSE Table 5; Foil-it released 0.426). `balance: false` keeps the
-first candidate of each sample instead.
+`propose` parses the run's captions in one batch, builds the image index and
+gives every (mention category, foil category) candidate of a sample (in a
+random order from the sample's generator, at most `CANDIDATES_PER_SAMPLE`);
+`choose` keeps one per sample, choosing in random sample order the candidate
+whose foil word is most under-used relative to its use as a caption word, so
+the foil-word distribution follows the caption-word distribution (the JS of
+VALSE Table 5; Foil-it released 0.426). `balance: false` keeps the first
+candidate of each sample instead. With `instruments.<I>.candidates_per_sample: n`
+the sample's other candidates follow its choice, up to n. Skips per rule go to
+the run's stats (data/metrics/foil/<I>.json).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
 from foilers.lang.coco_categories import by_id, mention_forms, plural_form
 from foilers.lang.number import match_case
 from pipeline.errors import InputError
 from pipeline.records import Foil
 
 NOUN_TAGS = ("NN", "NNS", "NNP", "NNPS")
+#: candidates `propose` keeps per sample for `choose` to choose among (every category pair fits)
+CANDIDATES_PER_SAMPLE = 50
+SKIP_RULES = ("no_mention", "no_unseen_category")
 
 
 def article_for(word: str) -> str:
@@ -71,24 +79,18 @@ class FoilItFoiler(Foiler):
     )
 
     def __init__(self, spacy_model: str = "en_core_web_sm", use_other_captions: bool = True,
-                 use_instances: bool = True, balance: bool = True, max_candidates_per_sample: int = 50):
+                 use_instances: bool = True, balance: bool = True):
         self.spacy_model = spacy_model
         self.use_other_captions = use_other_captions
         self.use_instances = use_instances
         self.balance = balance
-        self.max_candidates_per_sample = max_candidates_per_sample
-        self.max_foils_per_sample = max_candidates_per_sample
-        self.stats: Counter = Counter()
-        self._nlp = None
-        self._docs: dict = {}
-        self._image_categories: dict = {}
 
-    @property
-    def nlp(self):
-        if self._nlp is None:
+    def load_nlp(self, param_key: str = "instruments.foil_it.args.spacy_model"):
+        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
+        if getattr(self, "_nlp", None) is None:
             from pipeline.nlp import load_spacy
 
-            self._nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
+            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
         return self._nlp
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
@@ -105,29 +107,25 @@ class FoilItFoiler(Foiler):
 
     # ---- the corpus index (image -> categories its captions mention / its instances show) ----
 
-    def prepare(self, samples: list[dict]) -> None:
-        self.stats = Counter()
-        self.index_corpus(samples)
-
-    def index_corpus(self, samples: list[dict]) -> None:
+    def index_corpus(self, samples: list[dict], nlp, progress: bool = False) -> "CorpusIndex":
+        """The run's parses (one batch) and image -> categories its captions mention / its instances show."""
         from tqdm import tqdm
 
         texts = sorted({s["caption"] for s in samples})
-        docs = self.nlp.pipe(texts, batch_size=256)
-        self._docs = dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
-        self._image_categories = defaultdict(set)
+        docs = nlp.pipe(texts, batch_size=256)
+        index = CorpusIndex(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions",
+                                                      disable=len(texts) < 1000))))
         for sample in samples:
-            shown = self._image_categories[self.image_key(sample)]
+            shown = index.image_categories[self.image_key(sample)]
             if self.use_other_captions:
-                shown.update(m[2] for m in self.mentions(sample["caption"]))
+                shown.update(m[2] for m in self.mentions(sample["caption"], index))
             if self.use_instances:
                 shown.update(sample.get("instance_category_ids") or ())
+        return index
 
-    def mentions(self, caption: str) -> list[tuple[int, int, int, str]]:
+    def mentions(self, caption: str, index: "CorpusIndex") -> list[tuple[int, int, int, str]]:
         """(first token, end token, category id, "sg"|"pl") of each category mention, longest match first."""
-        doc = self._docs.get(caption)
-        if doc is None:
-            doc = self._docs[caption] = self.nlp(caption)
+        doc = index.parse(caption)
         forms = mention_forms()
         longest = max(len(k) for k in forms)
         words = [t.lower_ for t in doc]
@@ -150,14 +148,29 @@ class FoilItFoiler(Foiler):
 
     # ---- foils ----
 
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Every sample's candidates (up to CANDIDATES_PER_SAMPLE, or the cap when higher), over the run's index."""
+        index = self.index_corpus(samples, self.load_nlp(context.key("spacy_model")), context.progress)
+        stats: Counter = Counter()
+        # `choose` picks among the candidates: propose keeps more than the per-sample cap
+        wide = dataclasses.replace(context, candidates_per_sample=max(self.cap(context), CANDIDATES_PER_SAMPLE))
+        foils = propose_per_sample(self, samples, wide, lambda sample, rng: self._foils(sample, rng, index, stats))
+        context.stats["skipped"] = {rule: stats.get(rule, 0) for rule in SKIP_RULES}
+        context.stats["samples_with_candidates"] = len({f.sample_id for f in foils})
+        return foils
+
     def foils_for(self, sample: dict, rng: random.Random):
+        """The candidates of one sample on its own (its image index from this caption only)."""
+        return self._foils(sample, rng, self.index_corpus([sample], self.load_nlp()), Counter())
+
+    def _foils(self, sample: dict, rng: random.Random, index: "CorpusIndex", stats: Counter) -> list[Foil]:
         caption = sample["caption"]
-        mentions = self.mentions(caption)
+        mentions = self.mentions(caption, index)
         if not mentions:
-            self.stats["no_mention"] += 1
+            stats["no_mention"] += 1
             return []
-        doc = self._docs[caption]
-        shown = set(self._image_categories.get(self.image_key(sample), ()))
+        doc = index.parse(caption)
+        shown = set(index.image_categories.get(self.image_key(sample), ()))
         shown.update(m[2] for m in mentions)
         shown.update(sample.get("instance_category_ids") or () if self.use_instances else ())
         categories = by_id()
@@ -166,7 +179,7 @@ class FoilItFoiler(Foiler):
             supercategory = categories[category][2]
             targets = [c for c, row in categories.items() if row[2] == supercategory and c not in shown]
             if not targets:
-                self.stats["no_unseen_category"] += 1
+                stats["no_unseen_category"] += 1
             for target in targets:
                 candidates.append(self.render(doc, caption, [m for m in mentions if m[2] == category], category, target))
         rng.shuffle(candidates)
@@ -195,28 +208,49 @@ class FoilItFoiler(Foiler):
                     caption_span=(start_char, end_char), foil_span=(start_char, len(foil) - tail),
                     extras={"foil_method": f"{categories[category][2]}:{categories[category][1]}->{categories[target][1]}"})
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """One candidate per sample (balanced against the caption words), then its others up to the cap."""
+        rng = context.rng("select")
         by_sample = defaultdict(list)
-        for record in records:
-            by_sample[record["sample_id"]].append(record)
+        for foil in foils:  # in proposal order: the order of the ids they would get
+            by_sample[foil.sample_id].append(foil)
         order = sorted(by_sample)
         rng.shuffle(order)
         # the caption-word distribution, known before choosing: a sample with two mentioned categories counts half each
         caption_counts, foil_counts = Counter(), Counter()
         for options in by_sample.values():
-            classes = sorted({r["classes"] for r in options})
+            classes = sorted({f.classes for f in options})
             for word in classes:
                 caption_counts[word] += 1 / len(classes)
-        kept = []
+        chosen = {}
         for sample_id in order:
-            options = sorted(by_sample[sample_id], key=lambda r: r["id"])
+            options = by_sample[sample_id]
             if self.balance:
-                deficit = {r["id"]: foil_counts[r["classes_foil"]] - caption_counts[r["classes_foil"]] for r in options}
-                best = min(deficit.values())
-                choice = rng.choice([r for r in options if deficit[r["id"]] == best])
+                deficit = [foil_counts[f.classes_foil] - caption_counts[f.classes_foil] for f in options]
+                best = min(deficit)
+                choice = rng.choice([f for f, d in zip(options, deficit) if d == best])
             else:
                 choice = options[0]
-            foil_counts[choice["classes_foil"]] += 1
-            choice = dict(choice, id=f"{choice['instrument']}:{sample_id}")
-            kept.append(choice)
+            foil_counts[choice.classes_foil] += 1
+            chosen[sample_id] = choice
+        cap = self.cap(context)
+        kept = []
+        for sample_id in sorted(by_sample, key=str):
+            choice = chosen[sample_id]
+            kept += [choice] + [f for f in by_sample[sample_id] if f is not choice][: cap - 1]
         return kept
+
+
+class CorpusIndex:
+    """What one run of foil_it knows about its corpus: caption parses and image -> categories (never on the foiler)."""
+
+    def __init__(self, nlp, docs: dict):
+        self.nlp = nlp
+        self.docs = docs
+        self.image_categories: dict = defaultdict(set)
+
+    def parse(self, caption: str):
+        doc = self.docs.get(caption)
+        if doc is None:
+            doc = self.docs[caption] = self.nlp(caption)
+        return doc

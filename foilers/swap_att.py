@@ -9,9 +9,10 @@ coordination. Only the two adjectives move; an indefinite article right before
 either is fixed for its new neighbour ("an old car next to a red house" -> "a
 red car next to an old house", inflect). The foil is re-parsed and kept only
 when it shows no more agreement problems than the caption and its noun,
-adjective and numeral lemmas are the caption's (foilers/lang/swap.py).
-`select` gives records that swap each other's captions (a Winoground pair) one
-`pair_id`.
+adjective and numeral lemmas are the caption's (foilers/lang/swap.py); the
+rejected ones are counted in the run's stats (data/metrics/foil/<I>.json).
+`propose` parses the run's captions in one batch; `choose` gives records that
+swap each other's captions (a Winoground pair) one `pair_id`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, Foiler
-from foilers.lang.swap import apply_edits, changed_span, grammatical_swap, pair_swaps
+from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
 from pipeline.errors import InputError
 from pipeline.records import Foil
 
@@ -55,67 +56,60 @@ class SwapAttributeFoiler(Foiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A black and white cat on a wooden table."}, None),
     )
 
-    def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES,
-                 max_foils_per_sample: int = 1):
+    def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES):
         self.spacy_model = spacy_model
         self.skip_adjectives = tuple(skip_adjectives)
-        self.max_foils_per_sample = max_foils_per_sample
-        self.stats: Counter = Counter()
-        self._nlp = None
-        self._docs: dict = {}
 
-    @property
-    def nlp(self):
-        if self._nlp is None:
+    def load_nlp(self, param_key: str = "instruments.swap_att.args.spacy_model"):
+        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
+        if getattr(self, "_nlp", None) is None:
             from pipeline.nlp import load_spacy
 
-            self._nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
+            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
         return self._nlp
-
-    def parse(self, text: str):
-        doc = self._docs.get(text)
-        if doc is None:
-            doc = self._docs[text] = self.nlp(text)
-        return doc
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
-    def prepare(self, samples: list[dict]) -> None:
-        from tqdm import tqdm
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Each sample's swaps (in random order), over the run's captions parsed in one batch."""
+        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
+        stats: Counter = Counter()
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
+        context.stats["rules"] = dict(sorted(stats.items()))
+        return foils
 
-        self.stats = Counter()
-        texts = sorted({s["caption"] for s in samples})
-        docs = self.nlp.pipe(texts, batch_size=256)
-        self._docs = dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
-
-    def adjectives(self, doc) -> list:
+    def adjectives(self, doc, stats: Counter | None = None) -> list:
+        stats = Counter() if stats is None else stats
         out = []
         for token in doc:
             if token.tag_ != "JJ" or token.dep_ != "amod" or token.head.tag_ not in ("NN", "NNS"):
                 continue
             if token.head.dep_ == "compound":  # "a red double decker bus": one phrase, not two nouns
-                self.stats["compound_noun"] += 1
+                stats["compound_noun"] += 1
                 continue
             if token.lower_ in self.skip_adjectives:
                 continue
             if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
-                self.stats["coordinated_adjective"] += 1
+                stats["coordinated_adjective"] += 1
                 continue
             out.append(token)
         return out
 
-    def candidates(self, caption: str) -> list[Foil]:
-        doc = self.parse(caption)
+    def candidates(self, caption: str, parses: CaptionParses | None = None, stats: Counter | None = None) -> list[Foil]:
+        """Every grammatical attribute swap of the caption (the rejected ones counted in `stats`)."""
+        parses = parses or CaptionParses(self.load_nlp())
+        stats = Counter() if stats is None else stats
+        doc = parses.parse(caption)
         out = []
-        for x, y in itertools.combinations(self.adjectives(doc), 2):
+        for x, y in itertools.combinations(self.adjectives(doc, stats), 2):
             if x.head.i == y.head.i or x.lower_ == y.lower_:
-                self.stats["same_noun_or_adjective"] += 1
+                stats["same_noun_or_adjective"] += 1
                 continue
             if x.head.dep_ == "conj" and x.head.head.i == y.head.i or y.head.dep_ == "conj" and y.head.head.i == x.head.i:
-                self.stats["coordinated_nouns"] += 1
+                stats["coordinated_nouns"] += 1
                 continue
             edits = [(x.idx, x.idx + len(x), y.text), (y.idx, y.idx + len(y), x.text)]
             for adjective, new in ((x, y), (y, x)):
@@ -126,11 +120,11 @@ class SwapAttributeFoiler(Foiler):
                     if article != before.text:
                         edits.append((before.idx, before.idx + len(before), article))
             foil = apply_edits(caption, edits)
-            ok, reason = grammatical_swap(self.nlp, doc, foil)
+            ok, reason = grammatical_swap(parses.nlp, doc, foil)
             if not ok:
-                self.stats[f"rejected_{reason}"] += 1
+                stats[f"rejected_{reason}"] += 1
                 continue
-            self.stats["candidates"] += 1
+            stats["candidates"] += 1
             caption_span, foil_span = changed_span(caption, foil)
             out.append(Foil(caption=caption, foil=foil, classes=x.lower_,
                             classes_foil=y.lower_, caption_span=caption_span,
@@ -138,10 +132,16 @@ class SwapAttributeFoiler(Foiler):
         return out
 
     def foils_for(self, sample: dict, rng: random.Random):
-        found = self.candidates(sample["caption"])
+        """The swaps of one sample on its own (parsed now)."""
+        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
+
+    def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
+        found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
         return found
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        self.stats["winoground_pairs"] = pair_swaps(records)
-        return records
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
+        kept, pairs = pair_swap_foils(self, foils, context)
+        context.stats["winoground_pairs"] = pairs
+        return kept

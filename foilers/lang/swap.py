@@ -11,7 +11,10 @@ These helpers make the edits and check them:
   its content lemmas are the caption's;
 * `pair_swaps(records)`: Winoground pairs: two records whose captions are each
   other's foils (caption of image 1 = foil of image 2 and back) get one `pair_id`,
-  so evaluate scores them with Winoground's text / image / group scores.
+  so evaluate scores them with Winoground's text / image / group scores;
+  `pair_swap_foils(foiler, foils, context)` does the same in a foiler's `choose`,
+  on `Foil` objects, naming the ids the base class will give their records;
+* `CaptionParses`: one run's caption parses (batch-parsed up front, parsed on demand otherwise).
 """
 
 from __future__ import annotations
@@ -67,23 +70,88 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
 
 
+def _pair(items: list[dict]) -> dict:
+    """{id: (pair_id, member)} for items (id, caption, foil, image_file) that swap each other's caption and foil."""
+    by_caption: dict[str, list[dict]] = {}
+    for item in items:
+        by_caption.setdefault(_norm(item["caption"]), []).append(item)
+    paired: dict = {}
+    for item in sorted(items, key=lambda r: r["id"]):
+        if item["id"] in paired:
+            continue
+        for other in by_caption.get(_norm(item["foil"]), []):
+            if other is item or other["id"] in paired or _norm(other["foil"]) != _norm(item["caption"]):
+                continue
+            if other.get("image_file") == item.get("image_file"):
+                continue
+            pair_id = f"{item['id']}|{other['id']}"
+            paired[item["id"]], paired[other["id"]] = (pair_id, 0), (pair_id, 1)
+            break
+    return paired
+
+
 def pair_swaps(records: list[dict]) -> int:
     """Give records that swap each other's caption and foil one `pair_id` (Winoground pairs); returns the count."""
-    by_caption: dict[str, list[dict]] = {}
-    for record in records:
-        by_caption.setdefault(_norm(record["caption"]), []).append(record)
-    pairs = 0
-    for record in sorted(records, key=lambda r: r["id"]):
-        if record.get("pair_id") is not None:
+    todo = [r for r in records if r.get("pair_id") is None]
+    paired = _pair(todo)
+    for record in todo:
+        if record["id"] in paired:
+            record["pair_id"], record["pair_member"] = paired[record["id"]]
+    return len(paired) // 2
+
+
+def pair_swap_foils(foiler, foils: list, context) -> tuple[list, int]:
+    """`pair_swaps` inside a foiler's `choose`: the foils the base class will keep (identities and duplicates
+    dropped, the per-sample cap applied, in `choose`'s order), those that swap each other's caption and foil
+    with `pair_id` / `pair_member` in their extras (the pair named by the ids their records will get).
+    Returns (foils, number of pairs)."""
+    import dataclasses
+
+    from foilers.base import record_id
+
+    cap = foiler.cap(context)
+    kept, ids, per_sample, seen = [], [], {}, set()
+    for foil in foils:  # what build_records keeps, so the ids below are the records' ids
+        key = (foil.sample_id, foil.key())
+        if foil.foil.strip() == foil.caption.strip() or key in seen or per_sample.get(foil.sample_id, 0) >= cap:
             continue
-        for other in by_caption.get(_norm(record["foil"]), []):
-            if other is record or other.get("pair_id") is not None or _norm(other["foil"]) != _norm(record["caption"]):
-                continue
-            if other.get("image_file") == record.get("image_file"):
-                continue
-            pair_id = f"{record['id']}|{other['id']}"
-            record["pair_id"], record["pair_member"] = pair_id, 0
-            other["pair_id"], other["pair_member"] = pair_id, 1
-            pairs += 1
-            break
-    return pairs
+        seen.add(key)
+        ids.append(record_id(context.instrument, foil.sample_id, per_sample.get(foil.sample_id, 0)))
+        per_sample[foil.sample_id] = per_sample.get(foil.sample_id, 0) + 1
+        kept.append(foil)
+    sample = context.samples
+    items = [{"id": i, "caption": f.caption, "foil": f.foil, "image_file": (sample.get(f.sample_id) or {}).get("image_file")}
+             for i, f in zip(ids, kept)]
+    # the records' order when pair_swaps ran on them: by id
+    items.sort(key=lambda item: item["id"])
+    paired = _pair(items)
+    out = []
+    for foil, foil_id in zip(kept, ids):
+        if foil_id in paired:
+            pair_id, member = paired[foil_id]
+            foil = dataclasses.replace(foil, extras={**foil.extras, "pair_id": pair_id, "pair_member": member})
+        out.append(foil)
+    return out, len(paired) // 2
+
+
+class CaptionParses:
+    """The spaCy parses of one run's captions: batch-parsed up front (`of`), anything else parsed on demand.
+    Lives for one run (in `propose`), never on the foiler."""
+
+    def __init__(self, nlp, docs: dict | None = None):
+        self.nlp = nlp
+        self.docs = docs if docs is not None else {}
+
+    @classmethod
+    def of(cls, nlp, samples: list[dict], field: str = "caption") -> "CaptionParses":
+        from tqdm import tqdm
+
+        texts = sorted({s[field] for s in samples})
+        docs = nlp.pipe(texts, batch_size=256)
+        return cls(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000))))
+
+    def parse(self, text: str):
+        doc = self.docs.get(text)
+        if doc is None:
+            doc = self.docs[text] = self.nlp(text)
+        return doc
