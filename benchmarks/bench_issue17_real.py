@@ -30,7 +30,7 @@ def _norm(text: str) -> str:
 
 
 def coreference() -> dict:
-    from foilers.base import FOILERS
+    from foilers.base import FOILERS, RunContext
 
     foiler = FOILERS.build("coreference_strict.v1", {"spacy_model": SPACY, "coref": "auto"})
     rows = []
@@ -51,7 +51,7 @@ def coreference() -> dict:
 
 
 def foil_it() -> dict:
-    from foilers.base import FOILERS, rng_for
+    from foilers.base import FOILERS, RunContext
     from foilers.lang.coco_categories import COCO_CATEGORIES
 
     released = json.loads((SHARED / "valse-dev" / "foil-it.json").read_text())
@@ -75,16 +75,21 @@ def foil_it() -> dict:
                 samples.append({"id": f"coco:{key}:{i}", "image_id": image, "image_file": record["image_file"],
                                 "caption": caption})
     foiler = FOILERS.build("foil_it.v1", {"spacy_model": SPACY})
-    foiler.prepare(samples)
+    index = foiler.index_corpus(samples, foiler.load_nlp())
+    # every candidate of every sample, the cap lifted (the per-sample generators are rng_for(0, "bench", id))
+    proposed = foiler.propose(sorted(samples, key=lambda s: str(s["id"])), RunContext("bench", seed=0, candidates_per_sample=10_000))
+    by_sample = collections.defaultdict(list)
+    for foil in proposed:
+        by_sample[foil.sample_id].append(foil)
     reasons = collections.Counter()
     for key, record in released.items():
         sample = released_samples[key]
-        candidates = list(foiler.foils_for(sample, rng_for(0, "bench", sample["id"])))
+        candidates = by_sample.get(sample["id"], [])
         if (record["caption"], record["foil"]) in {(c.caption, c.foil) for c in candidates}:
             reasons["hit"] += 1
             continue
         source, target = word_to_category.get(record["classes"]), word_to_category.get(record["classes_foil"])
-        mentioned = {m[2] for m in foiler.mentions(record["caption"])}
+        mentioned = {m[2] for m in foiler.mentions(record["caption"], index)}
         if source is None or target is None:
             why = "class word not in the category table"
         elif source not in mentioned:
@@ -93,7 +98,7 @@ def foil_it() -> dict:
             why = "foil outside the COCO supercategory"
         elif target in mentioned:
             why = "foil category also mentioned in the caption"
-        elif target in foiler._image_categories.get(sample["image_id"], set()):
+        elif target in index.image_categories.get(sample["image_id"], set()):
             why = "foil category mentioned by another caption of the image"
         elif any(c.classes == categories[source][3] and c.classes_foil == categories[target][3] for c in candidates):
             why = "same categories, different text (multi-word synonym, every-mention, plural form)"
@@ -105,17 +110,18 @@ def foil_it() -> dict:
 
 
 def swap_obj(with_lm: bool) -> dict:
-    from foilers.base import FOILERS
+    from foilers.base import FOILERS, RunContext
 
     data = json.loads((SHARED / "real" / "sugarcrepe" / "swap_obj.json").read_text())
     foiler = FOILERS.build("swap_obj.v1", {"spacy_model": SPACY})
     samples = [{"id": f"sc:{k}", "image_file": v["filename"], "caption": v["caption"]} for k, v in data.items()]
-    records = foiler.run(samples, seed=0, instrument="swap_obj")
+    context = RunContext("swap_obj", seed=0)
+    records = foiler.run(samples, context=context)
     hits = sum(_norm(v["negative_caption"]) in {_norm(c.foil) for c in foiler.candidates(v["caption"])}
                for v in data.values())
     chosen = sum(_norm(r["foil"]) == _norm(data[r["sample_id"][3:]]["negative_caption"]) for r in records)
     out = {"captions": len(data), "foiled": len(records), "negative_among_candidates": hits, "chosen_equals_negative": chosen,
-           "winoground_pairs": foiler.stats["winoground_pairs"]}
+           "winoground_pairs": context.stats["winoground_pairs"]}
     if with_lm:
         from pipeline.params import load_params
         from pipeline.stages.baseline import baseline_summary, load_text_lm, score_pairs
