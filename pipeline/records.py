@@ -108,3 +108,17 @@ def read_instrument(path: Path) -> list[dict]:
 def passed_all(record: dict) -> bool:
     filters = record.get("filters") or {}
     return all(bool(result.get("passed", True)) for result in filters.values() if isinstance(result, dict))
+
+
+def is_valid(record: dict, min_caption: int = 2) -> bool | None:
+    """VALSE's human validation of one record; None: no votes.
+
+    The validate stage's stored verdict (`valid`) when there is one; otherwise the votes decide, as in
+    VALSE's release (an `mturk` dict without a verdict): at least `min_caption` annotators chose the caption.
+    """
+    votes = record.get("mturk")
+    if not isinstance(votes, dict) or "caption" not in votes:
+        return None
+    if isinstance(record.get("valid"), bool):
+        return record["valid"]
+    return votes["caption"] >= min_caption

@@ -102,9 +102,10 @@ def test_model_backed_foilers_keep_the_contract_with_the_offline_model(name):
     assert first, f"{name}: the offline model gave no foil on the golden inputs"
     assert FOILERS.build(name, args).run(list(reversed(samples)), seed=0, instrument="probe") == first
     assert len({r["sample_id"] for r in first}) == len(first)  # the default cap: one per sample
-    for sample, expected in FOILERS.get(name).golden:
-        if expected is None:
-            assert not any(r["sample_id"] == sample["id"] for r in first), sample["id"]
+    # the golden outcomes (foil or None) are pinned under the fixed tables (test_golden_examples); a real
+    # model may cluster or rank otherwise (bd2bb's "no decoy" case depends on the table's two clusters),
+    # so here only the contract is checked: known samples, one per sample, ids, no identity foil
+    assert {r["sample_id"] for r in first} <= {s["id"] for s in samples}
     for record in first:
         assert record["caption"] != record["foil"] and record["id"] == f"probe:{record['sample_id']}"
 

@@ -55,7 +55,8 @@ def _project(tmp: Path, existence_foils: Path) -> Path:
     keep = {name: stages[name] for name in ("validate", "bias", "export")}
     for stage in keep.values():
         body = stage.get("do", stage)
-        body["deps"] = [d for d in body["deps"] if not str(d).startswith("pipeline/")]   # code lives in ROOT
+        # code lives in ROOT: drop the code deps (pipeline/, foilers, filters), keep the data deps
+        body["deps"] = [d for d in body["deps"] if not str(d).startswith(("pipeline/", "foilers", "filters"))]
     (project / "dvc.yaml").write_text(yaml.safe_dump({"stages": keep}, sort_keys=False))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["instruments"] = {"existence": params["instruments"]["existence"],
@@ -66,7 +67,7 @@ def _project(tmp: Path, existence_foils: Path) -> Path:
     (project / "data" / "filtered").mkdir(parents=True)
     shutil.copy(existence_foils, project / "data" / "filtered" / "existence.jsonl")
     write_jsonl(project / "data" / "filtered" / "relations.jsonl", foil_records(5))
-    for folder in ("rejected", "baseline", "annotations"):
+    for folder in ("rejected", "baseline", "annotations", "metrics/foil"):
         (project / "data" / folder).mkdir(parents=True, exist_ok=True)
         (project / "data" / folder / "README.md").write_text("kept in git so the directory exists\n")
     _run([str(BIN / "dvc"), "init", "--no-scm", "-q"], project)

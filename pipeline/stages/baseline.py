@@ -86,10 +86,6 @@ def baseline_summary(instrument: str, model: str, rows: list[dict]) -> dict:
     }
 
 
-def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None) -> dict:
-    from pipeline.records import read_record_file as read_records
-
-
 HELD_OUT_KEY = "blind_check.held_out"
 REFINEMENT = "plausibility"
 

@@ -36,6 +36,7 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.metrics import js_divergence
 from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
 from pipeline.params import load_params
+from pipeline.records import is_valid
 from pipeline.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
@@ -81,16 +82,6 @@ def frequencies(records, mode: str = "direct", path="<records>") -> tuple[Counte
         caption_counts.update(caption)
         foil_counts.update(foil)
     return caption_counts, foil_counts
-
-
-def is_valid(record: dict) -> bool | None:
-    """VALSE's human validation: >= 2 of 3 annotators chose the caption. None: no votes."""
-    votes = record.get("mturk")
-    if not isinstance(votes, dict) or "caption" not in votes:
-        return None
-    if isinstance(record.get("valid"), bool):  # the validate stage's verdict (params.yaml validation.valid_min_caption)
-        return record["valid"]
-    return votes["caption"] >= 2
 
 
 def majority(counts: Counter) -> dict:

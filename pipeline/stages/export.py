@@ -30,7 +30,7 @@ from pathlib import Path
 from pipeline.errors import InputError
 from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from pipeline.params import load_params
-from pipeline.records import passed_all, read_instrument  # noqa: F401  (annotate, tests)
+from pipeline.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
 from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
 
 log = logging.getLogger(__name__)
@@ -169,13 +169,15 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     """
     from pipeline.stages.validate import settings_from_params
 
-    mode = settings_from_params(params)["export"]
+    settings = settings_from_params(params)
+    mode = settings["export"]
     metrics = _optional_json(Path(validation_dir) / f"{instrument}.json") if validation_dir else None
     table5 = {k: metrics.get(k) for k in TABLE5_KEYS if k in metrics} if metrics and metrics.get("has_votes") else None
     voted = [r for r in kept if isinstance(r.get("mturk"), dict)]
     if not voted:
         return kept, {"counts": {}, "table5": table5}
-    valid = [r for r in voted if r.get("valid") is True]
+    # a released VALSE file carries votes without the validate stage's verdict: the votes decide
+    valid = [r for r in voted if is_valid(r, settings["valid_min_caption"])]
     counts = {"human_voted": len(voted), "human_valid": len(valid)}
     if table5 is not None:
         table5["export"] = mode
@@ -247,7 +249,7 @@ def text_only_roles(params: dict) -> dict:
             "text_baseline": (params.get("models") or {}).get("text_baseline")}
 
 
-def _pct(entry) -> str:
+def _acc_r_cell(entry) -> str:
     if not entry or entry.get("acc_r") is None:
         return "n/a"
     return f"{100 * entry['acc_r']:.1f}% (n={entry['n']})"
@@ -266,13 +268,13 @@ def blind_check_lines(manifest: dict) -> list[str]:
         check = (entry.get("text_baseline") or {}).get("blind_check")
         if not check:
             continue
-        refinement = "; ".join(f"{scorer}: {_pct(r['before'])} -> {_pct(r['after'])}"
+        refinement = "; ".join(f"{scorer}: {_acc_r_cell(r['before'])} -> {_acc_r_cell(r['after'])}"
                                for scorer, r in check.get("refinement", {}).items()) or "not refined"
         held = check.get("held_out")
         if held:
             held_out_names.add(held["scorer"])
         lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
-                     f"{_pct(held['before']) + ' -> ' + _pct(held['after']) if held else 'not configured'} |")
+                     f"{_acc_r_cell(held['before']) + ' -> ' + _acc_r_cell(held['after']) if held else 'not configured'} |")
     roles = manifest.get("text_only_roles") or {}
     lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
               f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
