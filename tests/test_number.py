@@ -92,3 +92,31 @@ def test_plurale_tantum_glasses_depends_on_of(nlp):
 ])
 def test_agreement_problems(nlp, text, expected):
     assert number.agreement_problems(nlp(text)) == expected
+
+
+@pytest.mark.parametrize("question, exactly_one, singular_existence", [
+    # one plural-only list for every foiler: counting never writes "exactly 1 cattle" or "a sunglass"
+    ("How many cattle are in the field?", None, "There are cattle in the field."),
+    ("How many sunglasses are there?", None, "There are sunglasses."),
+    # ...but the countable sense a "how many" question asks about stays countable (VALSE counts "8 stairs")
+    ("How many stairs are visible?", "There is exactly 1 stair visible.", "There is a stair visible."),
+    ("How many glasses are on the table?", "There is exactly 1 glass on the table.", "There is a glass on the table."),
+    # one mass-noun list: "tennis" is a sport, not a plural modifier that makes the phrase unparseable
+    ("How many tennis rackets are visible?", "There is exactly 1 tennis racket visible.",
+     "There is a tennis racket visible."),
+])
+def test_question_templates_use_the_plurals_word_lists(question, exactly_one, singular_existence):
+    from foilers.lang.templates import statement_from_question
+
+    statement = statement_from_question(question)
+    assert statement.counting(1) == exactly_one
+    assert statement.existence(negated=False, singular=True) == singular_existence
+
+
+def test_one_noun_number_module():
+    """The question templates and the realiser take their noun lists and inflection from foilers.lang.number."""
+    from foilers.lang import realise, templates
+
+    assert templates.MASS_NOUNS is number.MASS_NOUNS
+    assert templates.singular_of is number.singular_of and templates.plural_of is number.plural_of
+    assert realise.singular_of_plural is number.singular_of_plural

@@ -1,4 +1,8 @@
-"""Grammatical number helpers for the plurality foiler.
+"""Grammatical number for every foiler: one module for noun number and its word lists.
+
+The plurals foiler, the question templates (existence, counting) and the
+realiser (actant swap, action replacement) all take their mass nouns,
+pluralia tantum and noun inflection from here.
 
 Nouns: singular <-> plural with `inflect` (irregulars: man/men, person/people,
 knife/knives, mouse/mice; zero plurals: sheep, fish), plus the word lists that
@@ -47,6 +51,12 @@ PLURALIA_TANTUM = (
     "outskirts", "premises", "remains", "goods", "stairs", "suspenders", "headquarters", "species", "series",
     "glasses",  # "wearing glasses"; "glasses of wine" is kept, see is_plurale_tantum
 )
+
+#: pluralia tantum above with a countable sense too ("tree trunks", "8 stairs", "glasses on the table") or
+#: one form for both numbers ("1 species"): the plurals foiler cannot tell the sense and skips them, but a
+#: Visual7W "how many" question asks about the countable one (VALSE counts "exactly 8 stairs")
+COUNTABLE_SENSES = frozenset(("trunks", "briefs", "clippers", "suspenders", "stairs", "glasses", "species", "series",
+                              "headquarters", "remains", "goods"))
 
 #: heads whose number is not a visual property of an object: parts, sides, relations
 PART_NOUNS = (
@@ -202,6 +212,66 @@ def singularize_noun(word: str, lemma: str | None = None) -> str | None:
     return match_case(word, singular)
 
 
+# lemminflect lemmatises these to themselves; the singular a count needs is different
+SINGULAR_OVERRIDES = {"people": "person", "persons": "person", "veggies": "veggie", "children": "child"}
+PLURAL_OVERRIDES = {"person": "people", "veggie": "veggies"}
+
+
+def singular_of(noun: str) -> str:
+    """The singular of a plural noun, or the noun itself (lemminflect; used by the question templates)."""
+    lower = noun.lower()
+    if lower in SINGULAR_OVERRIDES:
+        return match_case(noun, SINGULAR_OVERRIDES[lower])
+    from lemminflect import getLemma
+
+    return match_case(noun, getLemma(lower, upos="NOUN")[0])
+
+
+def plural_of(noun: str) -> str:
+    """The plural of a noun (lemminflect; used by the question templates)."""
+    lower = noun.lower()
+    if lower in PLURAL_OVERRIDES:
+        return match_case(noun, PLURAL_OVERRIDES[lower])
+    from lemminflect import getInflection
+
+    forms = getInflection(lower, tag="NNS")
+    return match_case(noun, forms[0] if forms else lower + "s")
+
+
+def is_mass(noun: str, mass_nouns=MASS_NOUNS) -> bool:
+    return noun.lower() in mass_nouns
+
+
+def _wordnet_noun_known(word: str) -> bool:
+    from foilers.lang.wordnet_constraints import wordnet
+
+    return bool(wordnet().synsets(word.replace(" ", "_"), pos="n"))
+
+
+@functools.lru_cache(maxsize=8192)
+def singular_of_plural(word: str) -> str | None:
+    """The singular if `word` is a plural noun form ("children" -> "child"), else None."""
+    import inflect
+    from lemminflect import getInflection, getLemma
+
+    engine = inflect.engine()
+    word = word.lower()
+    candidates = list(getLemma(word, upos="NOUN"))
+    singular = engine.singular_noun(word)
+    if singular:
+        candidates.append(singular)
+    for cand in dict.fromkeys(candidates):
+        if cand == word:
+            continue
+        # lemminflect lists "persons" for person, inflect knows "people": either table may vouch
+        is_its_plural = word in getInflection(cand, tag="NNS") or engine.plural_noun(cand) == word
+        # and the singular must be a real noun ("bus" -> "bu" fails)
+        if is_its_plural and _wordnet_noun_known(cand):
+            return cand
+    return None
+
+
+
 def is_plurale_tantum(token, pluralia_tantum=PLURALIA_TANTUM) -> bool:
     word = token.lower_
     if word not in pluralia_tantum:
@@ -213,7 +283,11 @@ def is_plurale_tantum(token, pluralia_tantum=PLURALIA_TANTUM) -> bool:
     return True
 
 
-# ---- verbs ----
+def uncountable_when_counted(noun: str) -> bool:
+    """A noun a "how many" question cannot be about ("pants", "scissors"): no "exactly 1 X", no "There is a X"."""
+    lower = noun.lower()
+    return lower in PLURALIA_TANTUM and lower not in COUNTABLE_SENSES
+
 
 _BE_HAVE_DO = {
     # singular <-> plural for the irregular present / past forms

@@ -29,6 +29,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from foilers.lang.number import singular_of_plural
+
 ARTICLES = {"a", "an", "the"}
 # determiners dropped when reading a preposition off a released caption ("exercises his torso")
 DETERMINERS = ARTICLES | {"his", "her", "their", "its", "my", "our", "your", "some", "two", "such"}
@@ -62,35 +64,6 @@ class Realisation:
 
 
 # ----------------------------------------------------------------------------- nouns
-
-def _wordnet_noun_known(word: str) -> bool:
-    from foilers.lang.wordnet_constraints import wordnet
-
-    return bool(wordnet().synsets(word.replace(" ", "_"), pos="n"))
-
-
-@functools.lru_cache(maxsize=8192)
-def singular_of_plural(word: str) -> str | None:
-    """The singular if `word` is a plural noun form ("children" -> "child"), else None."""
-    import inflect
-    from lemminflect import getInflection, getLemma
-
-    engine = inflect.engine()
-    word = word.lower()
-    candidates = list(getLemma(word, upos="NOUN"))
-    singular = engine.singular_noun(word)
-    if singular:
-        candidates.append(singular)
-    for cand in dict.fromkeys(candidates):
-        if cand == word:
-            continue
-        # lemminflect lists "persons" for person, inflect knows "people": either table may vouch
-        is_its_plural = word in getInflection(cand, tag="NNS") or engine.plural_noun(cand) == word
-        # and the singular must be a real noun ("bus" -> "bu" fails)
-        if is_its_plural and _wordnet_noun_known(cand):
-            return cand
-    return None
-
 
 @functools.lru_cache(maxsize=8192)
 def _first_sense_lexname(word: str) -> str | None:

@@ -31,20 +31,11 @@ import re
 from dataclasses import dataclass, replace
 
 from foilers.lang.inflection import NUMBER_WORDS as _CARDINALS, ZERO_WORDS, indefinite_article, match_case
+from foilers.lang.number import (MASS_NOUNS, SINGULAR_OVERRIDES, is_mass, plural_of, singular_of,
+                                 uncountable_when_counted)
 
 #: the words a Visual7W count answer may use ("Three.", "None.")
 NUMBER_WORDS = {**_CARDINALS, **ZERO_WORDS}
-
-#: nouns with no countable reading: existence says "There is no water", counting skips them
-MASS_NOUNS = frozenset(
-    "water grass snow sand dirt food furniture luggage baggage equipment gear clothing jewelry traffic "
-    "graffiti hair smoke milk rice bread meat broccoli lettuce cheese foliage money information".split()
-)
-#: plural-only nouns: "exactly 1 pants" is not English, so counting skips them
-PLURALIA_TANTUM = frozenset("pants jeans trousers shorts scissors clothes tongs pliers binoculars".split())
-# lemminflect lemmatises these to themselves; the singular a count needs is different
-_SINGULAR_OVERRIDES = {"people": "person", "persons": "person", "veggies": "veggie", "children": "child"}
-_PLURAL_OVERRIDES = {"person": "people", "veggie": "veggies"}
 
 # words that end the counted noun phrase's pre-head part (the head is the word before them)
 _PREPOSITIONS = frozenset(
@@ -77,29 +68,6 @@ def parse_count(answer) -> int | None:
     return NUMBER_WORDS.get(word)
 
 
-def singular_of(noun: str) -> str:
-    lower = noun.lower()
-    if lower in _SINGULAR_OVERRIDES:
-        return match_case(noun, _SINGULAR_OVERRIDES[lower])
-    from lemminflect import getLemma
-
-    return match_case(noun, getLemma(lower, upos="NOUN")[0])
-
-
-def plural_of(noun: str) -> str:
-    lower = noun.lower()
-    if lower in _PLURAL_OVERRIDES:
-        return match_case(noun, _PLURAL_OVERRIDES[lower])
-    from lemminflect import getInflection
-
-    forms = getInflection(lower, tag="NNS")
-    return match_case(noun, forms[0] if forms else lower + "s")
-
-
-def is_mass(noun: str) -> bool:
-    return noun.lower() in MASS_NOUNS
-
-
 # ---------------------------------------------------------------- the statement
 
 @dataclass(frozen=True)
@@ -125,6 +93,9 @@ class Statement:
     exact: bool = True
 
     # -- pieces
+    def _plurale_tantum(self) -> bool:
+        return bool(self.head) and uncountable_when_counted(self.head)
+
     def noun_phrase(self, singular: bool) -> str:
         if self.head is None:
             return ""  # partitive: the "of the ..." phrase is in `tail`
@@ -159,7 +130,7 @@ class Statement:
     # -- the renderings foilers need
     def counting(self, n: int) -> str | None:
         """"There are exactly N X ..." with the noun and verb agreeing with N; None when X is not countable."""
-        if self.mass or (self.head or "").lower() in PLURALIA_TANTUM:
+        if self.mass or self._plurale_tantum():
             return None
         quantity = f"exactly {n}" if self.exact else str(n)
         return self._sentence(quantity, self.noun_phrase(singular=n == 1), singular=n == 1)
@@ -170,7 +141,7 @@ class Statement:
             return None
         if self.mass:
             singular = True
-        elif self.head.lower() in PLURALIA_TANTUM:
+        elif self._plurale_tantum():
             singular = False  # "There are pants", never "There is a pant"
         noun_phrase = self.noun_phrase(singular=singular)
         if negated:
@@ -280,7 +251,7 @@ def _verb_for_aux(verb: str, aux: str) -> str:
 def _looks_plural(noun: str) -> bool:
     """Visual7W asks "how many" about plurals; a singular head means we misread the phrase."""
     lower = noun.lower()
-    if lower in MASS_NOUNS or lower in PLURALIA_TANTUM or lower in _SINGULAR_OVERRIDES:
+    if lower in MASS_NOUNS or uncountable_when_counted(lower) or lower in SINGULAR_OVERRIDES:
         return True
     if not lower.isalpha():
         return False
