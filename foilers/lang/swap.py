@@ -22,6 +22,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from foilers.base import CaptionFoiler, RunContext, propose_per_sample
+from pipeline.records import Foil
+
 CONTENT_POS = ("NOUN", "PROPN", "ADJ", "NUM")
 
 
@@ -155,3 +158,27 @@ class CaptionParses:
         if doc is None:
             doc = self.docs[text] = self.nlp(text)
         return doc
+
+
+class SwapFoiler(CaptionFoiler):
+    """A caption foiler whose candidates swap two parts of one caption (swap_obj, swap_att).
+
+    The run's captions are parsed in one batch; `_foils(sample, rng, parses, stats)` gives one sample's
+    swaps, counting its skip rules in `stats` (the foil metrics' `rules`)."""
+
+    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
+        stats: Counter = Counter()
+        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
+        context.stats["rules"] = dict(sorted(stats.items()))
+        return foils
+
+    def foils_for(self, sample: dict, rng):
+        """The swaps of one sample on its own (parsed now)."""
+        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
+
+    def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
+        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
+        kept, pairs = pair_swap_foils(self, foils, context)
+        context.stats["winoground_pairs"] = pairs
+        return kept
