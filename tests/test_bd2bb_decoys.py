@@ -6,7 +6,6 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from foilers.lang.action_codes import ActionCodes, action_codes
@@ -16,6 +15,7 @@ from foilers.bd2bb_decoys import (CSV_HEADER, BD2BBDecoys, build_sentence_encode
 from pipeline.errors import ConfigError, InputError
 from pipeline.nlp import OFFLINE_SPACY, load_spacy
 from tests.conftest import shared_path
+from tests.foiler_contract import TableEncoder  # hand-set vectors: cosines and decoys computable by hand
 
 SAMPLE_CSV = Path(__file__).resolve().parents[1] / "data" / "sample" / "bd2bb" / "test.csv"
 
@@ -32,17 +32,6 @@ def bd2bb_samples(path: Path, split: str = "test") -> list[dict]:
                             "intention": row["sent1"], "sent2": row["sent2"], "endings": endings,
                             "types": [row[f"end{i}type"] for i in range(5)], "label": label, "target": endings[label]})
     return samples
-
-
-class TableEncoder:
-    """A test double with hand-set vectors, so cosines (and the expected decoys) can be computed by hand."""
-
-    def __init__(self, table: dict[str, list[float]]):
-        self.table = table
-
-    def encode(self, texts, progress=False):
-        vectors = np.asarray([self.table[t] for t in texts], dtype=np.float32)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 TENNIS = {  # cosine to the first action: 1, .98, .86, .55, .74
