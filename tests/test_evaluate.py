@@ -113,6 +113,13 @@ def test_unknown_scorer_and_missing_images(tmp_path):
         evaluate.build_scorers({"evaluate": {"scorers": ["vilbert"]}}, [])
     scorers, skipped = evaluate.build_scorers({"evaluate": {"scorers": ["image_text"], "image_root": str(tmp_path / "none")}}, [])
     assert scorers == [] and "no image files under evaluate.image_root" in skipped["image_text"]
+    # the README that keeps data/images/ present is not an image: no model is loaded for it
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "README.md").write_text("put the source images here\n")
+    params = {"evaluate": {"scorers": ["image_text"], "image_root": str(tmp_path / "images")},
+              "models": {"image_text": {"name_or_path": str(tmp_path / "no-such-model")}}}
+    scorers, skipped = evaluate.build_scorers(params, [])
+    assert scorers == [] and "no image files under evaluate.image_root" in skipped["image_text"]
 
 
 def test_text_lm_scorer_and_baseline_with_tiny_gpt2(tiny_models, tmp_path):

@@ -299,10 +299,27 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
              "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},
              "held_out": {"scorer": "char 5-gram LM", "kind": "ngram",
                           "before": {"n": 156, "acc_r": 0.506}, "after": {"n": 102, "acc_r": 0.48}}}
-    manifest = {"instruments": {"relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
+    tied = {"records_before": 129, "records_after": 40, "held_out": None,
+            "refinement": {"caption_ngram": {"before": {"n": 129, "acc_r": 0.0, "ties": 129},
+                                              "after": {"n": 40, "acc_r": 0.0, "ties": 40}}}}
+    manifest = {"instruments": {"action_replacement": {"counts": {"input": 129, "exported": 40}, "provenance": {},
+                                                       "filters": {}, "text_baseline": {"acc_r": 0.5, "model": "x",
+                                                                                        "blind_check": tied}},
+                                "relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
                                               "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check}}},
                 "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
     text = datacard_text(manifest)
     assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) |"
             in text)
     assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
+    # a scorer that cannot tell caption from foil shows its ties, not a bare 0.0%
+    assert ("| action_replacement | 129 -> 40 | caption_ngram: 0.0% (n=129, 129 ties) -> 0.0% (n=40, 40 ties) | "
+            "not configured |") in text
+
+
+def test_blind_check_counts_ties_apart():
+    """A scorer that gives caption and foil the same score has no preference: counted as a miss, and as a tie."""
+    from pipeline.stages.baseline import _acc
+
+    assert _acc([1.5, 0.0, -0.5, 0.0]) == {"n": 4, "acc_r": 0.25, "ties": 2}
+    assert _acc([]) == {"n": 0, "acc_r": None, "ties": 0}

@@ -104,7 +104,9 @@ def held_out_block(params: dict):
 
 
 def _acc(gaps: list[float]) -> dict:
-    return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None}
+    # a tie (gap 0) is no preference: acc_r counts it as a miss, as VALSE's acc_r does, and `ties` says how many
+    return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None,
+            "ties": sum(g == 0 for g in gaps)}
 
 
 def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:

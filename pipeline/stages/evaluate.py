@@ -310,10 +310,18 @@ def text_lm_scorer(params: dict, settings: dict, skipped: dict):
     return TextLMScorer(load_text_lm(params))
 
 
+#: what counts as an image under evaluate.image_root (its README.md, which keeps the DVC dep present, does not)
+IMAGE_SUFFIXES = frozenset((".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff"))
+
+
+def has_images(root) -> bool:
+    return any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in Path(root).rglob("*"))
+
+
 @SCORERS.register("image_text.v1")
 def image_text_scorer(params: dict, settings: dict, skipped: dict):
     root = settings.get("image_root")
-    if not root or not Path(root).is_dir() or not any(p.is_file() for p in Path(root).iterdir()):
+    if not root or not Path(root).is_dir() or not has_images(root):
         skipped["image_text"] = f"no image files under evaluate.image_root ({root!r})"
         log.info("image_text scorer skipped: %s", skipped["image_text"])
         return None

@@ -252,7 +252,8 @@ def text_only_roles(params: dict) -> dict:
 def _acc_r_cell(entry) -> str:
     if not entry or entry.get("acc_r") is None:
         return "n/a"
-    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']})"
+    ties = f", {entry['ties']} ties" if entry.get("ties") else ""
+    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']}{ties})"
 
 
 def blind_check_lines(manifest: dict) -> list[str]:
@@ -260,7 +261,8 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "acc_r = share of pairs a text-only scorer prefers the caption (chance 50%). `before`: the records",
              "that passed every other filter; `after`: those the refinement kept. The refinement balances its own",
              "scorers' caption-minus-foil gaps, so their `after` is at most 50% by construction; the held-out",
-             "scorer was not used by the refinement and is the real check.", "",
+             "scorer was not used by the refinement and is the real check. A tie (equal scores) is no preference",
+             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut.", "",
              "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after |",
              "|---|---|---|---|"]
     held_out_names = set()

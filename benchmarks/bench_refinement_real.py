@@ -1,0 +1,156 @@
+"""Adversarial refinement on real data (issue 14): acc_r, records kept and JS before/after.
+
+Three runs, each through the same stage commands a user runs (ingest, foil, score, select, bias, baseline),
+with the repository's params.yaml for filters, refinement scorers and the held-out scorer:
+
+* `valse_relations`, `valse_actant_swap`: the released VALSE dev files (../shared/data/valse-dev/) re-filtered
+  through the pass-through foiler `released.v1`;
+* `coco_relations`: relations foiled from the first N real COCO val 2017 captions (default 1,000).
+
+Figures per run: records before/after the refinement, records kept when choosing among a caption's own
+proposals vs dropping captions only, acc_r before/after under each refinement scorer and under the
+held-out scorer, and the JS divergence of the changed items before (one candidate per sample: what would
+be exported without the refinement) and after. Written to benchmarks/results/refinement_real.json.
+
+    python -m benchmarks.bench_refinement_real [--captions 1000] [--only coco_relations]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+RESULT = ROOT / "benchmarks" / "results" / "refinement_real.json"
+
+
+def _params(work: Path, name: str, source: dict, instrument: dict, like: str) -> None:
+    """The repo's params.yaml with one source and one instrument, filtered and refined like `like`."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["sources"] = {name: source}
+    params["instruments"] = {name: instrument}
+    for block in ("run", "keep"):
+        params["filters"][block] = {name: params["filters"][block][like]}
+    bias = params["bias"].get("instruments") or {}
+    params["bias"]["instruments"] = {name: bias[like]} if like in bias else {}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _run(work: Path, *args: str) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run(["foilforge", *args], cwd=work, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=(work / "log.txt").open("a"))
+
+
+def _js(work: Path, name: str, records_file: str) -> float | None:
+    _run(work, "bias", name, "--input", records_file, "--output-dir", f"bias_{Path(records_file).stem}")
+    report = json.loads((work / f"bias_{Path(records_file).stem}" / "bias.json").read_text())
+    return report.get("js")
+
+
+def _first_candidate_per_sample(work: Path, kept: str, rejected: str, out: str) -> int:
+    """Records that passed every filter but the refinement, one per sample (the first candidate): the
+    benchmark without the refinement, for the JS 'before'."""
+    from filters.plausibility import candidate_order
+    from pipeline.stages.baseline import refinement_candidates
+
+    def read(path):
+        return [json.loads(line) for line in (work / path).read_text().splitlines() if line.strip()]
+
+    seen, rows = set(), []
+    for record in sorted(refinement_candidates(read(kept), read(rejected)), key=lambda r: candidate_order(r["id"])):
+        sample = str(record.get("sample_id", record["id"]))
+        if sample not in seen:
+            seen.add(sample)
+            rows.append(record)
+    rows.sort(key=lambda r: r["id"])
+    (work / out).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return len(rows)
+
+
+def measure(work: Path, name: str, source: dict, instrument: dict, like: str, samples_from=None) -> dict:
+    _params(work, name, source, instrument, like)
+    started = time.perf_counter()
+    _run(work, "ingest", name, "--output", "ingested.jsonl")
+    if samples_from:
+        samples_from(work / "ingested.jsonl")
+    _run(work, "foil", name, "--input", "ingested.jsonl", "--output", "foils.jsonl", "--metrics", "foil_metrics.json")
+    _run(work, "score", name, "--input", "foils.jsonl", "--output", "scored.jsonl", "--no-progress")
+    _run(work, "select", name, "--input", "scored.jsonl", "--output", "kept.jsonl", "--rejected", "rejected.jsonl",
+         "--metrics", "select.json")
+    _run(work, "baseline", name, "--input", "kept.jsonl", "--rejected", "rejected.jsonl", "--output", "baseline.json")
+    before_n = _first_candidate_per_sample(work, "kept.jsonl", "rejected.jsonl", "before.jsonl")
+    select = json.loads((work / "select.json").read_text())
+    baseline = json.loads((work / "baseline.json").read_text())
+    refinement = (select.get("refinement") or {}).get("plausibility") or {}
+    check = baseline["blind_check"]
+    return {
+        "samples": sum(1 for _ in (work / "ingested.jsonl").open()),
+        "candidates": sum(1 for _ in (work / "foils.jsonl").open()),
+        "refinement_candidates": check["records_before"],
+        "samples_before_refinement": before_n,
+        "kept": check["records_after"],
+        "kept_dropping_captions_only": refinement.get("kept_drop_captions_only",
+                                                      refinement.get("kept_choosing_among_proposals")),
+        "refinement_scorers": {n: {"before": r["before"], "after": r["after"]} for n, r in check["refinement"].items()},
+        "held_out": check["held_out"],
+        "js_before_one_candidate_per_sample": _js(work, name, "before.jsonl"),
+        "js_after": _js(work, name, "kept.jsonl"),
+        "text_baseline_after": {"model": baseline["model"], "acc_r": baseline["acc_r"], "n": baseline["n"]},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--captions", type=int, default=1000, help="real COCO captions to foil for coco_relations")
+    parser.add_argument("--only", action="append", default=None, help="run only these (repeatable)")
+    args = parser.parse_args()
+    if not SHARED.is_dir():
+        print(f"skipped: {SHARED} not found (the shared real data)")
+        return 0
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    valse = {"format": "valse", "root": str(SHARED / "valse-dev")}
+
+    def first_captions(path: Path) -> None:
+        lines = path.read_text().splitlines(keepends=True)[: args.captions]
+        path.write_text("".join(lines))
+
+    runs = {
+        "valse_relations": ({**valse, "files": {"instrument": "relations.json"}},
+                            {"foiler": "released.v1", "source": "valse_relations", "args": {"phenomenon": "relations"}},
+                            "relations", None),
+        "valse_actant_swap": ({**valse, "files": {"instrument": "actant-swap.json"}},
+                              {"foiler": "released.v1", "source": "valse_actant_swap",
+                               "args": {"phenomenon": "actions"}}, "actant_swap", None),
+        "coco_relations": ({"format": "coco", "root": str(SHARED / "real" / "coco"),
+                            "files": {"captions": "captions_val2017.json"}},
+                           {**params["instruments"]["relations"], "source": "coco_relations"}, "relations",
+                           first_captions),
+    }
+    results = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    results.update({"params": "params.yaml of the repository (filters, refinement scorers, blind_check.held_out)",
+                    "coco_captions": args.captions})
+    for name, (source, instrument, like, samples_from) in runs.items():
+        if args.only and name not in args.only:
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"refine_{name}_") as tmp:
+            print(f"{name} ...", flush=True)
+            results[name] = measure(Path(tmp), name, source, instrument, like, samples_from)
+            print(json.dumps(results[name], indent=1), flush=True)
+        RESULT.parent.mkdir(parents=True, exist_ok=True)
+        RESULT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
