@@ -368,8 +368,12 @@ class MaskedSpanScorer(_Pruning):
         # cheap pass: for every item and span length n, one input with n masks gives the first-token
         # log-probability of every fill of n tokens (the first term of their chain rule)
         mask = self.lm.tokenizer.mask_token_id
+        # an item with at most prune_to fills keeps them all: its cheap pass would be a forward pass for nothing
+        prunable = [len(fills) > self.prune_to for _, _, fills in items]
         probes, probe_of = [], {}  # probe_of[(item, n)] = index into probes
         for i, (left, right, fills) in enumerate(items):
+            if not prunable[i]:
+                continue
             for fill in fills:
                 n = len(self._tokens_of(fill))
                 if n and (i, n) not in probe_of:
@@ -380,6 +384,9 @@ class MaskedSpanScorer(_Pruning):
         first = self._first_token_logprobs(probes)
         survivors = []
         for i, (_, _, fills) in enumerate(items):
+            if not prunable[i]:
+                survivors.append(list(range(len(fills))))
+                continue
             cheap = []
             for fill in fills:
                 tokens = self._tokens_of(fill)

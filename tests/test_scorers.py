@@ -168,6 +168,18 @@ def test_prune_to_at_least_the_candidates_equals_exhaustive(tiny_models, kind):
         assert row == pytest.approx(ref_row, abs=1e-4)
 
 
+def test_masked_cheap_pass_runs_only_for_slots_with_more_fills_than_prune_to(tiny_models, monkeypatch):
+    scorer = build_span_scorer({**block("masked_lm", tiny_models.bert_mlm()), "prune_to": 3}, KEY)
+    probed = []
+    real = scorer._first_token_logprobs
+    monkeypatch.setattr(scorer, "_first_token_logprobs", lambda probes: probed.append(len(probes)) or real(probes))
+    scorer.score(ITEMS)  # 3, 2 and 2 fills: nothing to prune, so no cheap forward pass at all
+    assert probed == [0]
+    scores = scorer.score(SLOTS)  # the 7-fill slot alone is probed (fills of 1, 2 and 3 pieces: up to 3 probes)
+    assert 1 <= probed[1] <= 3
+    assert sum(value == -math.inf for row in scores for value in row) >= 1
+
+
 def test_masked_prune_to_null_is_the_reference_code_path(tiny_models):
     reference, default = exhaustive_and_default(tiny_models, "masked_lm", tiny_models.bert_mlm(), prune_to=None)
     assert default == reference  # the same computation: equal to the last bit
