@@ -114,6 +114,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", type=int, default=1000, help="real COCO captions to foil for coco_relations")
     parser.add_argument("--only", action="append", default=None, help="run only these (repeatable)")
+    parser.add_argument("--keep", default=None, help="keep each run's files under this directory (default: a temp dir)")
     args = parser.parse_args()
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found (the shared real data)")
@@ -144,8 +145,10 @@ def main() -> int:
         if args.only and name not in args.only:
             continue
         with tempfile.TemporaryDirectory(prefix=f"refine_{name}_") as tmp:
+            work = Path(args.keep) / name if args.keep else Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
             print(f"{name} ...", flush=True)
-            results[name] = measure(Path(tmp), name, source, instrument, like, samples_from)
+            results[name] = measure(work, name, source, instrument, like, samples_from)
             print(json.dumps(results[name], indent=1), flush=True)
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         RESULT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")

@@ -266,7 +266,9 @@ def test_score_select_baseline_twice_byte_identical(tmp_path):
     assert report["kept"] >= report["kept_drop_captions_only"] and report["kept"] > 0
     for name in ("word2wb", "word3"):
         assert check["refinement"][name]["after"]["acc_r"] <= 0.5
-        assert check["refinement"][name]["before"] == report["acc_r"][name]["before"]
+        # the blind check and the select report agree; the blind check also counts ties
+        before = check["refinement"][name]["before"]
+        assert {k: before[k] for k in ("n", "acc_r")} == report["acc_r"][name]["before"]
     held = check["held_out"]
     assert held["kind"] == "ngram" and held["scorer"].startswith("char 4-gram LM (interpolated witten-bell)")
     assert held["before"]["n"] == 120 and held["after"]["n"] == report["kept"]
