@@ -95,7 +95,7 @@ def test_model_backed_foilers_keep_the_contract_with_the_offline_model(name):
 
     module = OFFLINE_TOOLS[name][next(iter(OFFLINE_TOOLS[name]))]["name_or_path"].split(":", 1)[1]
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"the offline model package {module} is not installed")
+        pytest.fail(f"the offline model package {module} is not installed: run make setup")
     args = {**FOILERS.get(name).golden_args, **OFFLINE_TOOLS[name]}
     samples = contract.golden_inputs(name)
     first = FOILERS.build(name, args).run(samples, seed=0, instrument="probe")

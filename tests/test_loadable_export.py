@@ -2,14 +2,12 @@
 
 import json
 
-import pytest
+import datasets
 import yaml
 
 from pipeline import loadable
 from pipeline.records import is_valid
 from pipeline.stages import export
-
-datasets = pytest.importorskip("datasets")
 
 
 def _record(instrument, i, classes, classes_foil, dataset_idx):

@@ -22,7 +22,7 @@ def test_funnel_csv_keeps_the_run_order(tmp_path):
 def test_dvc_plots_show_renders_both_sides_and_the_funnel(tmp_path):
     dvc = shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
     if dvc is None:
-        pytest.skip("dvc is not installed")
+        pytest.fail("dvc is not installed: run make setup")
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, tmp_path / name)
     subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)

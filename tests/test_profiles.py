@@ -58,7 +58,7 @@ def test_unknown_profile_names_the_known_ones():
 
 def test_dvc_set_params_give_the_same_params_as_the_overlay(tmp_path, capsys):
     """What `make repro PROFILE=paper` passes to `dvc exp run` yields exactly the merged params."""
-    hydra = pytest.importorskip("dvc.utils.hydra")
+    from dvc.utils import hydra
     assert cli.main(["profile", "paper"]) == 0
     words = capsys.readouterr().out.split()  # the shell's word splitting of $(foilforge profile paper)
     assert words[0::2] == ["-S"] * (len(words) // 2)

