@@ -8,6 +8,7 @@ annotators, loading items, dumping votes) are CLI commands, not HTTP routes.
 
 
 # no `from __future__ import annotations` here: FastAPI reads the `Request` annotations at runtime
+import contextlib
 import json
 import sqlite3
 from importlib import resources
@@ -53,6 +54,9 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse({"error": message}, status_code=status, headers=headers)
 
+    def unauthorized() -> JSONResponse:
+        return error(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+
     def annotator(request: Request, conn: sqlite3.Connection):
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -82,11 +86,10 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
 
     @app.get("/api/next")
     def next_item(request: Request):
-        conn = db.connect(db_path)
-        try:
+        with contextlib.closing(db.connect(db_path)) as conn:
             who = annotator(request, conn)
             if who is None:
-                return error(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+                return unauthorized()
             # items nearest to complete first, so finished items accumulate; then load order
             row = conn.execute(
                 "SELECT i.item_id, i.image_file, i.text_1, i.text_2, "
@@ -98,19 +101,14 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
             item_id, image_file, text_1, text_2, _ = row
             return {"item_id": item_id, "image_url": "/images/" + quote(image_file), "text_1": text_1,
                     "text_2": text_2, **progress(conn, who)}
-        finally:
-            conn.close()
 
     @app.get("/api/progress")
     def get_progress(request: Request):
-        conn = db.connect(db_path)
-        try:
+        with contextlib.closing(db.connect(db_path)) as conn:
             who = annotator(request, conn)
             if who is None:
-                return error(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+                return unauthorized()
             return progress(conn, who)
-        finally:
-            conn.close()
 
     @app.post("/api/answer")
     async def answer(request: Request):
@@ -127,7 +125,7 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
         with db.transaction(db_path) as conn:
             who = annotator(request, conn)
             if who is None:
-                return error(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+                return unauthorized()
             if not isinstance(body, dict) or not isinstance(body.get("item_id"), str):
                 return error(400, 'expected a JSON object {"item_id": "...", "choice": "..."}')
             item_id, choice = body["item_id"], body.get("choice")
