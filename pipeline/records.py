@@ -110,6 +110,11 @@ def passed_all(record: dict) -> bool:
     return all(bool(result.get("passed", True)) for result in filters.values() if isinstance(result, dict))
 
 
+def valid_by_votes(votes: dict, min_caption: int = 2) -> bool:
+    """VALSE's rule: valid when at least `min_caption` annotators chose the caption (and not the foil)."""
+    return votes["caption"] >= min_caption
+
+
 def is_valid(record: dict, min_caption: int = 2) -> bool | None:
     """VALSE's human validation of one record; None: no votes.
 
@@ -121,4 +126,4 @@ def is_valid(record: dict, min_caption: int = 2) -> bool | None:
         return None
     if isinstance(record.get("valid"), bool):
         return record["valid"]
-    return votes["caption"] >= min_caption
+    return valid_by_votes(votes, min_caption)

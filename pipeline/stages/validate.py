@@ -30,6 +30,7 @@ from pathlib import Path
 from pipeline.errors import ConfigError, InputError
 from pipeline.io import write_json, write_jsonl
 from pipeline.params import load_params
+from pipeline.records import valid_by_votes
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
         if entry is None:
             record.pop("valid", None)
             continue
-        record["valid"] = entry["caption"] >= settings["valid_min_caption"]
+        record["valid"] = valid_by_votes(entry, settings["valid_min_caption"])
         if record["valid"]:
             valid_ids.append(str(record["id"]))
         unanimous += entry["caption"] == sum(entry.values())
