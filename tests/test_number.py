@@ -98,6 +98,7 @@ def test_agreement_problems(nlp, text, expected):
     # one plural-only list for every foiler: counting never writes "exactly 1 cattle" or "a sunglass"
     ("How many cattle are in the field?", None, "There are cattle in the field."),
     ("How many sunglasses are there?", None, "There are sunglasses."),
+    ("How many goods are on the shelf?", None, "There are goods on the shelf."),
     # ...but the countable sense a "how many" question asks about stays countable (VALSE counts "8 stairs")
     ("How many stairs are visible?", "There is exactly 1 stair visible.", "There is a stair visible."),
     ("How many glasses are on the table?", "There is exactly 1 glass on the table.", "There is a glass on the table."),

@@ -56,7 +56,7 @@ PLURALIA_TANTUM = (
 #: one form for both numbers ("1 species"): the plurals foiler cannot tell the sense and skips them, but a
 #: Visual7W "how many" question asks about the countable one (VALSE counts "exactly 8 stairs")
 COUNTABLE_SENSES = frozenset(("trunks", "briefs", "clippers", "suspenders", "stairs", "glasses", "species", "series",
-                              "headquarters", "remains", "goods"))
+                              "headquarters"))
 
 #: heads whose number is not a visual property of an object: parts, sides, relations
 PART_NOUNS = (
