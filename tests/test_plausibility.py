@@ -25,8 +25,8 @@ CAPTIONS = [
 ]
 
 
-def candidate(rid, sample, *gaps):
-    return {"id": rid, "sample_id": sample, "caption": "c", "foil": "f",
+def candidate(rid, sample, *gaps, edit=("x", "y")):
+    return {"id": rid, "sample_id": sample, "caption": "c", "foil": "f", "classes": edit[0], "classes_foil": edit[1],
             "filters": {"plausibility": {"score": 0, "scores": {f"s{k + 1}": {"gap": g} for k, g in enumerate(gaps)}}}}
 
 
@@ -143,6 +143,67 @@ def test_select_applies_the_set_rule_after_the_record_rules():
     assert report["candidates"] == 2 and report["kept"] == 2
     assert report["acc_r"]["s1"] == {"before": {"n": 2, "acc_r": 0.5}, "after": {"n": 2, "acc_r": 0.5}}
     assert kept[0]["filters"]["plausibility"]["refined_on"] == ["s1"]
+
+
+# ---------------------------------------------------------------- the JS bound
+
+def test_js_rows_equal_the_bias_stage_js():
+    import numpy as np
+
+    from filters.plausibility import _js_rows
+    from pipeline.metrics import js_divergence
+
+    rng = np.random.default_rng(0)
+    caption, foil = rng.integers(0, 5, (6, 4)).astype(float), rng.integers(0, 5, (6, 4)).astype(float)
+    caption[0] = 0  # an empty side is never a candidate
+    rows = _js_rows(caption, foil)
+    assert rows[0] == np.inf
+    for k in range(1, 6):
+        expected = js_divergence({i: c for i, c in enumerate(caption[k])}, {i: f for i, f in enumerate(foil[k])})
+        assert rows[k] == pytest.approx(expected, abs=1e-12)
+
+
+def test_trim_drops_the_units_that_unbalance_the_items():
+    from filters.plausibility import trim_to_js
+
+    changed = {"a": (["on"], ["in"]), "b": (["in"], ["on"]), "c": (["on"], ["under"]), "d": (["on"], ["under"])}
+    kept, dropped = trim_to_js([("a",), ("b",), ("c",), ("d",)], changed, bound=0.0)
+    assert sorted(kept) == [("a",), ("b",)] and sorted(dropped) == [("c",), ("d",)]
+    # a looser bound stops after one unit: on->under once more than the balanced pair is within 0.5
+    kept, dropped = trim_to_js([("a",), ("b",), ("c",), ("d",)], changed, bound=0.5)
+    assert len(dropped) == 1 and dropped[0] in {("c",), ("d",)}
+    # nothing to gain: a balanced set is left alone even under an impossible bound
+    assert trim_to_js([("a", "b")], changed, bound=-1.0) == ([("a", "b")], [])
+
+
+def test_refinement_bounds_the_js_rise_and_stays_at_chance():
+    # one scorer, two |gap| bins (edge 0.1). Unrefined, on->under and under->on are 8 each: JS 0.
+    # I:0-3 (under->on, big +) have no mirror and drop out; what the matching can pair is
+    # four on->under pairs and two under->on pairs, so the kept items lean to on->under.
+    edits = [("under", "on")] * 4 + [("on", "under")] * 8 + [("under", "on")] * 4
+    gaps = [3.0] * 4 + [0.1] * 4 + [-0.1] * 4 + [0.1, 0.1, -0.1, -0.1]
+    records = [candidate(f"I:{i}", str(i), gap, edit=edit) for i, (gap, edit) in enumerate(zip(gaps, edits))]
+    unbounded, unbounded_report = Plausibility.keep_subset(records, scorers=["s1"], bins=2, max_js_rise=None)
+    assert unbounded == {f"I:{i}" for i in range(4, 16)} and "js_after" not in unbounded_report
+    kept, report = Plausibility.keep_subset(records, scorers=["s1"], bins=2, max_js_rise=0.05)
+    assert report["js_before"] == 0.0
+    assert report["js_matched"] == pytest.approx(0.2858, abs=1e-4)  # 8 on->under, 4 under->on
+    assert report["js_after"] == 0.0 and report["js_bound_met"] is True
+    # two whole on->under pairs go: one caption-ahead and one foil-ahead record each, so acc_r stays 50%
+    assert report["dropped_for_js"] == 4 and len(kept) == 8
+    assert {f"I:{i}" for i in range(12, 16)} <= kept
+    assert len(kept & {f"I:{i}" for i in range(4, 8)}) == len(kept & {f"I:{i}" for i in range(8, 12)}) == 2
+    assert report["acc_r"]["s1"]["after"] == {"n": 8, "acc_r": 0.5}
+    # swap instruments count both fillers on both sides: JS 0 whatever is kept, nothing dropped
+    kept_swap, swap_report = Plausibility.keep_subset(records, scorers=["s1"], bins=2, max_js_rise=0.0, item_mode="swap")
+    assert kept_swap == unbounded and swap_report["dropped_for_js"] == 0 and swap_report["js_after"] == 0.0
+
+
+def test_max_js_rise_is_checked():
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"max_js_rise must be a number >= 0 or null \(no JS bound\), got -1"):
+        Plausibility.keep_subset([candidate("a", "a", 1.0)], max_js_rise=-1)
 
 
 def test_unknown_refinement_scorer_is_named():
@@ -308,15 +369,17 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
                                                        "filters": {}, "text_baseline": {"acc_r": 0.5, "model": "x",
                                                                                         "blind_check": tied}},
                                 "relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
-                                              "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check}}},
+                                              "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check},
+                                              "refinement": {"js_before": 0.276, "js_matched": 0.35, "js_after": 0.3,
+                                                             "dropped_for_js": 6, "js_bound_met": False}}},
                 "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
     text = datacard_text(manifest)
-    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) |"
-            in text)
+    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) | "
+            "0.276 -> 0.300, 6 dropped for JS, bound not met |") in text
     assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
     # a scorer that cannot tell caption from foil shows its ties, not a bare 0.0%
     assert ("| action_replacement | 129 -> 40 | caption_ngram: 0.0% (n=129, 129 ties) -> 0.0% (n=40, 40 ties) | "
-            "not configured |") in text
+            "not configured | not bounded |") in text
 
 
 def test_blind_check_counts_ties_apart():

@@ -36,12 +36,11 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.metrics import js_divergence
 from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
 from pipeline.params import load_params
-from pipeline.records import is_valid
+from pipeline.records import ITEM_MODES, changed_items, frequencies, is_valid  # noqa: F401 (bias.changed_items)
 from pipeline.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
 
-ITEM_MODES = ("direct", "swap")
 THRESHOLD_KEYS = ("js_max", "js_valid_max", "max_majority_share", "min_lexical_items")
 INSTRUMENT_KEYS = ("items",) + THRESHOLD_KEYS
 TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instruments")
@@ -50,39 +49,6 @@ TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instrument
 # ---------------------------------------------------------------- reading records
 
 # ---------------------------------------------------------------- distributions
-
-def _item_keys(value, path, record_id, field) -> list[str]:
-    if isinstance(value, list):
-        keys = []
-        for element in value:
-            keys.extend(_item_keys(element, path, record_id, field))
-        return keys
-    if isinstance(value, (str, int, float, bool)):
-        return [str(value)]
-    got = "null" if value is None else type(value).__name__
-    raise InputError(path, f"expected a word, number or list of them, got {got}", record=record_id, field=field)
-
-
-def changed_items(record: dict, mode: str, path="<records>", record_id=None) -> tuple[list[str], list[str]]:
-    """The changed items on the caption side and on the foil side of one record."""
-    for field in ("classes", "classes_foil"):
-        if field not in record:
-            raise InputError(path, "missing field", record=record_id, field=field)
-    caption = _item_keys(record["classes"], path, record_id, "classes")
-    foil = _item_keys(record["classes_foil"], path, record_id, "classes_foil")
-    if mode == "swap":
-        return caption + foil, foil + caption
-    return caption, foil
-
-
-def frequencies(records, mode: str = "direct", path="<records>") -> tuple[Counter, Counter]:
-    caption_counts, foil_counts = Counter(), Counter()
-    for record_id, record in records:
-        caption, foil = changed_items(record, mode, path, record_id)
-        caption_counts.update(caption)
-        foil_counts.update(foil)
-    return caption_counts, foil_counts
-
 
 def majority(counts: Counter) -> dict:
     total = sum(counts.values())

@@ -107,7 +107,7 @@ def write_native_files(records: list[dict], output_dir: Path, instrument: str) -
 
 
 def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejected_dir=None, validation_dir=None,
-           foil_metrics_dir=None) -> dict:
+           foil_metrics_dir=None, select_metrics_dir=None) -> dict:
     filtered_dir, output_dir = Path(filtered_dir), Path(output_dir)
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
@@ -144,6 +144,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "text_baseline": baseline,
             # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
+            # the refinement's own report (records kept, acc_r, JS before/after and what the JS bound dropped)
+            "refinement": _refinement_report(select_metrics_dir, instrument),
             "file": out_path.name,
             "sha256": file_sha256(out_path),
         }
@@ -249,6 +251,21 @@ def text_only_roles(params: dict) -> dict:
             "text_baseline": (params.get("models") or {}).get("text_baseline")}
 
 
+def _refinement_report(select_metrics_dir, instrument: str) -> dict | None:
+    if not select_metrics_dir:
+        return None
+    metrics = _optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}
+    return (metrics.get("refinement") or {}).get("plausibility")
+
+
+def _js_cell(report) -> str:
+    if not report or "js_after" not in report:
+        return "not bounded"
+    met = "" if report.get("js_bound_met") in (True, None) else ", bound not met"
+    dropped = f", {report['dropped_for_js']} dropped for JS" if report.get("dropped_for_js") else ""
+    return f"{_fmt(report.get('js_before'))} -> {_fmt(report.get('js_after'))}{dropped}{met}"
+
+
 def _acc_r_cell(entry) -> str:
     if not entry or entry.get("acc_r") is None:
         return "n/a"
@@ -262,9 +279,11 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "that passed every other filter; `after`: those the refinement kept. The refinement balances its own",
              "scorers' caption-minus-foil gaps, so their `after` is at most 50% by construction; the held-out",
              "scorer was not used by the refinement and is the real check. A tie (equal scores) is no preference",
-             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut.", "",
-             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after |",
-             "|---|---|---|---|"]
+             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut.",
+             "JS: of the changed items (VALSE Table 5), unrefined (each sample's first candidate) -> refined; the",
+             "refinement drops whole balanced pairs while it exceeds the unrefined JS by more than `max_js_rise`.", "",
+             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | JS before -> after |",
+             "|---|---|---|---|---|"]
     held_out_names = set()
     for name, entry in manifest["instruments"].items():
         check = (entry.get("text_baseline") or {}).get("blind_check")
@@ -276,7 +295,8 @@ def blind_check_lines(manifest: dict) -> list[str]:
         if held:
             held_out_names.add(held["scorer"])
         lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
-                     f"{_acc_r_cell(held['before']) + ' -> ' + _acc_r_cell(held['after']) if held else 'not configured'} |")
+                     f"{_acc_r_cell(held['before']) + ' -> ' + _acc_r_cell(held['after']) if held else 'not configured'} | "
+                     f"{_js_cell(entry.get('refinement'))} |")
     roles = manifest.get("text_only_roles") or {}
     lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
               f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
@@ -363,9 +383,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--validation-dir", default=None,
                         help="human-validation metrics, <instrument>.json (data/metrics/validate)")
     parser.add_argument("--foil-metrics-dir", default=None, help="directory with <instrument>.json (foil stage metrics)")
+    parser.add_argument("--select-metrics-dir", default=None,
+                        help="directory with <instrument>.json (select stage metrics: the refinement's report)")
 
 
 def main(args) -> int:
     export(load_params(args.params), args.filtered_dir, args.bias_dir, args.baseline_dir, args.output_dir, args.rejected_dir,
-           validation_dir=args.validation_dir, foil_metrics_dir=args.foil_metrics_dir)
+           validation_dir=args.validation_dir, foil_metrics_dir=args.foil_metrics_dir,
+           select_metrics_dir=args.select_metrics_dir)
     return 0

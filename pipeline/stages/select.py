@@ -35,8 +35,12 @@ def _one_or_all(values: set):
     return values[0] if len(values) == 1 else (values or None)
 
 
-def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> tuple[list[dict], list[dict], dict]:
-    """(kept, rejected, metrics); copies of the records with `passed` set, input order kept."""
+def select(records: list[dict], enabled: dict[str, dict], path="<records>",
+           item_mode: str = "direct") -> tuple[list[dict], list[dict], dict]:
+    """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
+
+    `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
+    """
     from filters.base import filter_class
     from filters.base import filter_funnel
 
@@ -59,7 +63,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>") -> t
         if not cls.set_rule:
             continue
         candidates = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
-        kept_ids, refinement[name] = cls.keep_subset(candidates, path, **thresholds)
+        kept_ids, refinement[name] = cls.keep_subset(candidates, path, item_mode=item_mode, **thresholds)
         for record in marked:
             record["filters"][name] = {**record["filters"][name], "passed": record["id"] in kept_ids,
                                        "refined_on": refinement[name].get("scorers", [])}
@@ -88,11 +92,12 @@ def write_funnel_csv(path, funnel: dict) -> None:
 
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None) -> dict:
     from filters.base import keep_rules
+    from pipeline.records import bias_item_mode
     from pipeline.stages.score import read_records
 
     enabled = keep_rules(params, instrument)
     records = read_records(input_path)
-    kept, rejected, metrics = select(records, enabled, input_path)
+    kept, rejected, metrics = select(records, enabled, input_path, item_mode=bias_item_mode(params, instrument))
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
