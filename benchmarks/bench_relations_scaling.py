@@ -20,7 +20,7 @@ mean top-k overlap (|top-k reference & top-k default| / k); for relations also
 the variants without lookahead (the first-token pass alone, as before) and
 with certified pruning. By default the relations candidates are the spans
 attested in every caption of the file (min count 2): what a full build
-proposes for each slot, and where pruning matters (57 spans for COCO val
+proposes for each slot, and where pruning matters (58 spans for COCO val
 2017, against 25 in the first 300 captions). Writes
 benchmarks/results/relations_scaling.json.
 """

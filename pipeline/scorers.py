@@ -54,7 +54,7 @@ Speed (both kinds; args in the same block):
     never exceeds its bound. With `lookahead_words: 0` the bound is the
     fill's first token after the prefix alone: free (the prefix pass gives
     it), but blind to the right context. On 300 real COCO captions with the
-    57 spans attested in all of COCO val, keeping the 20 best first tokens
+    58 spans attested in all of COCO val, keeping the 20 best first tokens
     kept the exhaustive top-1 on 91% of the slots (top-10 overlap 0.66);
     the lookahead keeps it on all of them with 15 (top-10 overlap 0.95).
   - masked: the first term of the chain rule above, one pass per item and
@@ -91,7 +91,7 @@ from pipeline.lm import token_logprobs
 KINDS = ("masked_lm", "causal_lm")
 PRUNING_KEYS = ("prune_to", "lookahead_words", "certified", "exhaustive", "max_batch_tokens")
 # fills scored exactly per item after the cheap pass (benchmarks/bench_relations_scaling.py: with the
-# lookahead, 15 of the 57 full-COCO spans keep the exhaustive top-1 on every slot of 300 real captions)
+# lookahead, 15 of the 58 full-COCO spans (57 fills a slot) keep the exhaustive top-1 on every slot of 300 real captions)
 DEFAULT_PRUNE_TO = 15
 # padded tokens per forward pass; the logits of one pass take max_batch_tokens x vocabulary floats
 DEFAULT_MAX_BATCH_TOKENS = 1024
