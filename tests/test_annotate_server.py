@@ -182,7 +182,12 @@ def test_three_annotators_concurrently_store_exactly_the_answers_sent(tmp_path):
     expected = sorted((name, item, choice) for (name, items), choice in zip(acked.items(), ("first", "second", "cannot_tell"))
                       for item in items)
     assert stored_main == expected
-    assert sent == 3 * n_items - len(errors)
+    # if the racer took item 99's last place first, one annotator was never offered it (/api/next skips
+    # a full item) or was refused it with a 409: one answer fewer, and item 99 holds exactly its 3 places
+    missing = 3 * n_items - sent - len(errors)
+    assert missing in (0, 1) and not (missing and errors)
+    if missing or errors:
+        assert sum(1 for row in stored if row[1] == "relations:coco:99") == 3
     assert len(set((name, item) for name, item, _ in stored)) == len(stored)
     print(f"\nconcurrency: 3 annotators, answers sent and acknowledged {sent}, stored {len(stored_main)}; "
           f"duplicate race: 8 sent, {len(racer_rows)} stored")

@@ -16,8 +16,10 @@ from filters.base import FILTERS, build_filter, keep_rules, scored_filters
 from pipeline.stages.select import select
 from pipeline.errors import ConfigError
 
+# foil records as foilers write them: VALSE's changed items too (the bias stage and the refinement's JS bound read them)
 RECORDS = [
-    {"id": f"r{i:02d}", "caption": caption, "foil": foil}
+    {"id": f"r{i:02d}", "caption": caption, "foil": foil,
+     "classes": sorted(set(caption.split()) - set(foil.split())), "classes_foil": sorted(set(foil.split()) - set(caption.split()))}
     for i, (caption, foil) in enumerate([
         ("a man is sitting on a table.", "a man is sitting under a table."),
         ("two dogs are playing in the field.", "one dog is playing in the field."),

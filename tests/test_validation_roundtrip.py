@@ -66,7 +66,7 @@ def _project(tmp: Path, existence_foils: Path) -> Path:
     (project / "data" / "filtered").mkdir(parents=True)
     shutil.copy(existence_foils, project / "data" / "filtered" / "existence.jsonl")
     write_jsonl(project / "data" / "filtered" / "relations.jsonl", foil_records(5))
-    for folder in ("rejected", "baseline", "annotations", "metrics/foil"):
+    for folder in ("rejected", "baseline", "annotations", "metrics/foil", "metrics/select"):
         (project / "data" / folder).mkdir(parents=True, exist_ok=True)
         (project / "data" / folder / "README.md").write_text("kept in git so the directory exists\n")
     _run([str(BIN / "dvc"), "init", "--no-scm", "-q"], project)
