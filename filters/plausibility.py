@@ -70,12 +70,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
 
 from filters.base import FILTERS, Filter, texts_of
 from pipeline.errors import ConfigError, InputError
 from pipeline.metrics import js_divergence
-from pipeline.records import changed_items
+from pipeline.records import changed_items, frequencies
 
 log = logging.getLogger(__name__)
 
@@ -255,12 +254,19 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
     if max_js_rise is None:
         return set(kept.values())
     by_id = {r["id"]: r for r in candidates}
-    changed = {rid: changed_items(by_id[rid], item_mode, path, rid) for rid in by_id}
-    before = js_of([changed[ids[0]] for ids in by_sample.values()])
-    matched = js_of([changed[rid] for unit in units for rid in unit])
+
+    def js_of(ids):  # as the bias stage counts them
+        return js_divergence(*frequencies([(rid, by_id[rid]) for rid in ids], item_mode, path))
+
+    before = js_of(ids[0] for ids in by_sample.values())
+    matched = js_of(rid for unit in units for rid in unit)
     bound = None if before is None else before + max_js_rise
-    units, dropped = trim_to_js(units, changed, bound) if bound is not None else (units, [])
-    after = js_of([changed[rid] for unit in units for rid in unit])
+    if bound is not None:
+        changed = {rid: changed_items(by_id[rid], item_mode, path, rid) for unit in units for rid in unit}
+        units, dropped = trim_to_js(units, changed, bound)
+    else:
+        dropped = []
+    after = js_of(rid for unit in units for rid in unit)
     if report is not None:
         report.update(js_before=before, js_matched=matched, js_after=after, max_js_rise=max_js_rise,
                       dropped_for_js=sum(len(unit) for unit in dropped),
@@ -268,27 +274,16 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
     return {rid for unit in units for rid in unit}
 
 
-def js_of(edits: list[tuple[list[str], list[str]]]) -> float | None:
-    """JS(foil items || caption items), base 2, of (caption items, foil items) per record (as the bias stage)."""
-    caption, foil = Counter(), Counter()
-    for caption_items, foil_items in edits:
-        caption.update(caption_items)
-        foil.update(foil_items)
-    return js_divergence(caption, foil)
-
-
 def _js_rows(caption, foil):
-    """Base-2 JS divergence of each row pair of two count matrices (rows with no counts: +inf)."""
+    """`pipeline.metrics.js_divergence` of each row pair of two count matrices (a row with an empty side: +inf)."""
     import numpy as np
-    from scipy.special import rel_entr
+    from scipy.spatial.distance import jensenshannon
 
-    n_c, n_f = caption.sum(axis=1, keepdims=True), foil.sum(axis=1, keepdims=True)
-    empty = (n_c[:, 0] == 0) | (n_f[:, 0] == 0)
-    c = caption / np.where(n_c == 0, 1, n_c)
-    f = foil / np.where(n_f == 0, 1, n_f)
-    m = (c + f) / 2
-    value = np.sqrt(np.maximum((rel_entr(c, m).sum(axis=1) + rel_entr(f, m).sum(axis=1)) / 2, 0) / np.log(2))
-    return np.where(empty, np.inf, value)
+    empty = (caption.sum(axis=1) == 0) | (foil.sum(axis=1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = jensenshannon(caption, foil, base=2, axis=1)
+    # as js_divergence: scipy's nan for identical rows is 0
+    return np.where(empty, np.inf, np.nan_to_num(value, nan=0.0))
 
 
 def trim_to_js(units: list[tuple[str, ...]], changed: dict, bound: float) -> tuple[list[tuple], list[tuple]]:

@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections import Counter
 from typing import Any
 
-from pipeline.errors import ConfigError, InputError
+from pipeline.errors import InputError
 from pipeline.io import iter_jsonl, read_json
 
 # sample fields copied into every foil record, as VALSE released them
@@ -138,18 +138,6 @@ def is_valid(record: dict, min_caption: int = 2) -> bool | None:
 ITEM_MODES = ("direct", "swap")
 
 
-def bias_item_mode(params: dict, instrument: str) -> str:
-    """params.yaml `bias.instruments.<instrument>.items`, else `bias.defaults.items`, else "direct"."""
-    bias = params.get("bias") or {}
-    for block in ((bias.get("instruments") or {}).get(instrument), bias.get("defaults")):
-        if isinstance(block, dict) and "items" in block:
-            if block["items"] not in ITEM_MODES:
-                raise ConfigError(f"params.yaml bias items must be one of {', '.join(ITEM_MODES)}, "
-                                  f"got {block['items']!r} (for instrument {instrument})")
-            return block["items"]
-    return "direct"
-
-
 def _item_keys(value, path, record_id, field) -> list[str]:
     if isinstance(value, list):
         keys = []
@@ -164,9 +152,9 @@ def _item_keys(value, path, record_id, field) -> list[str]:
 
 def changed_items(record: dict, mode: str, path="<records>", record_id=None) -> tuple[list[str], list[str]]:
     """The changed items on the caption side and on the foil side of one record."""
-    for field in ("classes", "classes_foil"):
-        if field not in record:
-            raise InputError(path, "missing field", record=record_id, field=field)
+    for name in ("classes", "classes_foil"):
+        if name not in record:
+            raise InputError(path, "missing field", record=record_id, field=name)
     caption = _item_keys(record["classes"], path, record_id, "classes")
     foil = _item_keys(record["classes_foil"], path, record_id, "classes_foil")
     if mode == "swap":

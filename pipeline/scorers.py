@@ -149,6 +149,17 @@ class _Pruning:
         self.prune_to = None if exhaustive else prune_to
         self.max_batch_tokens = max_batch_tokens
 
+    def _could_beat_cut(self, exact: Sequence[float], scored: Sequence[int], bounds: Sequence[float]) -> list[int]:
+        """Certified round 2 for one item: the unscored fills whose bound reaches the prune_to-th best exact score.
+
+        Every other fill's exact score is at most its bound, so below that score: it cannot enter the best prune_to.
+        """
+        if len(scored) == len(bounds):
+            return []
+        cut = sorted((exact[j] for j in scored), reverse=True)[self.prune_to - 1]
+        done = set(scored)
+        return [j for j, bound in enumerate(bounds) if j not in done and bound >= cut - CERTIFY_TOLERANCE]
+
     def _survivors(self, first_scores: Sequence[float]) -> list[int]:
         """Indices kept for exact scoring: the `prune_to` best by the cheap score, ties at the cut kept too."""
         if self.prune_to is None or len(first_scores) <= self.prune_to:
@@ -215,7 +226,10 @@ class CausalSpanScorer(_Pruning):
            log-probabilities (<= 0) of the later tokens, so it never exceeds its
            bound. A sentence whose tokens do not start with the prefix's (the
            tokenizer merged across the boundary) has no bound and is scored whole.
-        3. round 1 scores the `prune_to` best bounds exactly (on the cached
+        3. lookahead (`lookahead_words`, items with more fills than prune_to):
+           the bound becomes log P(prefix + fill + the first words of `right`),
+           still an upper bound, and one that sees the right context.
+        4. round 1 scores the `prune_to` best bounds exactly (on the cached
            prefix); with `certified`, round 2 scores every other fill whose bound
            reaches the prune_to-th best exact score, the only ones that could still
            beat it, so the best `prune_to` are exactly those of the exhaustive
@@ -238,7 +252,7 @@ class CausalSpanScorer(_Pruning):
             # 1. prefix pass, batched among prefixes of equal length (no padding inside a prefix)
             batches = []
             for length in sorted({len(prefixes[i]) for i in cached_items}):
-                same = sorted((i for i in cached_items if len(prefixes[i]) == length), key=lambda i: i)
+                same = sorted(i for i in cached_items if len(prefixes[i]) == length)
                 batches += _token_batches(same, lambda i: len(prefixes[i]), self.max_batch_tokens)
             for batch in batches:
                 ids = torch.tensor([prefixes[i] for i in batch]).to(lm.device)
@@ -273,14 +287,9 @@ class CausalSpanScorer(_Pruning):
             self._exact_round(items, [(i, j) for i, keep in enumerate(first_round) for j in keep
                                       if (i, j) not in complete], continuation, prefix_state, scores)
             if self.certified and self.prune_to is not None:
-                second_round = []
-                for i, keep in enumerate(first_round):
-                    if len(keep) == len(bounds[i]):
-                        continue
-                    cut = sorted((scores[i][j] for j in keep), reverse=True)[self.prune_to - 1]
-                    scored = set(keep)
-                    second_round += [(i, j) for j, bound in enumerate(bounds[i]) if j not in scored
-                                     and (i, j) not in complete and bound >= cut - CERTIFY_TOLERANCE]
+                # a fill whose lookahead was its whole continuation is scored already, and its bound is that score
+                second_round = [(i, j) for i, keep in enumerate(first_round)
+                                for j in self._could_beat_cut(scores[i], keep, bounds[i]) if (i, j) not in complete]
                 self._exact_round(items, second_round, continuation, prefix_state, scores)
                 self.last_rounds = (sum(map(len, first_round)), len(second_round))
         return scores
@@ -482,14 +491,8 @@ class MaskedSpanScorer(_Pruning):
         if self.certified:
             # the cheap score is the first term of the chain rule, the rest only adds log-probabilities <= 0:
             # a fill whose first term is below the prune_to-th best exact score cannot be among the best
-            extra = []
-            for i, keep in enumerate(survivors):
-                if i not in cheap_of:
-                    extra.append([])
-                    continue
-                cut = sorted((scores[i][j] for j in keep), reverse=True)[self.prune_to - 1]
-                scored = set(keep)
-                extra.append([j for j, value in enumerate(cheap_of[i]) if j not in scored and value >= cut - CERTIFY_TOLERANCE])
+            extra = [self._could_beat_cut(scores[i], keep, cheap_of[i]) if i in cheap_of else []
+                     for i, keep in enumerate(survivors)]
             self._exact_into(items, extra, scores)
             self.last_rounds = (sum(map(len, survivors)), sum(map(len, extra)))
         return scores

@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 
+from pipeline.records import changed_items, frequencies
 from pipeline.stages import bias
 from pipeline.errors import ConfigError, InputError
 from tests.conftest import shared_path
@@ -27,25 +28,25 @@ def test_js_divergence_extremes():
 
 def test_changed_items_flattens_lists_and_unifies_numbers():
     record = {"classes": 0, "classes_foil": [1, "2", 3]}
-    assert bias.changed_items(record, "direct") == (["0"], ["1", "2", "3"])
-    assert bias.changed_items({"classes": 4, "classes_foil": []}, "direct") == (["4"], [])
+    assert changed_items(record, "direct") == (["0"], ["1", "2", "3"])
+    assert changed_items({"classes": 4, "classes_foil": []}, "direct") == (["4"], [])
 
 
 def test_swap_mode_counts_both_fillers_on_both_sides():
     records = [("r1", {"classes": "man", "classes_foil": "torso"}), ("r2", {"classes": "dog", "classes_foil": "ball"})]
-    c, f = bias.frequencies(records, "swap")
+    c, f = frequencies(records, "swap")
     assert c == f == Counter(man=1, torso=1, dog=1, ball=1)
     assert bias.js_divergence(c, f) == 0.0
-    c, f = bias.frequencies(records, "direct")
+    c, f = frequencies(records, "direct")
     assert bias.js_divergence(c, f) == pytest.approx(1.0)
 
 
 def test_bad_class_value_names_file_record_and_field():
     with pytest.raises(InputError) as err:
-        bias.changed_items({"classes": "a", "classes_foil": None}, "direct", "f.jsonl", "plurals:7")
+        changed_items({"classes": "a", "classes_foil": None}, "direct", "f.jsonl", "plurals:7")
     assert str(err.value) == "f.jsonl, record plurals:7, field 'classes_foil': expected a word, number or list of them, got null"
     with pytest.raises(InputError, match=r"record x, field 'classes': missing field"):
-        bias.changed_items({"classes_foil": "b"}, "direct", "f.jsonl", "x")
+        changed_items({"classes_foil": "b"}, "direct", "f.jsonl", "x")
 
 
 def _records(pairs, votes=None):

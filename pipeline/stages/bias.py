@@ -32,11 +32,11 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from pipeline.errors import ConfigError, InputError
+from pipeline.errors import ConfigError
 from pipeline.metrics import js_divergence
 from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
 from pipeline.params import load_params
-from pipeline.records import ITEM_MODES, changed_items, frequencies, is_valid  # noqa: F401 (bias.changed_items)
+from pipeline.records import ITEM_MODES, frequencies, is_valid
 from pipeline.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,6 @@ THRESHOLD_KEYS = ("js_max", "js_valid_max", "max_majority_share", "min_lexical_i
 INSTRUMENT_KEYS = ("items",) + THRESHOLD_KEYS
 TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instruments")
 
-
-# ---------------------------------------------------------------- reading records
 
 # ---------------------------------------------------------------- distributions
 

@@ -92,12 +92,13 @@ def write_funnel_csv(path, funnel: dict) -> None:
 
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None) -> dict:
     from filters.base import keep_rules
-    from pipeline.records import bias_item_mode
+    from pipeline.stages.bias import instrument_settings
     from pipeline.stages.score import read_records
 
     enabled = keep_rules(params, instrument)
+    item_mode = instrument_settings(params.get("bias"), instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
-    kept, rejected, metrics = select(records, enabled, input_path, item_mode=bias_item_mode(params, instrument))
+    kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode)
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
