@@ -30,7 +30,7 @@ def _norm(text: str) -> str:
 
 
 def coreference() -> dict:
-    from foilers.base import FOILERS, RunContext
+    from foilers.base import FOILERS
 
     foiler = FOILERS.build("coreference_strict.v1", {"spacy_model": SPACY, "coref": "auto"})
     rows = []

@@ -25,7 +25,6 @@ A model that cannot be loaded raises ConfigError naming the params key.
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections import Counter
 from dataclasses import dataclass

@@ -65,6 +65,8 @@ class RunContext:
     samples: dict = field(default_factory=dict)
     #: what the foiler reports about the run (skip rules, resolver, pairing, JS): the foil stage's metrics
     stats: dict = field(default_factory=dict)
+    #: where model-backed foilers journal their scores so a killed run resumes (`foil --cache-dir`); None: nowhere
+    cache_dir: str | None = None
 
     def key(self, arg: str) -> str:
         """The params.yaml key of one of this instrument's args, for error messages."""

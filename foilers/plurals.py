@@ -37,7 +37,6 @@ to its next NP, and the guard compares with the caption's own parse.
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -49,7 +48,7 @@ from foilers.lang.inflection import NUMBER_WORDS
 from foilers.lang.templates import changed_spans
 from foilers.lang.number import (
     MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS, is_agreeing_verb, is_plurale_tantum,
-    match_case, noun_gender, pluralize_noun, pluralize_pronoun, pronoun_number, singularize_noun,
+    noun_gender, pluralize_noun, pluralize_pronoun, pronoun_number, singularize_noun,
     singularize_pronoun, verb_for_number,
 )
 

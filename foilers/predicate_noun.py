@@ -49,7 +49,6 @@ import logging
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
 
 from foilers.base import FOILERS, Foiler, RunContext
 from foilers.lang.inflection import indefinite_article

@@ -33,9 +33,9 @@ The foil keeps the caption's text outside the span byte for byte.
 from __future__ import annotations
 
 import logging
-import random
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from foilers.base import FOILERS, Foiler, RunContext, check_model_block
@@ -219,7 +219,15 @@ class Relations(Foiler):
             return []
         method = self.foil_method(context.key("scorer"))
         proposals: dict[str, list[tuple[Slot, str, float]]] = {}
-        ranked = rank_fills(self._get_scorer(context.key("scorer")), slots, candidates, self.top_k, context.progress)
+        scorer = self._get_scorer(context.key("scorer"))
+        if context.cache_dir:  # a long run (all of COCO: hours on a CPU) that is killed resumes where it stopped
+            from pipeline.scorers import JournaledScorer
+
+            scorer = JournaledScorer(scorer, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
+        ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress)
+        if context.cache_dir:
+            log.info("relations: %d scoring chunks read from the journal %s, %d scored", scorer.reused, scorer.path,
+                     scorer.scored)
         for slot, best in zip(slots, ranked):
             proposals.setdefault(slot.sample_id, []).extend((slot, fill, score) for fill, score in best)
         log.info("relations: %d slots in %d captions, %d attested candidates", len(slots), len(proposals), len(candidates))

@@ -81,8 +81,12 @@ Speed (both kinds; args in the same block):
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import re
+from pathlib import Path
 from typing import Protocol, Sequence
 
 from pipeline.errors import ConfigError
@@ -521,6 +525,80 @@ class MaskedSpanScorer(_Pruning):
                 for n, row in zip(batch, logprobs):
                     results[n] = row
         return results  # indexable by token id
+
+
+def scorer_identity(scorer) -> dict:
+    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype and the speed args.
+
+    The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
+    same path are a different model. A hub id enters as id and revision.
+    """
+    from pipeline.models import resolve_path
+
+    spec = scorer.spec
+    path, gguf = resolve_path(spec)
+    directory = Path(path)
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
+        if directory.is_dir() else None
+    return {"kind": scorer.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
+            "files": files, "device": str(scorer.lm.device), "dtype": spec.dtype, "prune_to": scorer.prune_to,
+            "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
+            "max_batch_tokens": scorer.max_batch_tokens}
+
+
+class JournaledScorer:
+    """A span scorer whose results are journaled on disk, so a long foil run that is killed resumes where it stopped.
+
+    Every `score(items)` call is one JSON line of `path`: {"key": sha256 of the scorer's identity and the items,
+    "scores": [[...], ...]} (a pruned fill, -inf, as null). A call whose key is in the journal is answered from it;
+    any other is scored and its line appended and flushed before the call returns, so a kill loses at most the call
+    in flight (a torn last line is ignored). Callers that score in fixed chunks (relations: SCORE_CHUNK slots a call)
+    get the same calls, and so the same batches and the same floats, in a resumed run as in an uninterrupted one.
+    """
+
+    def __init__(self, scorer, path):
+        self.scorer = scorer
+        self.path = Path(path)
+        self.identity = json.dumps(scorer_identity(scorer), sort_keys=True)
+        self.reused = self.scored = 0
+        self._done: dict[str, list] = {}
+        if self.path.exists():
+            data = self.path.read_bytes()
+            complete = data[: data.rfind(b"\n") + 1]
+            if len(complete) < len(data):  # the line a kill cut short: cut it off, or the next append would join it
+                with self.path.open("r+b") as handle:
+                    handle.truncate(len(complete))
+            for line in complete.decode("utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                    self._done[entry["key"]] = entry.get("scores")
+
+    def __getattr__(self, name):  # spec, kind, lm, ...: the scorer's own
+        return getattr(self.scorer, name)
+
+    def _key(self, items: Sequence[Item]) -> str:
+        payload = json.dumps([self.identity, [[left, right, list(fills)] for left, right, fills in items]])
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def score(self, items: Sequence[Item]) -> list[list[float]]:
+        key = self._key(items)
+        stored = self._done.get(key)
+        if stored is not None and [len(row) for row in stored] == [len(fills) for _, _, fills in items]:
+            self.reused += 1
+            return [[-math.inf if value is None else value for value in row] for row in stored]
+        scores = self.scorer.score(items)
+        rows = [[None if value == -math.inf else value for value in row] for row in scores]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"key": key, "scores": rows}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._done[key] = rows
+        self.scored += 1
+        return scores
 
 
 def build_span_scorer(block: dict, param_key: str) -> SpanScorer:

@@ -1,6 +1,5 @@
 """Atomic writes and precise input errors (pipeline/io.py)."""
 
-import json
 
 import pytest
 

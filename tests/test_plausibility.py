@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -371,11 +370,12 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
                                 "relations": {"counts": {"input": 156, "exported": 102}, "provenance": {}, "filters": {},
                                               "text_baseline": {"acc_r": 0.5, "model": "x", "blind_check": check},
                                               "refinement": {"js_before": 0.276, "js_matched": 0.35, "js_after": 0.3,
-                                                             "dropped_for_js": 6, "js_bound_met": False}}},
+                                                             "dropped_for_js": 6, "js_bound_met": False,
+                                                             "js_noise_floor": 0.41}}},
                 "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
     text = datacard_text(manifest)
     assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) | "
-            "0.276 -> 0.300, 6 dropped for JS, bound not met |") in text
+            "0.276 -> 0.300 (noise floor 0.410), 6 dropped for JS, bound not met |") in text
     assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
     # a scorer that cannot tell caption from foil shows its ties, not a bare 0.0%
     assert ("| action_replacement | 129 -> 40 | caption_ngram: 0.0% (n=129, 129 ties) -> 0.0% (n=40, 40 ties) | "
@@ -388,3 +388,16 @@ def test_blind_check_counts_ties_apart():
 
     assert _acc([1.5, 0.0, -0.5, 0.0]) == {"n": 4, "acc_r": 0.25, "ties": 2}
     assert _acc([]) == {"n": 0, "acc_r": None, "ties": 0}
+
+
+def test_js_noise_floor_is_the_js_of_same_distribution_samples():
+    from filters.plausibility import js_noise_floor
+
+    one_item = [(("on",), ("on",))] * 5
+    assert js_noise_floor(one_item, 10) == 0.0  # one item on both sides: every draw is identical
+    assert js_noise_floor(one_item, 0) is None and js_noise_floor([], 3) is None
+    # two items, one record a side: a draw's JS is 1 (different items) or 0 (the same), each half the time
+    two = [(("on",), ("under",))] * 4
+    assert 0.4 < js_noise_floor(two, 1) < 0.6 and js_noise_floor(two, 1) == js_noise_floor(two, 1)
+    rich = [((f"p{i % 12}",), (f"p{(i + 5) % 12}",)) for i in range(60)]
+    assert js_noise_floor(rich, 200) < js_noise_floor(rich, 40) < js_noise_floor(rich, 8)

@@ -361,3 +361,33 @@ def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
     with pytest.raises(ConfigError, match=r"unknown key\(s\) prune_too; allowed: kind, name_or_path, gguf_file, device, dtype, "
                                           r"batch_size, prune_to, lookahead_words, certified, exhaustive, max_batch_tokens"):
         FOILERS.build("relations.v1", {"scorer": dict(block, prune_too=3)}, where="params.yaml instruments.relations.args")
+
+
+def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_models, tmp_path, monkeypatch):
+    """`foil --cache-dir`: a run killed in its second chunk of slots rescores only that chunk when rerun."""
+    import foilers.relations as relations
+    from pipeline import scorers
+
+    monkeypatch.setattr(relations, "SCORE_CHUNK", 2)  # CORPUS has 4 slots: two scorer calls
+    model = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 16}
+    reference = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
+    real_score, calls, kill_at = scorers.CausalSpanScorer.score, [], [2]
+
+    def killable(self, items):
+        calls.append(len(items))
+        if len(calls) == kill_at[0]:
+            raise KeyboardInterrupt("killed")
+        return real_score(self, items)
+
+    monkeypatch.setattr(scorers.CausalSpanScorer, "score", killable)
+    cache = tmp_path / "cache"
+    with pytest.raises(KeyboardInterrupt):
+        build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+    assert len((cache / "span_scores" / "relations.jsonl").read_text().splitlines()) == 1
+    calls.clear()
+    kill_at[0] = None
+    resumed = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+    assert calls == [2] and resumed == reference
+    calls.clear()
+    rerun = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+    assert calls == [] and rerun == reference

@@ -1,11 +1,12 @@
 """The span-scorer contract (pipeline.scorers) on tiny random models: real loading code, hand-computed scores."""
 
+import json
 import math
 
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.scorers import CausalSpanScorer, MaskedSpanScorer, build_span_scorer
+from pipeline.scorers import CausalSpanScorer, JournaledScorer, MaskedSpanScorer, build_span_scorer
 
 KEY = "models.span_scorer"
 ITEMS = [
@@ -290,3 +291,25 @@ def test_certified_pruning_gives_the_exhaustive_top_k_while_scoring_fewer(prune_
         # every fill left out is below the prune_to-th best of the reference
         cut = sorted(ref_row, reverse=True)[prune_to - 1]
         assert all(ref_row[j] < cut + 1e-4 for j, value in enumerate(row) if value == -math.inf)
+
+
+def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_models, tmp_path, monkeypatch):
+    path = tmp_path / "journal.jsonl"
+    pruned = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "prune_to": 1, "lookahead_words": 0}, KEY)
+    first = JournaledScorer(pruned, path).score(ITEMS)
+    assert sum(value == -math.inf for row in first for value in row) == 4  # 7 fills, 1 kept per item
+    with path.open("a") as handle:
+        handle.write('{"key": "a line cut short by a ki')  # a kill while appending
+
+    def no_model(items):
+        raise AssertionError("the journal should have answered")
+
+    monkeypatch.setattr(pruned, "score", no_model)
+    again = JournaledScorer(pruned, path)
+    assert again.score(ITEMS) == first and (again.reused, again.scored) == (1, 0)
+    # another scorer (here: other speed args) is another key: scored by its model, a line of its own
+    exhaustive = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "exhaustive": True}, KEY)
+    other = JournaledScorer(exhaustive, path)
+    assert other.score(ITEMS) != first and (other.reused, other.scored) == (0, 1)
+    # the torn line was cut off before the append, so every line is whole
+    assert [sorted(json.loads(line)) for line in path.read_text().splitlines()] == [["key", "scores"]] * 2

@@ -28,13 +28,12 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import math
 from collections import Counter
 from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.metrics import js_divergence
-from pipeline.io import atomic_write, iter_jsonl, read_json, write_json
+from pipeline.io import atomic_write, write_json
 from pipeline.params import load_params
 from pipeline.records import ITEM_MODES, frequencies, is_valid
 from pipeline.records import read_record_file as read_records

@@ -263,7 +263,8 @@ def _js_cell(report) -> str:
         return "not bounded"
     met = "" if report.get("js_bound_met") in (True, None) else ", bound not met"
     dropped = f", {report['dropped_for_js']} dropped for JS" if report.get("dropped_for_js") else ""
-    return f"{_fmt(report.get('js_before'))} -> {_fmt(report.get('js_after'))}{dropped}{met}"
+    floor = f" (noise floor {_fmt(report['js_noise_floor'])})" if report.get("js_noise_floor") is not None else ""
+    return f"{_fmt(report.get('js_before'))} -> {_fmt(report.get('js_after'))}{floor}{dropped}{met}"
 
 
 def _acc_r_cell(entry) -> str:
@@ -281,7 +282,9 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "scorer was not used by the refinement and is the real check. A tie (equal scores) is no preference",
              "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut.",
              "JS: of the changed items (VALSE Table 5), unrefined (each sample's first candidate) -> refined; the",
-             "refinement drops whole balanced pairs while it exceeds the unrefined JS by more than `max_js_rise`.", "",
+             "refinement drops whole balanced pairs while it exceeds the unrefined JS by more than `max_js_rise`.",
+             "Noise floor: the JS two samples of the kept size from one item distribution show (true JS 0); a",
+             "refined JS below it is no measurable shift, whatever the bound says.", "",
              "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | JS before -> after |",
              "|---|---|---|---|---|"]
     held_out_names = set()

@@ -23,6 +23,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="foil records, one JSON object a line")
     parser.add_argument("--seed", type=int, default=None, help="override params.yaml `seed`")
     parser.add_argument("--metrics", default=None, help="write the foiler's run statistics here (JSON)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="journal model scores here (relations: one line per chunk of slots), so a killed run "
+                             "resumes where it stopped and a rerun with the same scorer and slots rescores nothing")
 
 INSTRUMENT_KEYS = ("foiler", "source", "args", "candidates_per_sample")
 
@@ -54,7 +57,7 @@ def build_instrument(params: dict, name: str):
 
 
 def foil_file(params: dict, instrument: str, input_path, output_path, seed: int | None = None,
-              metrics_path=None) -> int:
+              metrics_path=None, cache_dir=None) -> int:
     from foilers.base import RunContext
 
     foiler = build_instrument(params, instrument)
@@ -72,7 +75,7 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
         samples.append(sample)
     seed = params.get("seed", 0) if seed is None else seed
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
-                         candidates_per_sample=cap)
+                         candidates_per_sample=cap, cache_dir=cache_dir)
     records = foiler.run(samples, context=context)
     count = write_jsonl(output_path, records)
     if metrics_path is not None:
@@ -83,5 +86,6 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
 
 def main(args) -> int:
     params = load_params(args.params)
-    foil_file(params, args.instrument, args.input, args.output, args.seed, getattr(args, "metrics", None))
+    foil_file(params, args.instrument, args.input, args.output, args.seed, getattr(args, "metrics", None),
+              getattr(args, "cache_dir", None))
     return 0
