@@ -220,12 +220,15 @@ class Relations(Foiler):
         method = self.foil_method(context.key("scorer"))
         proposals: dict[str, list[tuple[Slot, str, float]]] = {}
         scorer = self._get_scorer(context.key("scorer"))
-        if context.cache_dir:  # a long run (all of COCO: hours on a CPU) that is killed resumes where it stopped
+        # a long run (all of COCO: hours on a CPU) that is killed resumes where it stopped; only a model built from
+        # a params block has an identity to key the journal on (a scorer plugged in with use_scorer is not journaled)
+        journaled = bool(context.cache_dir) and hasattr(scorer, "spec")
+        if journaled:
             from pipeline.scorers import JournaledScorer
 
             scorer = JournaledScorer(scorer, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
         ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress)
-        if context.cache_dir:
+        if journaled:
             log.info("relations: %d scoring chunks read from the journal %s, %d scored", scorer.reused, scorer.path,
                      scorer.scored)
         for slot, best in zip(slots, ranked):

@@ -552,7 +552,7 @@ class JournaledScorer:
     Every `score(items)` call is one JSON line of `path`: {"key": sha256 of the scorer's identity and the items,
     "scores": [[...], ...]} (a pruned fill, -inf, as null). A call whose key is in the journal is answered from it;
     any other is scored and its line appended and flushed before the call returns, so a kill loses at most the call
-    in flight (a torn last line is ignored). Callers that score in fixed chunks (relations: SCORE_CHUNK slots a call)
+    in flight (a torn last line is cut off when the journal is opened). Callers that score in fixed chunks (relations: SCORE_CHUNK slots a call)
     get the same calls, and so the same batches and the same floats, in a resumed run as in an uninterrupted one.
     """
 

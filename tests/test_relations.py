@@ -391,3 +391,8 @@ def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_
     calls.clear()
     rerun = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
     assert calls == [] and rerun == reference
+    # a scorer plugged in by hand has no model identity to key a journal on: it runs, nothing is journaled
+    plugged = tmp_path / "plugged"
+    build({"min_count": 1}).use_scorer(PreferenceScorer(["under", "on"])).run(
+        CORPUS, context=RunContext("relations", cache_dir=str(plugged)))
+    assert not plugged.exists()
