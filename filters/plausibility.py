@@ -20,44 +20,45 @@ at chance. Here:
   `scorers` (default: all that scored), the gap d = caption score - foil score
   of each candidate is binned by |d| (`bins` quantile bins per scorer over
   the candidates) and sign. A candidate's cell is its tuple of |d| bins; its
-  pattern the tuple of signs. Within a cell, each kept pattern is matched by
-  a kept candidate of the mirrored pattern (every sign flipped), so in every
+  pattern the tuple of signs. Within a cell, as many candidates are kept in
+  each pattern as in the mirrored pattern (every sign flipped), so in every
   |d| bin of every scorer there are as many pairs with the caption ahead as
   with the foil ahead: acc_r under each refinement scorer is at most 50% by
   construction (exact ties, d = 0, count as the foil's win, as in acc_r).
   Where several candidates share a `sample_id` (`candidates_per_sample`,
-  relations proposals, ...), at most one per sample is kept and the matching
-  chooses which (`choose: true`); `choose: false` only drops captions (each
-  sample's first candidate, the one without a `#n` suffix, or else its
-  lowest id). Deterministic: ties are broken by a hash of the record id.
+  relations proposals, ...), at most one per sample is kept and the
+  refinement chooses which (`choose: true`); `choose: false` only drops
+  captions (each sample's first candidate, the one without a `#n` suffix, or
+  else its lowest id). The two members of a Winoground pair (`pair_id`: two
+  records that swap each other's caption and foil) are kept together or not at all.
 
-The matching is greedy: samples with the fewest usable candidates are placed
-first; each tries its candidates in order of how little they would unbalance
-the item histograms kept so far (the L1 distance between the caption-side
-and foil-side counts of the changed items, VALSE Table 5's JS inputs), the
-foiler's order breaking ties, and takes the first for which a still free
-sample offers the mirrored pattern in the same cell. Among partners it
-prefers one whose edit reverses its own (p->q with q->p), then the one that
-unbalances the histograms least, then the one with the fewest candidates,
-then by id hash. Without this, choosing among proposals drifts to the rarer
-items of lower-ranked proposals and JS grows (1,000 real COCO captions:
-0.068 -> 0.202; with it 0.163). Candidates with a zero sign in every scorer need no partner.
+The subset is the optimum of a 0/1 program (`RefinementProgram`, HiGHS
+through scipy.optimize.milp): as many records as those constraints allow
+(exactly), then, as tie-breaks, the foiler's earlier proposals and the
+smallest imbalance of the changed items (below). A greedy matching kept far fewer
+(1,000 real COCO captions, relations: 504 against 588; sample relations 28
+against 60). Deterministic: the same candidates, in any order, give the same subset.
 
 The JS bound (`max_js_rise`, default 0.05, the bound of issue #14; null turns
-it off): the pairs the matching keeps can still shift the caption-side and
-foil-side item distributions apart. JS "before" is that of the records the
-instrument would export without the refinement (each sample's first
-candidate); while the kept set's JS exceeds it by more than `max_js_rise`, the
-kept unit (a mirror pair, or a tie kept alone) whose removal lowers JS most is
-dropped. Dropping whole units keeps every |d| bin balanced, so acc_r stays at
-chance; the cost is records, and the report says how many
-(`dropped_for_js`) and whether the bound was met (a set too small to lower JS
-further stops the trimming). With it, `js_noise_floor`: the JS that two
-samples of the kept size from one and the same item distribution show. The
-plug-in JS of a few hundred records is large even without any shift (1,000
-real COCO captions, relations: 0.17 at 504 records), so a kept set below its
-floor shows no measurable shift; above it, the excess is real. Items are counted as the bias stage counts them
-(`pipeline.records.changed_items`, with the instrument's `bias...items` mode).
+it off): balancing the scores can shift the caption-side and foil-side item
+distributions apart (the kept pairs may favour a few foil prepositions). JS
+"before" is that of the records the instrument would export without the
+refinement (each sample's first candidate). The program's L1 imbalance is the
+sum over the changed items of |foil-side count - caption-side count|; 0 means
+equal histograms, JS 0. While the kept set's JS exceeds "before" by more than
+`max_js_rise`, the imbalance gets a weight in the objective (`JS_WEIGHTS`:
+below 0.5 a one-item edit is never dropped for its items, only the choice of
+proposal and partner moves), and if that is not enough, records go: the
+largest L1 budget that meets the bound, by bisection (budget 0 always does).
+Every kept set obeys the balance constraints, so acc_r stays at chance; the
+cost is records, and the report says how many (`dropped_for_js`) and whether
+the bound was met. With it, `js_noise_floor`: the JS that two samples of the
+kept size from one and the same item distribution show. The plug-in JS of a
+few hundred records is large even without any shift (1,000 real COCO
+captions, relations: 0.16 at 588 records), so a kept set below its floor
+shows no measurable shift; above it, the excess is real. Items are counted as
+the bias stage counts them (`pipeline.records.changed_items`, with the
+instrument's `bias...items` mode).
 
 params.yaml:
 
@@ -72,7 +73,6 @@ params.yaml:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 from filters.base import FILTERS, Filter, texts_of
@@ -143,32 +143,10 @@ def build_text_scorer(block, param_key: str):
     return CausalLMScorer(spec)
 
 
-def id_hash(record_id: str) -> str:
-    return hashlib.sha256(f"refine\x1f{record_id}".encode()).hexdigest()
-
-
 def candidate_order(record_id) -> tuple:
     """`I:s` before `I:s#1` before `I:s#2` ... before `I:s#10`: the foiler's proposal order."""
     base, _, suffix = str(record_id).partition("#")
     return (base, int(suffix) if suffix.isdigit() else 0, str(record_id))
-
-
-def _item(value) -> str | None:
-    return None if value is None or isinstance(value, (list, dict)) else str(value).strip().lower()
-
-
-def item_overlap(mine: tuple, theirs: tuple) -> int:
-    """2: the partner's edit is the reverse of mine (p->q, q->p); 1: it shares one side; 0: neither.
-
-    Preferring such partners keeps the caption-side and foil-side item histograms alike, so the
-    refinement does not raise the JS divergence of the changed items (VALSE Table 5).
-    """
-    (caption_item, foil_item), (their_caption, their_foil) = mine, theirs
-    if caption_item is None or foil_item is None:
-        return 0
-    if (their_caption, their_foil) == (foil_item, caption_item):
-        return 2
-    return int(their_foil == caption_item or their_caption == foil_item)
 
 
 def _sign(value: float) -> int:
@@ -186,6 +164,116 @@ def quantile_edges(values: list[float], bins: int) -> list[float]:
 
 def _bin(value: float, edges: list[float]) -> int:
     return sum(value > edge for edge in edges)
+
+
+class RefinementProgram:
+    """The refinement as a 0/1 program over the pool (one variable per candidate), solved by HiGHS.
+
+    maximise  #kept - weight * L1(item imbalance)  (tie-breaks: the foiler's earlier proposals)
+    subject to  at most one kept candidate per sample;
+                per |gap| cell and sign pattern, as many kept as in the mirrored pattern;
+                both members of a Winoground pair (`pair_id`) kept, or neither.
+
+    The L1 imbalance is sum over changed items of |foil-side count - caption-side count| among the
+    kept records: 0 means the two item histograms are equal, so their JS is 0.
+    """
+
+    def __init__(self, pool: list[str], keys: dict, sample_of: dict, rank: dict, changed: dict | None,
+                 pair_of: dict):
+        import numpy as np
+        from scipy.sparse import coo_matrix
+
+        self.pool = pool
+        index = {rid: k for k, rid in enumerate(pool)}
+        vocabulary = sorted({item for rid in pool for side in (changed or {}).get(rid, ()) for item in side})
+        column = {item: k for k, item in enumerate(vocabulary)}
+        n, m = len(pool), len(vocabulary)
+        self.n, self.m = n, m
+        rows, cols, vals, lower, upper = [], [], [], [], []
+
+        def constraint(entries: dict, low: float, high: float):
+            for col, val in entries.items():
+                rows.append(len(lower))
+                cols.append(col)
+                vals.append(val)
+            lower.append(low)
+            upper.append(high)
+
+        members: dict[str, list[int]] = {}
+        for rid in pool:
+            members.setdefault(sample_of[rid], []).append(index[rid])
+        for indices in members.values():
+            if len(indices) > 1:
+                constraint({k: 1 for k in indices}, 0, 1)
+        classes: dict[tuple, list[int]] = {}
+        for rid in pool:
+            classes.setdefault(keys[rid], []).append(index[rid])
+        canonical = set()
+        for cell, pattern in classes:
+            if any(pattern):  # a tie under every scorer needs no partner
+                first = next(s for s in pattern if s)
+                canonical.add((cell, pattern if first > 0 else tuple(-s for s in pattern)))
+        for cell, pattern in sorted(canonical):
+            entries = {k: 1 for k in classes.get((cell, pattern), [])}
+            entries.update({k: -1 for k in classes.get((cell, tuple(-s for s in pattern)), [])})
+            constraint(entries, 0, 0)
+        pairs: dict[str, list[int]] = {}
+        for rid in pool:
+            if pair_of.get(rid) is not None:
+                pairs.setdefault(pair_of[rid], []).append(index[rid])
+        for indices in pairs.values():
+            if len(indices) == 2:
+                constraint({indices[0]: 1, indices[1]: -1}, 0, 0)
+        delta = np.zeros((m, n))  # foil-side minus caption-side count of each item, per candidate
+        for rid in pool:
+            caption_items, foil_items = (changed or {}).get(rid, ((), ()))
+            for item in foil_items:
+                delta[column[item], index[rid]] += 1
+            for item in caption_items:
+                delta[column[item], index[rid]] -= 1
+        for v in range(m):  # t_v >= |delta_v . x|
+            entries = {int(k): float(delta[v, k]) for k in np.nonzero(delta[v])[0]}
+            constraint({**{k: -d for k, d in entries.items()}, n + v: 1}, 0, np.inf)
+            constraint({**entries, n + v: 1}, 0, np.inf)
+        constraint({n + v: 1 for v in range(m)}, 0, np.inf)  # the L1 budget: its upper bound is set per solve
+        self.matrix = coo_matrix((vals, (rows, cols)), shape=(len(lower), n + m)).tocsr()
+        self.lower, self.upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
+        self.delta = delta
+        self.max_l1 = float(np.abs(delta).sum())
+        # tie-breaks, together worth less than one record: earlier proposals, then a smaller imbalance
+        self.rank_cost = np.array([rank[rid] for rid in pool], dtype=float) / (4 * (sum(rank.values()) + 1))
+
+    def imbalance(self, kept: list[str]) -> int:
+        """The L1 item imbalance of a kept set."""
+        import numpy as np
+
+        kept = set(kept)
+        chosen = [k for k, rid in enumerate(self.pool) if rid in kept]
+        return int(np.abs(self.delta[:, chosen].sum(axis=1)).sum())
+
+    def solve(self, weight: float, budget: int | None = None) -> list[str]:
+        """The kept ids at L1 weight `weight`, with L1 <= `budget` if given."""
+        import numpy as np
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        if not self.n:
+            return []
+        cost = np.concatenate([-1 + self.rank_cost, np.full(self.m, max(weight, 1 / (4 * (self.max_l1 + 1))))])
+        upper = self.upper.copy()
+        upper[-1] = np.inf if budget is None else budget
+        result = milp(cost, constraints=LinearConstraint(self.matrix, self.lower, upper),
+                      integrality=np.concatenate([np.ones(self.n), np.zeros(self.m)]),
+                      bounds=Bounds(np.zeros(self.n + self.m), np.concatenate([np.ones(self.n), np.full(self.m, np.inf)])),
+                      # HiGHS stops within this relative gap: below half a record, so the count is the optimum
+                      options={"mip_rel_gap": min(1e-4, 0.5 / (self.n + 1))})
+        if result.x is None:  # cannot happen: keeping nothing is always feasible
+            raise RuntimeError(f"the refinement program found no solution: {result.message}")
+        return [rid for rid, value in zip(self.pool, result.x[:self.n]) if value > 0.5]
+
+
+#: L1 weights tried in turn while the kept set's JS exceeds the bound. Below 0.5 no one-item edit is dropped
+#: for its items (keeping it adds at most 2 to L1): only the choice among proposals and mirror partners moves
+JS_WEIGHTS = (0.25, 0.45)
 
 
 def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
@@ -214,72 +302,56 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         by_sample = {sid: ids[:1] for sid, ids in by_sample.items()}
     pool = [rid for ids in by_sample.values() for rid in ids]
     edges = [quantile_edges([abs(gaps[rid][k]) for rid in pool], bins) for k in range(len(scorers))]
-
-    def cell_and_pattern(rid):
-        row = gaps[rid]
-        return (tuple(_bin(abs(d), e) for d, e in zip(row, edges)), tuple(_sign(d) for d in row))
-
-    keys = {rid: cell_and_pattern(rid) for rid in pool}
-    items = {r["id"]: (_item(r.get("classes")), _item(r.get("classes_foil"))) for r in candidates}
-    # who offers what: (cell, pattern) -> samples with a candidate there
-    offers: dict[tuple, list[str]] = {}
-    for sid, ids in by_sample.items():
-        for rid in ids:
-            offers.setdefault(keys[rid], []).append(sid)
-    kept: dict[str, str] = {}
-    units: list[tuple[str, ...]] = []  # what the matching kept together: a mirror pair, or a tie alone
-    balance = ItemBalance()
-    order = sorted(by_sample, key=lambda sid: (len(by_sample[sid]), id_hash(sid)))
-    for sid in order:
-        if sid in kept:
-            continue
-        ranked = sorted(by_sample[sid], key=lambda rid: balance.cost(items[rid]))  # stable: foiler order on ties
-        for rid in ranked:
-            cell, pattern = keys[rid]
-            if not any(pattern):  # caption and foil tie under every scorer: balanced on its own
-                kept[sid] = rid
-                units.append((rid,))
-                balance.add(items[rid])
-                break
-            mirror = (cell, tuple(-s for s in pattern))
-            partners = [other for other in offers.get(mirror, []) if other != sid and other not in kept]
-            if not partners:
-                continue
-
-            def preference(other):
-                theirs = next(r for r in by_sample[other] if keys[r] == mirror)
-                return (-item_overlap(items[rid], items[theirs]), balance.cost(items[rid], items[theirs]),
-                        len(by_sample[other]), id_hash(other))
-
-            partner = min(partners, key=preference)
-            kept[sid] = rid
-            kept[partner] = next(r for r in by_sample[partner] if keys[r] == mirror)
-            balance.add(items[rid], items[kept[partner]])
-            units.append((rid, kept[partner]))
-            break
-    if max_js_rise is None:
-        return set(kept.values())
+    keys = {rid: (tuple(_bin(abs(d), e) for d, e in zip(gaps[rid], edges)), tuple(_sign(d) for d in gaps[rid]))
+            for rid in pool}
     by_id = {r["id"]: r for r in candidates}
+    changed = None if max_js_rise is None else {rid: changed_items(by_id[rid], item_mode, path, rid) for rid in pool}
+    program = RefinementProgram(
+        pool, keys, sample_of={rid: sid for sid, ids in by_sample.items() for rid in ids},
+        rank={rid: k for ids in by_sample.values() for k, rid in enumerate(ids)}, changed=changed,
+        pair_of={rid: by_id[rid].get("pair_id") for rid in pool})
+    kept = program.solve(0.0)
+    matched_size = len(kept)
+    if max_js_rise is None:
+        return set(kept)
 
     def js_of(ids):  # as the bias stage counts them
         return js_divergence(*frequencies([(rid, by_id[rid]) for rid in ids], item_mode, path))
 
     before = js_of(ids[0] for ids in by_sample.values())
-    matched = js_of(rid for unit in units for rid in unit)
+    matched = after = js_of(kept)
     bound = None if before is None else before + max_js_rise
-    if bound is not None:
-        changed = {rid: changed_items(by_id[rid], item_mode, path, rid) for unit in units for rid in unit}
-        units, dropped = trim_to_js(units, changed, bound)
-    else:
-        dropped = []
-    after = js_of(rid for unit in units for rid in unit)
+
+    def meets(value):
+        return bound is None or value is None or value <= bound + 1e-12
+
+    weight_used, budget = 0.0, None
+    for weight in JS_WEIGHTS:
+        if meets(after):
+            break
+        kept, weight_used = program.solve(weight), weight
+        after = js_of(kept)
+    if not meets(after):
+        # records must go: bisect for the largest L1 budget whose kept set meets the bound (0 always does:
+        # equal item histograms, JS 0)
+        low, high, best = 0, program.imbalance(kept), None
+        while high - low > 1:
+            middle = (low + high) // 2
+            trial = program.solve(weight_used, budget=middle)
+            if meets(js_of(trial)):
+                low, best = middle, trial
+            else:
+                high = middle
+        kept, budget = (best, low) if best is not None else (program.solve(weight_used, budget=0), 0)
+        after = js_of(kept)
     if report is not None:
-        unrefined = [changed_items(by_id[ids[0]], item_mode, path, ids[0]) for ids in by_sample.values()]
+        unrefined = [changed[ids[0]] for ids in by_sample.values()]
         report.update(js_before=before, js_matched=matched, js_after=after, max_js_rise=max_js_rise,
-                      dropped_for_js=sum(len(unit) for unit in dropped),
+                      dropped_for_js=matched_size - len(kept),
+                      imbalance_weight=weight_used, imbalance_budget=budget,
                       js_bound_met=None if bound is None or after is None else after <= bound + 1e-12,
-                      js_noise_floor=js_noise_floor(unrefined, sum(len(unit) for unit in units)))
-    return {rid for unit in units for rid in unit}
+                      js_noise_floor=js_noise_floor(unrefined, len(kept)))
+    return set(kept)
 
 
 def js_noise_floor(records: list[tuple[tuple, tuple]], size: int, draws: int = JS_FLOOR_DRAWS) -> float | None:
@@ -318,66 +390,6 @@ def _js_rows(caption, foil):
         value = jensenshannon(caption, foil, base=2, axis=1)
     # as js_divergence: scipy's nan for identical rows is 0
     return np.where(empty, np.inf, np.nan_to_num(value, nan=0.0))
-
-
-def trim_to_js(units: list[tuple[str, ...]], changed: dict, bound: float) -> tuple[list[tuple], list[tuple]]:
-    """(kept units, dropped units): drop, one at a time, the unit whose removal lowers JS most, until JS <= bound.
-
-    Stops early when no removal lowers JS (small sets: sparsity raises JS). Ties go to the unit whose first
-    id hashes lowest, so the result does not depend on the order of the input.
-    """
-    import numpy as np
-
-    units = sorted(units, key=lambda unit: id_hash(unit[0]))
-    vocabulary = sorted({item for unit in units for rid in unit for side in changed[rid] for item in side})
-    column = {item: k for k, item in enumerate(vocabulary)}
-    removed_caption = np.zeros((len(units), len(vocabulary)))
-    removed_foil = np.zeros((len(units), len(vocabulary)))
-    for row, unit in enumerate(units):
-        for rid in unit:
-            caption_items, foil_items = changed[rid]
-            for item in caption_items:
-                removed_caption[row, column[item]] += 1
-            for item in foil_items:
-                removed_foil[row, column[item]] += 1
-    caption, foil = removed_caption.sum(axis=0), removed_foil.sum(axis=0)
-    alive = np.ones(len(units), dtype=bool)
-    current = float(_js_rows(caption[None], foil[None])[0]) if units else np.inf
-    while units and current > bound + 1e-12:
-        candidates = _js_rows(caption - removed_caption, foil - removed_foil)
-        candidates[~alive] = np.inf
-        best = int(np.argmin(candidates))  # first minimum: the lowest id hash among equals
-        if not candidates[best] < current:
-            break
-        alive[best] = False
-        caption, foil = caption - removed_caption[best], foil - removed_foil[best]
-        current = float(candidates[best])
-    return [u for u, a in zip(units, alive) if a], [u for u, a in zip(units, alive) if not a]
-
-
-class ItemBalance:
-    """Foil-side minus caption-side counts of the changed items among the records kept so far."""
-
-    def __init__(self):
-        self.surplus: dict[str, int] = {}
-
-    def _moves(self, edits) -> dict[str, int]:
-        moves: dict[str, int] = {}
-        for caption_item, foil_item in edits:
-            if caption_item is None or foil_item is None:
-                continue
-            moves[foil_item] = moves.get(foil_item, 0) + 1
-            moves[caption_item] = moves.get(caption_item, 0) - 1
-        return moves
-
-    def cost(self, *edits) -> int:
-        """How much keeping these (caption item, foil item) edits would grow the L1 imbalance."""
-        return sum(abs(self.surplus.get(item, 0) + delta) - abs(self.surplus.get(item, 0))
-                   for item, delta in self._moves(edits).items())
-
-    def add(self, *edits) -> None:
-        for item, delta in self._moves(edits).items():
-            self.surplus[item] = self.surplus.get(item, 0) + delta
 
 
 @FILTERS.register("plausibility.v1")

@@ -162,17 +162,44 @@ def test_js_rows_equal_the_bias_stage_js():
         assert rows[k] == pytest.approx(expected, abs=1e-12)
 
 
-def test_trim_drops_the_units_that_unbalance_the_items():
-    from filters.plausibility import trim_to_js
+def test_refinement_keeps_the_largest_balanced_subset():
+    """Brute force over every choice (none or one proposal per sample) of a small random pool."""
+    import itertools
+    import random
 
-    changed = {"a": (["on"], ["in"]), "b": (["in"], ["on"]), "c": (["on"], ["under"]), "d": (["on"], ["under"])}
-    kept, dropped = trim_to_js([("a",), ("b",), ("c",), ("d",)], changed, bound=0.0)
-    assert sorted(kept) == [("a",), ("b",)] and sorted(dropped) == [("c",), ("d",)]
-    # a looser bound stops after one unit: on->under once more than the balanced pair is within 0.5
-    kept, dropped = trim_to_js([("a",), ("b",), ("c",), ("d",)], changed, bound=0.5)
-    assert len(dropped) == 1 and dropped[0] in {("c",), ("d",)}
-    # nothing to gain: a balanced set is left alone even under an impossible bound
-    assert trim_to_js([("a", "b")], changed, bound=-1.0) == ([("a", "b")], [])
+    from filters.plausibility import _bin, _sign
+
+    rng = random.Random(3)  # a pool where the earlier greedy matching kept 6, the optimum is 8
+    records = [candidate(f"I:{s}" + (f"#{k}" if k else ""), str(s), round(rng.gauss(0.2, 1), 2), round(rng.gauss(0, 1), 2))
+               for s in range(9) for k in range(2)]
+    edges = [quantile_edges([abs(r["filters"]["plausibility"]["scores"][n]["gap"]) for r in records], 2) for n in ("s1", "s2")]
+
+    def key(r):
+        gaps = [r["filters"]["plausibility"]["scores"][n]["gap"] for n in ("s1", "s2")]
+        return tuple(_bin(abs(g), e) for g, e in zip(gaps, edges)), tuple(_sign(g) for g in gaps)
+
+    def balanced(chosen):
+        counts = {}
+        for r in chosen:
+            counts[key(r)] = counts.get(key(r), 0) + 1
+        return all(counts.get((cell, tuple(-s for s in pattern)), 0) == c for (cell, pattern), c in counts.items() if any(pattern))
+
+    best = max(sum(c is not None for c in choice) for choice in itertools.product((None, 0, 1), repeat=9)
+               if balanced([records[2 * s + c] for s, c in enumerate(choice) if c is not None]))
+    kept = refine(records, ["s1", "s2"], bins=2)
+    assert len(kept) == best == 8
+    assert balanced([r for r in records if r["id"] in kept]) and len({i.split("#")[0] for i in kept}) == len(kept)
+
+
+def test_refinement_keeps_winoground_pairs_whole():
+    # a/b and c/d each swap their captions (one pair_id); e stands alone. Without the pairs the best is
+    # four records (a, b, e and c or d); with them c needs d, and two captions ahead need two foils ahead
+    records = [candidate("a", "a", +1.0), candidate("b", "b", -1.0), candidate("c", "c", +1.0),
+               candidate("d", "d", +1.0), candidate("e", "e", -1.0)]
+    assert len(refine(records, ["s1"], bins=1)) == 4
+    for rid, pair in (("a", "p"), ("b", "p"), ("c", "q"), ("d", "q")):
+        next(r for r in records if r["id"] == rid)["pair_id"] = pair
+    assert refine(records, ["s1"], bins=1) == {"a", "b"}
 
 
 def test_refinement_bounds_the_js_rise_and_stays_at_chance():
