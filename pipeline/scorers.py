@@ -527,11 +527,29 @@ class MaskedSpanScorer(_Pruning):
         return results  # indexable by token id
 
 
+def scoring_code() -> dict:
+    """The code that computes the numbers: a hash of foilforge's scoring modules, and torch's and transformers' versions.
+
+    A journal written before any of them changed is not reused (a change to the scoring code, or a library
+    upgrade that moves the floats, would otherwise be answered with the old scores).
+    """
+    import torch
+    import transformers
+
+    from pipeline import lm, models
+
+    digest = hashlib.sha256()
+    for module_file in (__file__, lm.__file__, models.__file__):
+        digest.update(Path(module_file).read_bytes())
+    return {"foilforge_scoring": digest.hexdigest()[:16], "torch": torch.__version__,
+            "transformers": transformers.__version__}
+
+
 def scorer_identity(scorer) -> dict:
-    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype and the speed args.
+    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype, the speed args, the code.
 
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
-    same path are a different model. A hub id enters as id and revision.
+    same path are a different model. A hub id enters as id and revision. The code is `scoring_code()`.
     """
     from pipeline.models import resolve_path
 
@@ -543,7 +561,7 @@ def scorer_identity(scorer) -> dict:
     return {"kind": scorer.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
             "files": files, "device": str(scorer.lm.device), "dtype": spec.dtype, "prune_to": scorer.prune_to,
             "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
-            "max_batch_tokens": scorer.max_batch_tokens}
+            "max_batch_tokens": scorer.max_batch_tokens, "code": scoring_code()}
 
 
 class JournaledScorer:

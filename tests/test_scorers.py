@@ -313,3 +313,10 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
     assert other.score(ITEMS) != first and (other.reused, other.scored) == (0, 1)
     # the torn line was cut off before the append, so every line is whole
     assert [sorted(json.loads(line)) for line in path.read_text().splitlines()] == [["key", "scores"]] * 2
+    # other scoring code (an edit of pipeline/scorers.py, a torch upgrade) is another key too
+    import pipeline.scorers as scorers
+
+    monkeypatch.setattr(scorers, "scoring_code", lambda: {"foilforge_scoring": "edited", "torch": "x", "transformers": "y"})
+    monkeypatch.setattr(pruned, "score", lambda items: [[0.0] * len(fills) for _, _, fills in items])
+    changed = JournaledScorer(pruned, path)
+    assert changed.score(ITEMS) != first and (changed.reused, changed.scored) == (0, 1)

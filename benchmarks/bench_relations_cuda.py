@@ -1,0 +1,87 @@
+"""Span scoring on a GPU: the CUDA branch of pipeline/scorers.py, measured side by side in one run (issue #15).
+
+    python -m benchmarks.bench_relations_cuda [--captions FILE] [--limit 300] [--params params.yaml]
+
+Needs a CUDA device (the project's machines have none). The slots and candidates are those of benchmarks/bench_relations_scaling.py
+(the first --limit captions of a COCO captions file, the spans attested in
+the whole file). The reference is the exhaustive scoring in float32 on the
+GPU; every variant is timed (one warm-up call first) and compared with it:
+
+* float32, the default pruning, max_batch_tokens 1024 (the offline defaults);
+* float32 and bfloat16, the default pruning, max_batch_tokens 8192 (what the
+  scorer's docs advise on CUDA);
+* bfloat16 exhaustive: what half precision alone does to the rankings.
+
+Seconds, speed ratio against the reference, top-1 agreement and mean top-k
+overlap go to benchmarks/results/relations_cuda.json, with the device name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "relations_cuda.json"
+
+VARIANTS = {
+    "float32_default": {},
+    "float32_default_8192_tokens": {"max_batch_tokens": 8192},
+    "bfloat16_default_8192_tokens": {"dtype": "bfloat16", "max_batch_tokens": 8192},
+    "bfloat16_exhaustive_8192_tokens": {"dtype": "bfloat16", "max_batch_tokens": 8192, "exhaustive": True},
+}
+
+
+def main(argv=None) -> dict:
+    import torch
+
+    from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup
+    from foilers.relations import rank_fills
+    from pipeline.io import write_json
+    from pipeline.scorers import build_span_scorer
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--captions", default=str(REAL_CAPTIONS))
+    parser.add_argument("--limit", type=int, default=300)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--min-count", type=int, default=2)
+    parser.add_argument("--output", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_relations_cuda needs a CUDA device")
+    args.attested_from = "file"
+    instrument, candidates, slots = relations_setup(args)
+    block = {**instrument["scorer"], "device": "cuda", "dtype": "float32"}
+    key = "instruments.relations.args.scorer"
+
+    def run(scorer, warm_up=False):
+        return rank_fills(scorer, slots[:2] if warm_up else slots, candidates, args.top_k)
+
+    def timed(scorer):
+        run(scorer, warm_up=True)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        ranked = run(scorer)  # rank_fills reads the scores back to the host: the timing includes the last kernel
+        return ranked, time.perf_counter() - started
+
+    reference, reference_s = timed(build_span_scorer({**block, "exhaustive": True}, key))
+    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "captions": args.limit,
+              "slots": len(slots), "candidates": len(candidates), "top_k": args.top_k,
+              "reference": {"args": {"dtype": "float32", "exhaustive": True}, "seconds": round(reference_s, 2)},
+              "variants": {}}
+    print("reference", result["reference"], flush=True)
+    for label, extra in VARIANTS.items():
+        torch.cuda.reset_peak_memory_stats()
+        ranked, seconds = timed(build_span_scorer({**block, **extra}, key))
+        entry = {"args": extra, "seconds": round(seconds, 2), "speed_ratio": round(reference_s / seconds, 2),
+                 "peak_gpu_memory_mib": round(torch.cuda.max_memory_allocated() / 2 ** 20),
+                 **agreement(reference, ranked, args.top_k)}
+        result["variants"][label] = entry
+        print(label, entry, flush=True)
+    write_json(args.output, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
