@@ -4,7 +4,7 @@
 
 The refinement (filters/plausibility.py `refine`) solves a 0/1 program with one
 variable per candidate. A full-corpus instrument (25,014 COCO captions,
-several proposals each) gives tens of thousands of candidates, so this
+several proposals each) gives tens of thousands of candidates (the H100 build of relations: 59,529), so this
 measures the solve on seeded synthetic pools of that shape: samples with 3
 proposals each, two scorers whose gaps lean to the caption (as text-only
 scorers do before refinement), and preposition-like edits whose foil side
@@ -64,7 +64,7 @@ def main(argv=None) -> dict:
     from pipeline.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 22000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 22000, 60000])
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     runs = []

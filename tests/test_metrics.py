@@ -102,3 +102,16 @@ def test_multiple_choice_accuracy():
     assert m.multiple_choice_accuracy([]) == {"n": 0, "accuracy": None}
     with pytest.raises(ValueError, match="item 0: label 5 outside the 5 candidates"):
         m.multiple_choice_accuracy([([0.1] * 5, 5)])
+
+
+def test_wilson_interval_on_hand_computed_cases():
+    from pipeline.metrics import wilson_interval
+
+    # 15 of 26: centre (15 + 1.96^2/2) / (26 + 1.96^2) = 0.5670, half-width 1.96 sqrt(15*11/26 + 1.96^2/4) / 29.8416 = 0.1775
+    low, high = wilson_interval(15, 26)
+    assert low == pytest.approx(0.5670 - 0.1775, abs=1e-4) and high == pytest.approx(0.5670 + 0.1775, abs=1e-4)
+    # none of 10: the upper end is z^2 / (n + z^2), the lower end 0
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 1.96 ** 2 / (10 + 1.96 ** 2)))
+    assert wilson_interval(0, 0) is None
+    with pytest.raises(ValueError, match="within 0..n"):
+        wilson_interval(11, 10)

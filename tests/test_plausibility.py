@@ -186,8 +186,10 @@ def test_refinement_keeps_the_largest_balanced_subset():
 
     best = max(sum(c is not None for c in choice) for choice in itertools.product((None, 0, 1), repeat=9)
                if balanced([records[2 * s + c] for s, c in enumerate(choice) if c is not None]))
-    kept = refine(records, ["s1", "s2"], bins=2)
+    report: dict = {}
+    kept = refine(records, ["s1", "s2"], bins=2, report=report)
     assert len(kept) == best == 8
+    assert report["records_from_optimum_at_most"] == 0.0  # a small pool is solved to the exact optimum
     assert balanced([r for r in records if r["id"] in kept]) and len({i.split("#")[0] for i in kept}) == len(kept)
 
 
@@ -401,7 +403,8 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
                                                              "js_noise_floor": 0.41}}},
                 "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
     text = datacard_text(manifest)
-    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156) -> 48.0% (n=102) | "
+    assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156, 95% CI 43-58%) -> "
+            "48.0% (n=102, 95% CI 39-58%) | "
             "0.276 -> 0.300 (noise floor 0.410), 6 dropped for JS, bound not met |") in text
     assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
     # a scorer that cannot tell caption from foil shows its ties, not a bare 0.0%

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pipeline.errors import InputError
 from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
+from pipeline.metrics import wilson_interval
 from pipeline.params import load_params
 from pipeline.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
 from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
@@ -267,11 +268,13 @@ def _js_cell(report) -> str:
     return f"{_fmt(report.get('js_before'))} -> {_fmt(report.get('js_after'))}{floor}{dropped}{met}"
 
 
-def _acc_r_cell(entry) -> str:
+def _acc_r_cell(entry, interval: bool = False) -> str:
     if not entry or entry.get("acc_r") is None:
         return "n/a"
     ties = f", {entry['ties']} ties" if entry.get("ties") else ""
-    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']}{ties})"
+    bounds = wilson_interval(round(entry["acc_r"] * entry["n"]), entry["n"]) if interval else None
+    ci = f", 95% CI {100 * bounds[0]:.0f}-{100 * bounds[1]:.0f}%" if bounds else ""
+    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']}{ties}{ci})"
 
 
 def blind_check_lines(manifest: dict) -> list[str]:
@@ -280,7 +283,8 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "that passed every other filter; `after`: those the refinement kept. The refinement balances its own",
              "scorers' caption-minus-foil gaps, so their `after` is at most 50% by construction; the held-out",
              "scorer was not used by the refinement and is the real check. A tie (equal scores) is no preference",
-             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut.",
+             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut. The held-out",
+             "cells give a 95% Wilson interval: one that contains 50% is no evidence of a shortcut at that n.",
              "JS: of the changed items (VALSE Table 5), unrefined (each sample's first candidate) -> refined; where",
              "the refined set exceeds the unrefined JS by more than `max_js_rise`, the refinement rebalances the",
              "items, then drops records (still at chance) until it does not; \"dropped for JS\" counts them.",
@@ -299,7 +303,7 @@ def blind_check_lines(manifest: dict) -> list[str]:
         if held:
             held_out_names.add(held["scorer"])
         lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
-                     f"{_acc_r_cell(held['before']) + ' -> ' + _acc_r_cell(held['after']) if held else 'not configured'} | "
+                     f"{_acc_r_cell(held['before'], True) + ' -> ' + _acc_r_cell(held['after'], True) if held else 'not configured'} | "
                      f"{_js_cell(entry.get('refinement'))} |")
     roles = manifest.get("text_only_roles") or {}
     lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
