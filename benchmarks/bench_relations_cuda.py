@@ -19,7 +19,6 @@ overlap go to benchmarks/results/relations_cuda.json, with the device name.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "relations_cuda.json"
@@ -35,7 +34,7 @@ VARIANTS = {
 def main(argv=None) -> dict:
     import torch
 
-    from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup
+    from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup, timed
     from foilers.relations import rank_fills
     from pipeline.io import write_json
     from pipeline.scorers import build_span_scorer
@@ -58,14 +57,12 @@ def main(argv=None) -> dict:
     def run(scorer, warm_up=False):
         return rank_fills(scorer, slots[:2] if warm_up else slots, candidates, args.top_k)
 
-    def timed(scorer):
+    def warm_and_time(scorer):
         run(scorer, warm_up=True)
         torch.cuda.synchronize()
-        started = time.perf_counter()
-        ranked = run(scorer)  # rank_fills reads the scores back to the host: the timing includes the last kernel
-        return ranked, time.perf_counter() - started
+        return timed(lambda: run(scorer))  # rank_fills reads the scores back to the host: the last kernel is in
 
-    reference, reference_s = timed(build_span_scorer({**block, "exhaustive": True}, key))
+    reference, reference_s = warm_and_time(build_span_scorer({**block, "exhaustive": True}, key))
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "captions": args.limit,
               "slots": len(slots), "candidates": len(candidates), "top_k": args.top_k,
               "reference": {"args": {"dtype": "float32", "exhaustive": True}, "seconds": round(reference_s, 2)},
@@ -73,7 +70,7 @@ def main(argv=None) -> dict:
     print("reference", result["reference"], flush=True)
     for label, extra in VARIANTS.items():
         torch.cuda.reset_peak_memory_stats()
-        ranked, seconds = timed(build_span_scorer({**block, **extra}, key))
+        ranked, seconds = warm_and_time(build_span_scorer({**block, **extra}, key))
         entry = {"args": extra, "seconds": round(seconds, 2), "speed_ratio": round(reference_s / seconds, 2),
                  "peak_gpu_memory_mib": round(torch.cuda.max_memory_allocated() / 2 ** 20),
                  **agreement(reference, ranked, args.top_k)}
