@@ -226,32 +226,31 @@ class RefinementProgram:
         for indices in pairs.values():
             if len(indices) == 2:
                 constraint({indices[0]: 1, indices[1]: -1}, 0, 0)
-        delta = np.zeros((m, n))  # foil-side minus caption-side count of each item, per candidate
+        # per item, the candidates that move it: foil-side minus caption-side count (sparse: a corpus has
+        # thousands of items and tens of thousands of candidates, each candidate moves one or two)
+        moves: list[dict[int, float]] = [{} for _ in range(m)]
         for rid in pool:
             caption_items, foil_items = (changed or {}).get(rid, ((), ()))
-            for item in foil_items:
-                delta[column[item], index[rid]] += 1
-            for item in caption_items:
-                delta[column[item], index[rid]] -= 1
-        for v in range(m):  # t_v >= |delta_v . x|
-            entries = {int(k): float(delta[v, k]) for k in np.nonzero(delta[v])[0]}
+            for items, step in ((foil_items, 1.0), (caption_items, -1.0)):
+                for item in items:
+                    row = moves[column[item]]
+                    row[index[rid]] = row.get(index[rid], 0.0) + step
+        self.moves = [{k: d for k, d in row.items() if d} for row in moves]  # an item on both sides moves nothing
+        for v, entries in enumerate(self.moves):  # t_v >= |moves_v . x|
             constraint({**{k: -d for k, d in entries.items()}, n + v: 1}, 0, np.inf)
             constraint({**entries, n + v: 1}, 0, np.inf)
         constraint({n + v: 1 for v in range(m)}, 0, np.inf)  # the L1 budget: its upper bound is set per solve
         self.matrix = coo_matrix((vals, (rows, cols)), shape=(len(lower), n + m)).tocsr()
         self.lower, self.upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
-        self.delta = delta
-        self.max_l1 = float(np.abs(delta).sum())
+        self.max_l1 = float(sum(abs(d) for entries in self.moves for d in entries.values()))
         # tie-breaks, together worth less than one record: earlier proposals, then a smaller imbalance
         self.rank_cost = np.array([rank[rid] for rid in pool], dtype=float) / (4 * (sum(rank.values()) + 1))
 
     def imbalance(self, kept: list[str]) -> int:
         """The L1 item imbalance of a kept set."""
-        import numpy as np
-
         kept = set(kept)
-        chosen = [k for k, rid in enumerate(self.pool) if rid in kept]
-        return int(np.abs(self.delta[:, chosen].sum(axis=1)).sum())
+        chosen = {k for k, rid in enumerate(self.pool) if rid in kept}
+        return int(sum(abs(sum(d for k, d in entries.items() if k in chosen)) for entries in self.moves))
 
     def solve(self, weight: float, budget: int | None = None) -> tuple[list[str], float]:
         """(kept ids, records short of the optimum at most) at L1 weight `weight`, with L1 <= `budget` if given.
