@@ -3,8 +3,9 @@
 Three runs, each through the same stage commands a user runs (ingest, foil, score, select, bias, baseline),
 with the repository's params.yaml for filters, refinement scorers and the held-out scorer:
 
-* `valse_relations`, `valse_actant_swap`: the released VALSE dev files (../shared/data/valse-dev/) re-filtered
-  through the pass-through foiler `released.v1`;
+* `valse_<piece>`: every released VALSE dev file (../shared/data/valse-dev/: a quarter of each released
+  instrument) re-filtered through the pass-through foiler `released.v1`, each with the filters and
+  refinement of the foilforge instrument it corresponds to (`VALSE_PIECES`);
 * `coco_relations`: relations foiled from the first N real COCO val 2017 captions (default 1,000).
 
 Figures per run: records before/after the refinement, records kept when choosing among a caption's own
@@ -31,6 +32,22 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 RESULT = ROOT / "benchmarks" / "results" / "refinement_real.json"
+
+#: released VALSE file -> (the foilforge instrument whose filters and refinement it gets, its phenomenon).
+#: counting-hard is VALSE's "balanced" counting piece, coreference-hard its "clean" one.
+VALSE_PIECES = {
+    "existence.json": ("existence", "existence"),
+    "plurals.json": ("plurals", "plurals"),
+    "counting-hard.json": ("counting_balanced", "counting"),
+    "counting-small-quant.json": ("counting_small", "counting"),
+    "counting-adversarial.json": ("counting_adversarial", "counting"),
+    "relations.json": ("relations", "relations"),
+    "action-replacement.json": ("action_replacement", "actions"),
+    "actant-swap.json": ("actant_swap", "actions"),
+    "coreference-standard.json": ("coreference_standard", "coreference"),
+    "coreference-hard.json": ("coreference_clean", "coreference"),
+    "foil-it.json": ("foil_it", "noun phrases"),
+}
 
 
 def _params(work: Path, name: str, source: dict, instrument: dict, like: str) -> None:
@@ -136,18 +153,18 @@ def main() -> int:
         path.write_text("".join(lines))
 
     runs = {
-        "valse_relations": ({**valse, "files": {"instrument": "relations.json"}},
-                            {"foiler": "released.v1", "source": "valse_relations", "args": {"phenomenon": "relations"}},
-                            "relations", None),
-        "valse_actant_swap": ({**valse, "files": {"instrument": "actant-swap.json"}},
-                              {"foiler": "released.v1", "source": "valse_actant_swap",
-                               "args": {"phenomenon": "actions"}}, "actant_swap", None),
-        "coco_relations": ({"format": "coco", "root": str(SHARED / "real" / "coco"),
-                            "files": {"captions": "captions_val2017.json"}},
-                           {**params["instruments"]["relations"], "source": "coco_relations"}, "relations",
-                           first_captions),
+        f"valse_{like}": ({**valse, "files": {"instrument": file}},
+                          {"foiler": "released.v1", "source": f"valse_{like}", "args": {"phenomenon": phenomenon}},
+                          like, None)
+        for file, (like, phenomenon) in VALSE_PIECES.items()
     }
-    results = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    runs["coco_relations"] = ({"format": "coco", "root": str(SHARED / "real" / "coco"),
+                               "files": {"captions": "captions_val2017.json"}},
+                              {**params["instruments"]["relations"], "source": "coco_relations"}, "relations",
+                              first_captions)
+    # an earlier file's figures of runs not rerun now stay; entries of runs that no longer exist go
+    old = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    results = {k: v for k, v in old.items() if k in runs}
     results.update({"params": "params.yaml of the repository (filters, refinement scorers, blind_check.held_out)",
                     "coco_captions": args.captions})
     for name, (source, instrument, like, samples_from) in runs.items():

@@ -168,3 +168,26 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (successes + z2 / 2) / (n + z2)
     half = z * (successes * (n - successes) / n + z2 / 4) ** 0.5 / (n + z2)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+#: the blind check's reading of acc_r (issue 14): within this many points of 50% is at chance
+CHANCE_MARGIN = 0.05
+#: fewer pairs than this are not judged (issue 14 judges instruments with at least 20 exported pairs)
+MIN_JUDGED_PAIRS = 20
+
+
+def blind_verdict(acc_r: float | None, n: int) -> str:
+    """How a text-only scorer's acc_r on n pairs reads, in both directions (a scorer that prefers the foil
+    is as much a shortcut as one that prefers the caption: a blind model picks the less plausible one).
+
+    'at chance' within CHANCE_MARGIN of 50%; else 'chance within the 95% CI' when the Wilson interval
+    still contains 50%; else 'caption preferred' / 'foil preferred'; 'too few pairs' below MIN_JUDGED_PAIRS.
+    """
+    if acc_r is None or n < MIN_JUDGED_PAIRS:
+        return "too few pairs"
+    if abs(acc_r - 0.5) <= CHANCE_MARGIN + 1e-12:
+        return "at chance"
+    low, high = wilson_interval(round(acc_r * n), n)
+    if low <= 0.5 <= high:
+        return "chance within the 95% CI"
+    return "caption preferred" if acc_r > 0.5 else "foil preferred"

@@ -115,3 +115,16 @@ def test_wilson_interval_on_hand_computed_cases():
     assert wilson_interval(0, 0) is None
     with pytest.raises(ValueError, match="within 0..n"):
         wilson_interval(11, 10)
+
+
+def test_blind_verdict_reads_acc_r_in_both_directions():
+    from pipeline.metrics import blind_verdict
+
+    assert blind_verdict(0.55, 40) == "at chance"                   # 5 points off: the margin itself
+    assert blind_verdict(15 / 26, 26) == "chance within the 95% CI"  # 57.7%, CI 39-74% (hand-computed above)
+    # 22 of 60: centre 23.92 / 63.8416 = 0.3747, half-width 1.96 sqrt(22*38/60 + 0.9604) / 63.8416 = 0.1185:
+    # 25.6-49.3%, 50% outside: a blind model picking the less plausible sentence wins
+    assert blind_verdict(22 / 60, 60) == "foil preferred"
+    assert blind_verdict(0.7, 100) == "caption preferred"
+    assert blind_verdict(0.9, 19) == "too few pairs"
+    assert blind_verdict(None, 0) == "too few pairs"

@@ -358,6 +358,9 @@ def test_score_select_baseline_twice_byte_identical(tmp_path):
         # the blind check and the select report agree; the blind check also counts ties
         before = check["refinement"][name]["before"]
         assert {k: before[k] for k in ("n", "acc_r")} == report["acc_r"][name]["before"]
+    # each scorer is described by its own part of the filter's model string, not by the joint one
+    assert check["refinement"]["word3"]["scorer"].startswith("word 3-gram LM") and ";" not in check["refinement"]["word3"]["scorer"]
+    assert check["refinement"]["word2wb"]["scorer"].startswith("word 2-gram LM (interpolated witten-bell)")
     held = check["held_out"]
     assert held["kind"] == "ngram" and held["scorer"].startswith("char 4-gram LM (interpolated witten-bell)")
     assert held["before"]["n"] == 120 and held["after"]["n"] == report["kept"]
@@ -404,12 +407,12 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
                 "sources": {}, "text_only_roles": {"refinement": {"smollm2": {}}, "held_out": {"kind": "ngram"}}}
     text = datacard_text(manifest)
     assert ("| relations | 156 -> 102 | smollm2: 66.7% (n=156) -> 50.0% (n=102) | 50.6% (n=156, 95% CI 43-58%) -> "
-            "48.0% (n=102, 95% CI 39-58%) | "
+            "48.0% (n=102, 95% CI 39-58%) | at chance | "
             "0.276 -> 0.300 (noise floor 0.410), 6 dropped for JS, bound not met |") in text
     assert "- held-out scorer (blind_check.held_out): char 5-gram LM" in text
     # a scorer that cannot tell caption from foil shows its ties, not a bare 0.0%
     assert ("| action_replacement | 129 -> 40 | caption_ngram: 0.0% (n=129, 129 ties) -> 0.0% (n=40, 40 ties) | "
-            "not configured | not bounded |") in text
+            "not configured | n/a | not bounded |") in text
 
 
 def test_blind_check_counts_ties_apart():

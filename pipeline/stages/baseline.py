@@ -109,6 +109,14 @@ def _acc(gaps: list[float]) -> dict:
             "ties": sum(g == 0 for g in gaps)}
 
 
+def scorer_description(model: str | None, name: str) -> str | None:
+    """One scorer's part of the plausibility filter's `model` ("name: description; name2: ...")."""
+    for part in (model or "").split("; "):
+        if part.startswith(f"{name}: "):
+            return part[len(name) + 2:]
+    return model
+
+
 def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:
     """Records that passed every filter but the refinement: the set the refinement chose from."""
     def others_passed(record):
@@ -128,9 +136,9 @@ def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=Non
     out: dict = {"records_before": len(before), "records_after": len(kept), "refinement": {}}
     for name in refined_on:
         gaps = [(id(r) in kept_ids, r["filters"][REFINEMENT]["scores"][name]["gap"]) for r in before]
-        models = {r["filters"][REFINEMENT].get("model") for r in before}
-        out["refinement"][name] = {"before": _acc([g for _, g in gaps]), "after": _acc([g for k, g in gaps if k])}
-        out["refinement"][name]["scorer"] = sorted(m for m in models if m)[0] if models - {None} else None
+        models = sorted({scorer_description(r["filters"][REFINEMENT].get("model"), name) for r in before} - {None})
+        out["refinement"][name] = {"before": _acc([g for _, g in gaps]), "after": _acc([g for k, g in gaps if k]),
+                                   "scorer": models[0] if models else None}
     block = held_out_block(params)
     if block is None and scorer is None:
         out["held_out"] = None

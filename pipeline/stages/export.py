@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pipeline.errors import InputError
 from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
-from pipeline.metrics import wilson_interval
+from pipeline.metrics import blind_verdict, wilson_interval
 from pipeline.params import load_params
 from pipeline.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
 from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
@@ -289,9 +289,12 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "the refined set exceeds the unrefined JS by more than `max_js_rise`, the refinement rebalances the",
              "items, then drops records (still at chance) until it does not; \"dropped for JS\" counts them.",
              "Noise floor: the JS two samples of the kept size from one item distribution show (true JS 0); a",
-             "refined JS below it is no measurable shift, whatever the bound says.", "",
-             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | JS before -> after |",
-             "|---|---|---|---|---|"]
+             "refined JS below it is no measurable shift, whatever the bound says.",
+             "Verdict (held-out, after): at chance = within 5 points of 50%; chance within the 95% CI = further",
+             "off, but the interval contains 50%; caption / foil preferred = the interval excludes 50% (a blind",
+             "model that picks the less plausible sentence exploits the latter); fewer than 20 pairs: not judged.", "",
+             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | verdict | JS before -> after |",
+             "|---|---|---|---|---|---|"]
     held_out_names = set()
     for name, entry in manifest["instruments"].items():
         check = (entry.get("text_baseline") or {}).get("blind_check")
@@ -302,9 +305,10 @@ def blind_check_lines(manifest: dict) -> list[str]:
         held = check.get("held_out")
         if held:
             held_out_names.add(held["scorer"])
+        verdict = blind_verdict(held["after"].get("acc_r"), held["after"].get("n") or 0) if held else "n/a"
         lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
                      f"{_acc_r_cell(held['before'], True) + ' -> ' + _acc_r_cell(held['after'], True) if held else 'not configured'} | "
-                     f"{_js_cell(entry.get('refinement'))} |")
+                     f"{verdict} | {_js_cell(entry.get('refinement'))} |")
     roles = manifest.get("text_only_roles") or {}
     lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
               f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
