@@ -10,6 +10,7 @@ import yaml
 
 from filters.ngram import CrossFitNGram, fold_of
 from filters.plausibility import Plausibility, build_text_scorer, quantile_edges, refine
+from pipeline.metrics import blind_verdict
 from pipeline.errors import ConfigError
 from pipeline.stages.select import select
 
@@ -364,6 +365,7 @@ def test_score_select_baseline_twice_byte_identical(tmp_path):
     held = check["held_out"]
     assert held["kind"] == "ngram" and held["scorer"].startswith("char 4-gram LM (interpolated witten-bell)")
     assert held["before"]["n"] == 120 and held["after"]["n"] == report["kept"]
+    assert held["verdict"] == blind_verdict(held["after"]["acc_r"], held["after"]["n"])
 
 
 # ---------------------------------------------------------------- released VALSE files (real data)

@@ -15,7 +15,8 @@ proves little. The summary therefore also reports acc_r under
 (`foilforge check-params` rejects the same model in both roles), before the
 refinement (the records that passed every other filter: the kept ones plus
 those of `--rejected` that only the refinement dropped) and after it (the
-kept ones), with n. `refinement` repeats the before/after acc_r under each
+kept ones), with n and the verdict of `pipeline.metrics.blind_verdict` on "after" (at chance, chance within
+the 95% CI, caption preferred, foil preferred, too few pairs). `refinement` repeats the before/after acc_r under each
 refinement scorer from the scores stored on the records (no model runs).
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from pipeline.io import require, write_json, write_jsonl
-from pipeline.metrics import pairwise_accuracy
+from pipeline.metrics import blind_verdict, pairwise_accuracy
 from pipeline.models import ModelSpec
 from pipeline.params import load_params
 
@@ -147,8 +148,9 @@ def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=Non
     pairs = [(r["caption"], r["foil"]) for r in before]
     scores = scorer.score_pairs(pairs, corpus=[c for c, _ in pairs], progress=progress) if pairs else []
     gaps = [(id(r) in kept_ids, c - f) for r, (c, f) in zip(before, scores)]
-    out["held_out"] = {"scorer": scorer.describe(), "kind": scorer.kind,
-                       "before": _acc([g for _, g in gaps]), "after": _acc([g for k, g in gaps if k])}
+    after = _acc([g for k, g in gaps if k])
+    out["held_out"] = {"scorer": scorer.describe(), "kind": scorer.kind, "before": _acc([g for _, g in gaps]),
+                       "after": after, "verdict": blind_verdict(after["acc_r"], after["n"])}
     return out
 
 
