@@ -174,14 +174,15 @@ class RefinementProgram:
     maximise  #kept - weight * L1(item imbalance)  (tie-breaks: the foiler's earlier proposals)
     subject to  at most one kept candidate per sample;
                 per |gap| cell and sign pattern, as many kept as in the mirrored pattern;
-                both members of a Winoground pair (`pair_id`) kept, or neither.
+                both members of a Winoground pair (`pair_id`) kept, or neither;
+                per side balance (counts, rate, slack): |sum over kept of counts[record]| <= slack + rate * #kept.
 
     The L1 imbalance is sum over changed items of |foil-side count - caption-side count| among the
     kept records: 0 means the two item histograms are equal, so their JS is 0.
     """
 
     def __init__(self, pool: list[str], keys: dict, sample_of: dict, rank: dict, changed: dict | None,
-                 pair_of: dict):
+                 pair_of: dict, balance: list[tuple[dict, float, float]] = ()):
         import numpy as np
         from scipy.sparse import coo_matrix
 
@@ -226,6 +227,13 @@ class RefinementProgram:
         for indices in pairs.values():
             if len(indices) == 2:
                 constraint({indices[0]: 1, indices[1]: -1}, 0, 0)
+        # side balances (the adversarial filter's): |sum of the kept records' caption-minus-foil counts| <= slack +
+        # rate * (records kept), as two linear rows: sum (d - rate) x <= slack and sum (d + rate) x >= -slack
+        for counts, rate, slack in balance:
+            constraint({index[rid]: counts.get(rid, 0) - rate for rid in pool if counts.get(rid, 0) - rate},
+                       -np.inf, slack)
+            constraint({index[rid]: counts.get(rid, 0) + rate for rid in pool if counts.get(rid, 0) + rate},
+                       -slack, np.inf)
         # per item, the candidates that move it: foil-side minus caption-side count (sparse: a corpus has
         # thousands of items and tens of thousands of candidates, each candidate moves one or two)
         moves: list[dict[int, float]] = [{} for _ in range(m)]
@@ -289,11 +297,18 @@ JS_WEIGHTS = (0.25, 0.45)
 
 def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
            path="<records>", max_js_rise: float | None = None, item_mode: str = "direct",
-           report: dict | None = None) -> set[str]:
+           report: dict | None = None, exclude=frozenset(), prefer: dict | None = None,
+           balance: list[tuple[dict, float, float]] = (), js_floor_aware: bool = False) -> set[str]:
     """Ids of the kept candidates: per sample at most one, balanced per scorer in every |gap| bin (see module doc).
 
     `candidates`: records with `id`, `sample_id` and `filters.plausibility.scores.<scorer>.gap` (and, with
     `max_js_rise`, `classes`/`classes_foil`). `report`, if given, receives the JS figures of the bound.
+    The adversarial filter (filters/adversarial.py) adds: `exclude`, ids never kept (the |gap| bins and JS
+    "before" still come from every candidate); `prefer`, id -> a number, lower first among a sample's
+    candidates (instead of the foiler's proposal order); `balance`, side balances (RefinementProgram);
+    `js_floor_aware`, a kept set also meets the JS bound when its JS is within the noise floor of its own size
+    (the plug-in JS of a small set is large without any shift, so "no higher than the unrefined set" would
+    otherwise drop records for sampling noise alone as the set shrinks).
     """
     gaps: dict[str, tuple[float, ...]] = {}
     for record in candidates:
@@ -313,14 +328,22 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         by_sample = {sid: ids[:1] for sid, ids in by_sample.items()}
     pool = [rid for ids in by_sample.values() for rid in ids]
     edges = [quantile_edges([abs(gaps[rid][k]) for rid in pool], bins) for k in range(len(scorers))]
+    unrefined = [ids[0] for ids in by_sample.values()]  # what the instrument would export without the refinement
+    if exclude or prefer is not None:
+        by_sample = {sid: sorted((rid for rid in ids if rid not in exclude),
+                                 key=lambda rid: (prefer or {}).get(rid, 0.0))  # stable: proposal order on ties
+                     for sid, ids in by_sample.items()}
+        by_sample = {sid: ids for sid, ids in by_sample.items() if ids}
+        pool = [rid for ids in by_sample.values() for rid in ids]
     keys = {rid: (tuple(_bin(abs(d), e) for d, e in zip(gaps[rid], edges)), tuple(_sign(d) for d in gaps[rid]))
             for rid in pool}
     by_id = {r["id"]: r for r in candidates}
-    changed = None if max_js_rise is None else {rid: changed_items(by_id[rid], item_mode, path, rid) for rid in pool}
+    changed = None if max_js_rise is None else {rid: changed_items(by_id[rid], item_mode, path, rid)
+                                                 for rid in set(pool) | set(unrefined)}
     program = RefinementProgram(
         pool, keys, sample_of={rid: sid for sid, ids in by_sample.items() for rid in ids},
         rank={rid: k for ids in by_sample.values() for k, rid in enumerate(ids)}, changed=changed,
-        pair_of={rid: by_id[rid].get("pair_id") for rid in pool})
+        pair_of={rid: by_id[rid].get("pair_id") for rid in pool}, balance=balance)
     kept, short = program.solve(0.0)
     matched_size = len(kept)
     if report is not None:
@@ -331,39 +354,52 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
     def js_of(ids):  # as the bias stage counts them
         return js_divergence(*frequencies([(rid, by_id[rid]) for rid in ids], item_mode, path))
 
-    before = js_of(ids[0] for ids in by_sample.values())
+    before = js_of(unrefined)
     matched = after = js_of(kept)
     bound = None if before is None else before + max_js_rise
+    floors: dict[int, float | None] = {}
 
-    def meets(value):
-        return bound is None or value is None or value <= bound + 1e-12
+    def floor_of(size):
+        if size not in floors:
+            floors[size] = js_noise_floor([changed[rid] for rid in unrefined], size)
+        return floors[size]
+
+    def meets(value, size=None):
+        if bound is None or value is None:
+            return True
+        # above the bound, a JS that sampling alone shows at this size is no measurable shift (js_floor_aware)
+        return value <= bound + 1e-12 or (js_floor_aware and size is not None and value <= (floor_of(size) or 0) + 1e-12)
 
     weight_used, budget = 0.0, None
     for weight in JS_WEIGHTS:
-        if meets(after):
+        if meets(after, len(kept)):
             break
-        (kept, short), weight_used = program.solve(weight), weight
-        after = js_of(kept)
-    if not meets(after):
+        trial, trial_short = program.solve(weight)
+        if js_floor_aware and len(trial) < matched_size:
+            # records whose edits move several items (existence's numeral lists) can go at these weights; the
+            # floor of a smaller set is higher, so such a set would "meet" the bound by shrinking: leave that to
+            # the budget bisection below, which keeps the largest set that meets it
+            continue
+        (kept, short), weight_used, after = (trial, trial_short), weight, js_of(trial)
+    if not meets(after, len(kept)):
         # records must go: bisect for the largest L1 budget whose kept set meets the bound (0 always does:
         # equal item histograms, JS 0)
         low, high, best = 0, program.imbalance(kept), None
         while high - low > 1:
             middle = (low + high) // 2
             trial = program.solve(weight_used, budget=middle)
-            if meets(js_of(trial[0])):
+            if meets(js_of(trial[0])):  # the bound itself: a set shrunk below its floor would "meet" it vacuously
                 low, best = middle, trial
             else:
                 high = middle
         (kept, short), budget = best or program.solve(weight_used, budget=0), low
         after = js_of(kept)
     if report is not None:
-        unrefined = [changed[ids[0]] for ids in by_sample.values()]
         report.update(js_before=before, js_matched=matched, js_after=after, max_js_rise=max_js_rise,
                       dropped_for_js=matched_size - len(kept),
                       imbalance_weight=weight_used, imbalance_budget=budget,
                       js_bound_met=None if bound is None or after is None else after <= bound + 1e-12,
-                      js_noise_floor=js_noise_floor(unrefined, len(kept)),
+                      js_noise_floor=js_noise_floor([changed[rid] for rid in unrefined], len(kept)),
                       records_from_optimum_at_most=short)
     return set(kept)
 
@@ -458,11 +494,14 @@ class Plausibility(Filter):
     @classmethod
     def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
                     choose: bool = True, max_js_rise: float | None = DEFAULT_MAX_JS_RISE,
-                    item_mode: str = "direct") -> tuple[set[str], dict]:
+                    item_mode: str = "direct", adversarial: dict | None = None,
+                    progress: bool = False) -> tuple[set[str], dict]:
         """(ids kept, report) for the candidates that passed every other filter.
 
         `item_mode`: how the bias stage counts this instrument's changed items (select passes
         params.yaml `bias...items`), so the JS bound bounds the JS the bias report shows.
+        `adversarial`: the adversarial filter's settings (filters/adversarial.py `settings_for`; select passes
+        them): trained attackers in the loop of the refinement; its report is under `adversarial`.
         """
         scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
         used = scored if scorers is None else list(scorers)
@@ -481,6 +520,16 @@ class Plausibility(Filter):
         js: dict = {}
         kept = refine(records, used, bins=bins, choose=choose, path=path, max_js_rise=max_js_rise,
                       item_mode=item_mode, report=js)
+        attack = None
+        if adversarial is not None:
+            from filters.adversarial import adversarial_filter
+
+            refined_size = len(kept)
+            kept, attack = adversarial_filter(
+                records, adversarial, dict(scorers=used, bins=bins, choose=choose, max_js_rise=max_js_rise,
+                                           item_mode=item_mode), path=path, progress=progress)
+            js = dict(attack.pop("refinement"))
+            attack["kept_without_adversarial_filter"] = refined_size
         other = refine(records, used, bins=bins, choose=not choose, path=path, max_js_rise=max_js_rise,
                        item_mode=item_mode)
         samples = len({str(r.get("sample_id", r["id"])) for r in records})
@@ -492,4 +541,6 @@ class Plausibility(Filter):
                 gaps = [r["filters"][cls.name]["scores"][name]["gap"] for r in records if r["id"] in ids]
                 return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None}
             report.setdefault("acc_r", {})[name] = {"before": acc({r["id"] for r in records}), "after": acc(kept)}
+        if attack is not None:
+            report["adversarial"] = attack
         return kept, report

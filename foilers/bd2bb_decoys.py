@@ -83,7 +83,7 @@ def _sentence_transformers_dir(spec) -> str:
     if not spec.name_or_path.startswith("package:"):
         return path
     root = Path(path)
-    # resolve_path stops at the first config.json it finds, which can be a pooling sub-folder
+    # a package may keep the transformer's config.json below the folder with modules.json
     while not (root / "modules.json").exists() and root.parent != root and root.name != spec.name_or_path.split(":", 1)[1]:
         root = root.parent
     return str(root) if (root / "modules.json").exists() else path

@@ -21,3 +21,7 @@ class InputError(Exception):
 
 class ConfigError(Exception):
     """Bad params.yaml content or a model that cannot be loaded; says what to set."""
+
+
+class GateError(Exception):
+    """An instrument a trained text-only attacker still solves: export refuses it (params.yaml `gate`)."""

@@ -112,7 +112,8 @@ def resolve_path(spec: ModelSpec) -> tuple[str, str | None]:
         gguf = ggufs[0] if ggufs else None
     if gguf is None:
         # sentence-transformers style packages keep the model in a subfolder with config.json
-        configs = sorted(directory.rglob("config.json"))
+        # the shallowest one is the model's: deeper ones belong to its modules (a `1_Pooling/config.json`)
+        configs = sorted(directory.rglob("config.json"), key=lambda p: (len(p.parts), str(p)))
         if configs:
             directory = configs[0].parent
     return str(directory), gguf

@@ -394,7 +394,8 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
     check = {"records_before": 156, "records_after": 102,
              "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},
              "held_out": {"scorer": "char 5-gram LM", "kind": "ngram",
-                          "before": {"n": 156, "acc_r": 0.506}, "after": {"n": 102, "acc_r": 0.48}}}
+                          "before": {"n": 156, "acc_r": 0.506}, "after": {"n": 102, "acc_r": 0.48},
+                          "verdict": "at chance"}}
     tied = {"records_before": 129, "records_after": 40, "held_out": None,
             "refinement": {"caption_ngram": {"before": {"n": 129, "acc_r": 0.0, "ties": 129},
                                               "after": {"n": 40, "acc_r": 0.0, "ties": 40}}}}

@@ -18,6 +18,11 @@ those of `--rejected` that only the refinement dropped) and after it (the
 kept ones), with n and the verdict of `pipeline.metrics.blind_verdict` on "after" (at chance, chance within
 the 95% CI, caption preferred, foil preferred, too few pairs). `refinement` repeats the before/after acc_r under each
 refinement scorer from the scores stored on the records (no model runs).
+
+The release gate (issue 27): `gate` holds, per trained attacker of params.yaml `gate` (fitted out of fold,
+folds grouped by caption, fresh seeds, at least one family the adversarial filter did not use), accuracy,
+n, Wilson 95% CI and verdict before and after the refinement, and whether every attacker is at or below
+`gate.max_accuracy` after it; the export stage refuses an instrument that is not (filters/attackers.py).
 """
 
 from __future__ import annotations
@@ -154,6 +159,38 @@ def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=Non
     return out
 
 
+def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
+    """What the instrument would export without the refinement: per sample, the first candidate that passed every
+    other filter (the kept records themselves when nothing was refined)."""
+    from filters.plausibility import candidate_order
+
+    candidates = refinement_candidates(kept, rejected)
+    first: dict[str, dict] = {}
+    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
+        first.setdefault(str(record.get("sample_id", record["id"])), record)
+    return [first[k] for k in sorted(first)]
+
+
+def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
+    """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
+    records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
+    or below max_accuracy on the kept records (filters/attackers.py `certify`). None without a `gate` block."""
+    from filters.adversarial import gate_settings
+    from filters.attackers import certify
+
+    settings = gate_settings(params, instrument)
+    if settings is None:
+        return None
+    args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
+                repeats=settings["repeats"], max_accuracy=settings["max_accuracy"])
+    after = certify(kept, **args)
+    before = certify(unrefined(kept, rejected), **args) if rejected else after
+    return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
+            "repeats": settings["repeats"], "seed": settings["seed"],
+            "passed": all(a["passed"] for a in after.values()),
+            "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
+
+
 def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None, rejected_path=None,
         held_out=None) -> dict:
     from pathlib import Path
@@ -167,6 +204,7 @@ def run(params: dict, instrument: str, input_path, output_path, scores_path=None
     summary = baseline_summary(instrument, lm.spec.describe(), rows)
     rejected = [r for _, r in read_records(rejected_path)] if rejected_path and Path(rejected_path).is_file() else []
     summary["blind_check"] = blind_check(params, [r for _, r in records], rejected, scorer=held_out)
+    summary["gate"] = release_gate(params, instrument, [r for _, r in records], rejected)
     write_json(output_path, summary)
     if scores_path:
         write_jsonl(scores_path, rows)

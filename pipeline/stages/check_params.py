@@ -36,6 +36,39 @@ def check(params: dict) -> list[str]:
 
 
     problems += blind_check_problems(params)
+    problems += attacker_problems(params, instruments)
+    return problems
+
+
+def attacker_problems(params: dict, instruments: dict) -> list[str]:
+    """Every attacker block builds; the adversarial filter's and the gate's settings hold for every instrument
+    (the gate keeps a family the filter did not use, and fresh seeds); no per-instrument entry names a stranger."""
+    from filters.adversarial import gate_settings, settings_for
+    from filters.attackers import build_attacker
+
+    problems = []
+    attackers = params.get("attackers") or {}
+    if not isinstance(attackers, dict):
+        return ["params.yaml attackers must map names to {attacker: <registered name>, args: {...}}"]
+    for name, block in sorted(attackers.items()):
+        try:
+            build_attacker(block, f"params.yaml attackers.{name}")
+        except ConfigError as err:
+            problems.append(str(err))
+    for key in ("adversarial", "gate"):
+        entries = (params.get(key) or {}).get("instruments") or {} if isinstance(params.get(key), dict) else {}
+        stray = sorted(set(entries) - set(instruments))
+        if stray:
+            problems.append(f"params.yaml {key}.instruments: {', '.join(stray)} is not an instrument")
+    seen = set()
+    for name in sorted(instruments):
+        for check in (settings_for, gate_settings):
+            try:
+                check(params, name)
+            except ConfigError as err:
+                if str(err) not in seen:
+                    seen.add(str(err))
+                    problems.append(str(err))
     return problems
 
 

@@ -12,7 +12,7 @@ import importlib
 import logging
 import sys
 
-from pipeline.errors import ConfigError, InputError
+from pipeline.errors import ConfigError, GateError, InputError
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -26,6 +26,7 @@ COMMANDS = {
     "export": ("pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
     "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
     "annotate": ("pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
+    "refilter": ("pipeline.stages.refilter", "re-filter a released benchmark file (VALSE, SugarCrepe, foilforge JSONL) through an instrument's filters, adversarial filter and gate"),
     "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
     "profile": ("pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
 }
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args._module.main(args) or 0)
-    except (InputError, ConfigError) as err:
+    except (InputError, ConfigError, GateError) as err:
         print(f"foilforge {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pipeline.errors import InputError
+from pipeline.errors import GateError, InputError
 from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
-from pipeline.metrics import blind_verdict, wilson_interval
+from pipeline.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
 from pipeline.params import load_params
 from pipeline.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
 from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
@@ -115,6 +115,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
         raise InputError(filtered_dir, "no filtered records (*.jsonl) found")
     from pipeline import provenance
 
+    check_gates(params, files, baseline_dir)  # before anything is written: a refused build leaves no half export
     manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),
                 "environment": provenance.environment(params), "models": provenance.models(params),
                 "text_only_roles": text_only_roles(params)}
@@ -143,6 +144,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
             "bias": bias,
             "text_baseline": baseline,
+            # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
+            "gate": (baseline or {}).get("gate"),
             # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
             # the refinement's own report (records kept, acc_r, JS before/after and what the JS bound dropped)
@@ -290,9 +293,9 @@ def blind_check_lines(manifest: dict) -> list[str]:
              "items, then drops records (still at chance) until it does not; \"dropped for JS\" counts them.",
              "Noise floor: the JS two samples of the kept size from one item distribution show (true JS 0); a",
              "refined JS below it is no measurable shift, whatever the bound says.",
-             "Verdict (held-out, after): at chance = within 5 points of 50%; chance within the 95% CI = further",
+             f"Verdict (held-out, after): at chance = within {100 * CHANCE_MARGIN:.0f} points of 50%; chance within the 95% CI = further",
              "off, but the interval contains 50%; caption / foil preferred = the interval excludes 50% (a blind",
-             "model that picks the less plausible sentence exploits the latter); fewer than 20 pairs: not judged.", "",
+             f"model that picks the less plausible sentence exploits the latter); fewer than {MIN_JUDGED_PAIRS} pairs: not judged.", "",
              "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | verdict | JS before -> after |",
              "|---|---|---|---|---|---|"]
     held_out_names = set()
@@ -305,7 +308,7 @@ def blind_check_lines(manifest: dict) -> list[str]:
         held = check.get("held_out")
         if held:
             held_out_names.add(held["scorer"])
-        verdict = blind_verdict(held["after"].get("acc_r"), held["after"].get("n") or 0) if held else "n/a"
+        verdict = (held.get("verdict") if held else None) or "n/a"  # the baseline stage's, not judged again here
         lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
                      f"{_acc_r_cell(held['before'], True) + ' -> ' + _acc_r_cell(held['after'], True) if held else 'not configured'} | "
                      f"{verdict} | {_js_cell(entry.get('refinement'))} |")
@@ -313,6 +316,71 @@ def blind_check_lines(manifest: dict) -> list[str]:
     lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
               f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
     return lines
+
+
+ACCURACY = "accuracy"
+
+
+def _share(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def failing_attackers(gate: dict | None) -> list[tuple[str, dict]]:
+    """(attacker, its "after" figures) of every attacker above the gate."""
+    return [(name, entry["after"]) for name, entry in ((gate or {}).get("attackers") or {}).items()
+            if not entry["after"].get("passed")]
+
+
+def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
+    """Refuse the export when an instrument fails the gate and is not marked `gate.instruments.<I>: report`."""
+    if not baseline_dir:
+        return
+    for path in files:
+        report_path = Path(baseline_dir) / f"{path.stem}.json"
+        gate = (_optional_json(report_path) or {}).get("gate")
+        if not gate or gate.get("mode") == "report" or gate.get("passed"):
+            continue
+        name, after = failing_attackers(gate)[0]
+        figure = "n/a" if after["accuracy"] is None else f"{100 * after['accuracy']:.1f}%"
+        raise GateError(
+            f"{report_path}: instrument {path.stem} is not blind-proof: attacker {name} ({after.get('attacker')}) "
+            f"picks the right text on {figure} of {after['n']} pairs out of fold (gate: at most "
+            f"{100 * gate['max_accuracy']:.0f}% on at least {MIN_JUDGED_PAIRS} pairs). Rebuild it with the adversarial "
+            f"filter (params.yaml adversarial), or set params.yaml gate.instruments.{path.stem}: report to export it "
+            f"with a data card that says it is not blind-proof")
+
+
+def gate_lines(manifest: dict) -> list[str]:
+    """The data card's gate section: per instrument and attacker, accuracy before -> after, n, CI, verdict."""
+    rows = [(name, entry["gate"]) for name, entry in manifest["instruments"].items() if entry.get("gate")]
+    if not rows:
+        return []
+    lines = ["", "## Blind-proof gate: trained text-only attackers", "",
+             "Each attacker is a model *fitted* on some caption/foil pairs that picks the caption of others without the",
+             "image, scored out of fold with folds grouped by caption (averaged over fresh partitions), with seeds and at",
+             "least one family the adversarial filter never used. An instrument passes when every attacker is at or",
+             "below the gate on the exported pairs; below chance (an over-balanced set) is reported, not failed.", "",
+             "| instrument | attacker | family | before (unrefined) | after | n | 95% CI | verdict | gate |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, gate in rows:
+        for attacker, entry in gate["attackers"].items():
+            before, after = entry["before"], entry["after"]
+            ci = after.get("ci95")
+            lines.append(f"| {name} | {attacker} | {after.get('family') or ''} | {_share(before.get(ACCURACY))} | "
+                         f"{_share(after.get(ACCURACY))} | {after['n']} | "
+                         f"{'n/a' if not ci else f'{100 * ci[0]:.0f}-{100 * ci[1]:.0f}%'} | {after['verdict']} | "
+                         f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%) |")
+    return lines
+
+
+def not_blind_proof_lines(manifest: dict) -> list[str]:
+    failing = [(name, failing_attackers(entry.get("gate"))) for name, entry in manifest["instruments"].items()]
+    failing = [(name, bad) for name, bad in failing if bad]
+    if not failing:
+        return []
+    parts = "; ".join(f"{name} ({', '.join(f'{a} {_share(f.get(ACCURACY))}' for a, f in bad)})" for name, bad in failing)
+    return [f"**Not blind-proof: {parts}.** A trained text-only attacker solves these instruments above the gate",
+            "(`gate.instruments.<I>: report` in params.yaml let them through); see \"Blind-proof gate\" below.", ""]
 
 
 def _fmt(value, digits=3) -> str:
@@ -325,6 +393,7 @@ def datacard_text(manifest: dict) -> str:
     lines = [
         "# foilforge benchmark: data card",
         "",
+        *not_blind_proof_lines(manifest),
         "Image-caption-foil triples built the way VALSE (Parcalabescu et al., ACL 2022) built them: each foil",
         "changes one linguistic phenomenon of a correct caption. A model is asked to score the caption above",
         "the foil for the same image. Files are VALSE-format JSON (`{id: record}`); foilforge's provenance",
@@ -355,6 +424,7 @@ def datacard_text(manifest: dict) -> str:
             parts.append(f"text-only baseline: {baseline}")
         lines.append(f"- **{name}**: " + ("; ".join(parts) if parts else "no provenance recorded"))
     lines += blind_check_lines(manifest)
+    lines += gate_lines(manifest)
     lines += ["", "## Sources", "", "| source | file | sha256 |", "|---|---|---|"]
     for source, files in manifest["sources"].items():
         for key, info in files.items():

@@ -36,10 +36,12 @@ def _one_or_all(values: set):
 
 
 def select(records: list[dict], enabled: dict[str, dict], path="<records>",
-           item_mode: str = "direct") -> tuple[list[dict], list[dict], dict]:
+           item_mode: str = "direct", adversarial: dict | None = None,
+           progress: bool = False) -> tuple[list[dict], list[dict], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
+    `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
     """
     from filters.base import filter_class
     from filters.base import filter_funnel
@@ -63,7 +65,8 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
         if not cls.set_rule:
             continue
         candidates = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
-        kept_ids, refinement[name] = cls.keep_subset(candidates, path, item_mode=item_mode, **thresholds)
+        extra = {"adversarial": adversarial, "progress": progress} if adversarial is not None else {}
+        kept_ids, refinement[name] = cls.keep_subset(candidates, path, item_mode=item_mode, **thresholds, **extra)
         for record in marked:
             record["filters"][name] = {**record["filters"][name], "passed": record["id"] in kept_ids,
                                        "refined_on": refinement[name].get("scorers", [])}
@@ -90,15 +93,19 @@ def write_funnel_csv(path, funnel: dict) -> None:
         handle.write("\n".join(lines) + "\n")
 
 
-def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None) -> dict:
+def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
+        progress: bool = False) -> dict:
     from filters.base import keep_rules
     from pipeline.stages.bias import instrument_settings
     from pipeline.stages.score import read_records
 
+    from filters.adversarial import settings_for
+
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params.get("bias"), instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
-    kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode)
+    kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
+                                     adversarial=settings_for(params, instrument), progress=progress)
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
@@ -113,12 +120,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="kept records (JSONL)")
     parser.add_argument("--rejected", required=True, help="rejected records with their passed flags (JSONL)")
     parser.add_argument("--metrics", required=True, help="counts per filter and the funnel (JSON)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--funnel", default=None, help="the funnel as plot data, `step,records` (CSV; `dvc plots show`)")
 
 
 def main(args) -> int:
     metrics = run(load_params(args.params), args.instrument, args.input, args.output, args.rejected, args.metrics,
-                  args.funnel)
+                  args.funnel, progress=not args.no_progress)
     log.info("%s: kept %d of %d records (%s)", args.instrument, metrics["kept"], metrics["input"],
              ", ".join(f"{k} {v}" for k, v in metrics["funnel"].items()))
     return 0

@@ -1,0 +1,335 @@
+"""Adversarial filtering with trained attackers in the loop (select stage), after AFLite.
+
+AFLite (Le Bras et al., ICML 2020, "Adversarial Filters of Dataset Biases",
+the filter behind WinoGrande): train many simple models on random partitions,
+measure how reliably each instance is predicted out of sample, remove the most
+predictable, repeat. Here an instance is a caption/foil pair, the models are
+the trained text-only attackers of filters/attackers.py, and each round
+
+1. solves the plausibility refinement (filters/plausibility.py `refine`: one
+   candidate per sample, the fixed scorers balanced, Winoground pairs whole,
+   the JS bound) without the candidates excluded so far, preferring among a
+   sample's candidates the least predictable one: a caption's own alternative
+   foils are tried before the caption is dropped;
+2. fits every filter attacker `rounds` times on grouped `folds`-fold
+   partitions of the kept set (a caption's pairs never straddle folds; a fresh
+   partition per round) and scores every held-out kept pair and every
+   alternative candidate of a held-out caption: a candidate's predictability
+   is the share of those predictions that pick its caption (a tie counts half);
+   an attacker's accuracy is the mean predictability of the kept pairs;
+3. stops when every filter attacker is at or below `target`; otherwise
+   (`method: aflite`) excludes the `slice` most predictable kept pairs (only
+   those predicted above chance) or (`method: balance_features`) adds, for the
+   `features_per_round` heaviest n-gram features of a word attacker fitted on
+   the kept set, the constraint that they occur as often in kept captions as
+   in kept foils (|difference| <= 1), and goes back to 1.
+
+It stops without reaching the target when the kept set would fall below
+`min_keep` of the instrument's samples, or when nothing predictable is left to
+remove; the report says which. Balance is never traded away: the JS of the
+changed items may not rise above the unrefined set's (`max_js_rise`, default
+0), and `balance` names side features whose caption and foil counts must
+match (`negation`: existence's "no"/"not", 50/50 between captions and foils,
+within the unrefined set's own imbalance or 1). Deterministic for a seed: the
+same candidates give the same kept set.
+
+The release gate (pipeline/stages/baseline.py) certifies with other attackers:
+fresh folds and seeds, and a family this filter did not use.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+METHODS = ("aflite", "balance_features")
+NEGATION = re.compile(r"\b(no|not|none|nobody|nothing|never|neither|nor|without|zero)\b|n't\b", re.IGNORECASE)
+
+
+def negation_count(text: str) -> int:
+    return len(NEGATION.findall(text))
+
+
+#: side features that `balance` may name: text -> count
+SIDE_FEATURES = {"negation": negation_count}
+
+DEFAULTS = {"attackers": ["word_ngram", "char_ngram"], "target": 0.55, "min_keep": 0.25, "folds": 5, "rounds": 8,
+            "slice": 0.05, "method": "aflite", "features_per_round": 5, "max_js_rise": 0.0, "balance": [],
+            "seed": 0, "max_iterations": 60}
+
+
+def settings_for(params: dict, instrument: str) -> dict | None:
+    """The adversarial filter's settings for an instrument (params.yaml `adversarial` + its `instruments` entry).
+
+    None when the instrument has it switched off (`instruments.<I>: {enabled: false}`) or there is no block.
+    """
+    block = params.get("adversarial")
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ConfigError("params.yaml adversarial must be a mapping (see the comment at the block)")
+    own = (block.get("instruments") or {}).get(instrument) or {}
+    merged = {**DEFAULTS, **{k: v for k, v in block.items() if k != "instruments"}, **own}
+    if not merged.pop("enabled", True):
+        return None
+    check_settings(merged, f"params.yaml adversarial (instrument {instrument})")
+    attackers = params.get("attackers") or {}
+    missing = [a for a in merged["attackers"] if a not in attackers]
+    if missing:
+        raise ConfigError(f"params.yaml adversarial.attackers names {', '.join(missing)}, not defined under "
+                          f"params.yaml attackers (defined: {', '.join(sorted(attackers)) or 'none'})")
+    merged["attacker_blocks"] = {name: attackers[name] for name in merged["attackers"]}
+    return merged
+
+
+GATE_DEFAULTS = {"attackers": ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"], "max_accuracy": 0.55,
+                 "folds": 5, "repeats": 5, "seed": 101, "instruments": {}}
+GATE_MODES = ("fail", "report")
+
+
+def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
+    """The release gate's settings (params.yaml `gate`), with the instrument's mode (`fail` unless
+    `gate.instruments.<I>: report`) and its attackers' blocks; None when there is no `gate` block.
+
+    Checks that the gate keeps apart from the filter: another seed, and at least one attacker family the
+    adversarial filter did not use.
+    """
+    from filters.attackers import build_attacker
+
+    block = params.get("gate")
+    if block is None:
+        return None
+    where = "params.yaml gate"
+    if not isinstance(block, dict):
+        raise ConfigError(f"{where} must be a mapping (see the comment at the block)")
+    unknown = sorted(set(block) - set(GATE_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(GATE_DEFAULTS)}")
+    merged = {**GATE_DEFAULTS, **block}
+    modes = merged["instruments"] or {}
+    if not isinstance(modes, dict) or any(m not in GATE_MODES for m in modes.values()):
+        raise ConfigError(f"{where}.instruments must map instrument names to one of {', '.join(GATE_MODES)}, got {modes!r}")
+    value = merged["max_accuracy"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f"{where}.max_accuracy must be a number in (0, 1], got {value!r}")
+    for name in ("folds", "repeats", "seed"):
+        value = merged[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "folds" else 0 if name == "seed" else 1):
+            raise ConfigError(f"{where}.{name} must be an integer >= {2 if name == 'folds' else 0 if name == 'seed' else 1}, got {value!r}")
+    attackers = params.get("attackers") or {}
+    if not isinstance(merged["attackers"], list) or not merged["attackers"]:
+        raise ConfigError(f"{where}.attackers must be a non-empty list of names under params.yaml attackers")
+    missing = [a for a in merged["attackers"] if a not in attackers]
+    if missing:
+        raise ConfigError(f"{where}.attackers names {', '.join(missing)}, not defined under params.yaml attackers "
+                          f"(defined: {', '.join(sorted(attackers)) or 'none'})")
+    blocks = {name: attackers[name] for name in merged["attackers"]}
+    families = {name: build_attacker(b, f"params.yaml attackers.{name}").family for name, b in blocks.items()}
+    filtering = settings_for(params, instrument) if instrument else None
+    if filtering is not None:
+        used = {build_attacker(b, f"params.yaml attackers.{n}").family for n, b in filtering["attacker_blocks"].items()}
+        if not set(families.values()) - used:
+            raise ConfigError(f"{where}.attackers: every family ({', '.join(sorted(set(families.values())))}) is one "
+                              f"the adversarial filter of {instrument} used; add an attacker of another family "
+                              f"(e.g. ngram_bayes.v1 or transformer_pair.v1) so the gate certifies with one it never met")
+        if merged["seed"] == filtering["seed"]:
+            raise ConfigError(f"{where}.seed equals adversarial.seed ({merged['seed']}): the gate's folds must be fresh")
+    return {**{k: v for k, v in merged.items() if k != "instruments"}, "attacker_blocks": blocks,
+            "families": families, "mode": modes.get(instrument, "fail") if instrument else "fail"}
+
+
+def check_settings(settings: dict, where: str) -> None:
+    unknown = sorted(set(settings) - set(DEFAULTS) - {"enabled"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(DEFAULTS))}, enabled")
+
+    def number(name, low, high):
+        value = settings[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ConfigError(f"{where}: {name} must be a number in [{low}, {high}], got {value!r}")
+
+    number("target", 0.0, 1.0)
+    number("min_keep", 0.0, 1.0)
+    number("slice", 1e-9, 1.0)
+    if settings["max_js_rise"] is not None:
+        number("max_js_rise", 0.0, 1.0)
+    for name in ("folds", "rounds", "features_per_round", "max_iterations"):
+        value = settings[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "folds" else 1):
+            raise ConfigError(f"{where}: {name} must be an integer >= {2 if name == 'folds' else 1}, got {value!r}")
+    if settings["method"] not in METHODS:
+        raise ConfigError(f"{where}: method must be one of {', '.join(METHODS)}, got {settings['method']!r}")
+    if not isinstance(settings["attackers"], list) or not settings["attackers"]:
+        raise ConfigError(f"{where}: attackers must be a non-empty list of names under params.yaml attackers")
+    unknown_sides = [b for b in settings["balance"] or [] if b not in SIDE_FEATURES]
+    if unknown_sides:
+        raise ConfigError(f"{where}: balance names unknown side feature(s) {', '.join(unknown_sides)}; "
+                          f"known: {', '.join(SIDE_FEATURES)}")
+
+
+def side_balances(records: list[dict], names: list[str], unrefined: list[str]) -> list[tuple[dict, float, float]]:
+    """Per side feature: (record id -> caption count minus foil count, rate, slack 1) for the refinement program.
+
+    The kept set's |sum| may be at most 1 + rate * (records kept), rate = the unrefined set's |sum| per record:
+    never more imbalanced than the instrument as foiled, up to one record (an odd count cannot split 50/50).
+    """
+    rows = []
+    for name in names:
+        count = SIDE_FEATURES[name]
+        counts = {r["id"]: count(r["caption"]) - count(r["foil"]) for r in records}
+        rate = abs(sum(counts[rid] for rid in unrefined)) / max(1, len(unrefined))
+        rows.append((counts, rate, 1.0))
+    return rows
+
+
+def predictability(kept: list[dict], alternatives: list[dict], attackers: dict, folds: int, rounds: int,
+                   seed: int) -> tuple[dict, dict]:
+    """(id -> share of out-of-sample predictions that pick the caption, attacker -> mean over kept).
+
+    Every attacker is fitted on `rounds` fresh grouped `folds`-fold partitions of the kept set; an alternative is
+    scored by the models whose training did not include its caption.
+    """
+    import numpy as np
+
+    from filters.attackers import correctness, out_of_fold_margins, pairs_from_records
+
+    kept_pairs, extra_pairs = pairs_from_records(kept), pairs_from_records(alternatives) if alternatives else []
+    total = {r["id"]: 0.0 for r in kept + alternatives}
+    accuracy = {}
+    for name, make in attackers.items():
+        kept_sum, extra_sum = np.zeros(len(kept)), np.zeros(len(alternatives))
+        for r in range(rounds):
+            margins, extra = out_of_fold_margins(make, kept_pairs, folds, seed * 1000 + r, extra_pairs)
+            kept_sum += correctness(margins)
+            extra_sum += correctness(extra)
+        accuracy[name] = float(kept_sum.mean() / rounds) if len(kept) else None
+        for record, value in zip(kept, kept_sum):
+            total[record["id"]] += value / rounds
+        for record, value in zip(alternatives, extra_sum):
+            total[record["id"]] += value / rounds
+    return {rid: value / len(attackers) for rid, value in total.items()}, accuracy
+
+
+def heaviest_features(kept: list[dict], block: dict, k: int, seed: int) -> list[str]:
+    """The k n-gram features with the largest weights of an attacker fitted on the whole kept set."""
+    from filters.attackers import build_attacker, pairs_from_records
+
+    attacker = build_attacker(block, "params.yaml attackers").fit(pairs_from_records(kept), seed=seed)
+    return [name for name, _ in attacker.top_features(k)]
+
+
+def feature_balance(records: list[dict], block: dict, names: list[str]) -> list[tuple[dict, float, float]]:
+    """Side balances for n-gram features: per feature, caption-minus-foil presence per record, tolerance 1."""
+    from filters.attackers import build_attacker, pairs_from_records
+
+    attacker = build_attacker(block, "params.yaml attackers")
+    attacker._fit_features(pairs_from_records(records))
+    vocabulary = attacker._vectorizer.vocabulary_
+    columns = [vocabulary[n] for n in names if n in vocabulary]
+    if not columns:
+        return []
+    difference = attacker._difference(pairs_from_records(records))[:, columns].toarray()
+    return [({r["id"]: int(difference[i, j]) for i, r in enumerate(records)}, 0.0, 1.0) for j in range(len(columns))]
+
+
+def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict, path="<records>",
+                       progress: bool = False) -> tuple[set[str], dict]:
+    """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc."""
+    from filters.attackers import build_attacker
+    from filters.plausibility import candidate_order, refine
+
+    blocks = settings["attacker_blocks"]
+    attackers = {name: (lambda b=block, n=name: build_attacker(b, f"params.yaml attackers.{n}"))
+                 for name, block in blocks.items()}
+    for make in attackers.values():
+        make()  # configuration errors before any fitting
+    by_id = {r["id"]: r for r in candidates}
+    samples: dict[str, list[str]] = {}
+    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
+        samples.setdefault(str(record.get("sample_id", record["id"])), []).append(record["id"])
+    unrefined = [ids[0] for ids in samples.values()]
+    sample_of = {rid: sid for sid, ids in samples.items() for rid in ids}
+    floor = math.ceil(settings["min_keep"] * len(samples))
+    base_balance = side_balances(candidates, list(settings["balance"] or []), unrefined)
+    # the JS bound: the stricter of the refinement's and this filter's; null here: no JS bound (an instrument
+    # whose class balance is a side feature instead, existence)
+    rise = settings["max_js_rise"]
+    refine_args = {**refine_args, "js_floor_aware": True,
+                   "max_js_rise": None if rise is None else rise if refine_args.get("max_js_rise") is None
+                   else min(rise, refine_args["max_js_rise"])}
+    excluded: set[str] = set()
+    prefer: dict | None = None
+    balanced_features: list[str] = []
+    history, stop = [], None
+    js: dict = {}
+    kept_ids = refine(candidates, balance=base_balance, report=js, path=path, **refine_args)
+    steps = range(settings["max_iterations"])
+    if progress:
+        from tqdm import tqdm
+
+        steps = tqdm(steps, desc="adversarial filter", unit="round")
+    for iteration in steps:
+        kept = [by_id[rid] for rid in sorted(kept_ids)]
+        # every candidate not kept and not excluded: another foil of a kept caption, or one that may bring a
+        # dropped caption back
+        alternatives = [by_id[rid] for rid in sorted(by_id) if rid not in kept_ids and rid not in excluded]
+        scores, accuracy = predictability(kept, alternatives, attackers, settings["folds"], settings["rounds"],
+                                          settings["seed"] + iteration)
+        worst = max((a for a in accuracy.values() if a is not None), default=None)
+        history.append({"kept": len(kept), "excluded": len(excluded),
+                        "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()}})
+        if worst is None or worst <= settings["target"] + 1e-12:
+            stop = "target met"
+            break
+        if settings["method"] == "aflite":
+            ranked = sorted((rid for rid in kept_ids if scores[rid] > 0.5), key=lambda rid: (-scores[rid], rid))
+            remove = ranked[:max(1, math.ceil(settings["slice"] * len(kept_ids)))]
+            if not remove:
+                stop = "nothing predicted above chance is left to remove"
+                break
+            # a removed pair's own alternative foils that are as predictable go too, so the next solve cannot swap
+            # one in for it (other candidates stay: the refinement may need them as mirror partners)
+            cut = min(scores[rid] for rid in remove)
+            removed_samples = {sample_of[rid] for rid in remove}
+            excluded |= set(remove) | {a["id"] for a in alternatives
+                                       if sample_of[a["id"]] in removed_samples and scores[a["id"]] >= cut}
+            prefer = scores
+        else:
+            fresh = [f for f in heaviest_features(kept, blocks[settings["attackers"][0]],
+                                                  settings["features_per_round"] + len(balanced_features),
+                                                  settings["seed"] + iteration) if f not in balanced_features]
+            if not fresh:
+                stop = "no predictive feature left to balance"
+                break
+            balanced_features += fresh[:settings["features_per_round"]]
+            prefer = scores
+        balance = base_balance + (feature_balance(candidates, blocks[settings["attackers"][0]], balanced_features)
+                                  if balanced_features else [])
+        trial_js: dict = {}
+        trial = refine(candidates, exclude=excluded, prefer=prefer, balance=balance, report=trial_js, path=path,
+                       **refine_args)
+        if len(trial) < floor:
+            stop = f"the next round would keep {len(trial)}, below min_keep ({floor} of {len(samples)} samples)"
+            break
+        kept_ids, js = trial, trial_js
+    else:
+        stop = f"max_iterations ({settings['max_iterations']}) reached"
+    final = history[-1]["accuracy"] if history else {}
+    report = {
+        "method": settings["method"], "attackers": {n: blocks[n] for n in blocks}, "target": settings["target"],
+        "min_keep": settings["min_keep"], "samples": len(samples), "kept": len(kept_ids),
+        "target_met": stop == "target met", "stopped": stop, "rounds": len(history),
+        "accuracy_before": history[0]["accuracy"] if history else {}, "accuracy_after": final,
+        "excluded": len(excluded), "balanced_features": balanced_features,
+        # per side feature: kept captions' count minus kept foils' count, and the most the program allowed
+        "balance": {name: {"caption_minus_foil": sum(counts.get(rid, 0) for rid in kept_ids),
+                           "allowed": round(slack + rate * len(kept_ids), 2)}
+                    for name, (counts, rate, slack) in zip(settings["balance"] or [], base_balance)},
+        "history": history, "refinement": js,
+    }
+    return set(kept_ids), report

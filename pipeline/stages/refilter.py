@@ -1,0 +1,178 @@
+"""Re-filter a released benchmark file through an instrument's filters, refinement, adversarial filter and gate.
+
+    foilforge refilter FILE --like INSTRUMENT --output DIR
+
+FILE is a VALSE JSON file (`{id: {caption, foil, classes, classes_foil, ...}}`),
+a SugarCrepe JSON file (`{"0": {filename, caption, negative_caption}, ...}`) or
+a foilforge JSONL file (one record a line with `id`, `caption`, `foil`). Every
+pair is scored by the filters of params.yaml `filters.run.INSTRUMENT`, kept or
+dropped by `filters.keep.INSTRUMENT` (the plausibility refinement with the
+adversarial filter of params.yaml `adversarial`, as the select stage does) and
+certified by the release gate (params.yaml `gate`; the baseline stage's
+attackers). Writes `DIR/<FILE's name>` in FILE's own format with only the kept
+records (as released, in their order) and `DIR/report.json`: records before and
+after, every gate attacker before/after (accuracy, n, Wilson CI, verdict), the
+adversarial filter's rounds, the JS of the changed items and the class balance
+before/after. SugarCrepe records carry no changed items: they are the words
+that differ between caption and negative caption (difflib). A VALSE record's
+pair is its `foil` (or the first of `foils`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from pathlib import Path
+
+from pipeline.errors import InputError
+from pipeline.io import atomic_write, read_json, write_json
+from pipeline.params import load_params
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("valse", "sugarcrepe", "foilforge")
+
+
+def detect_format(path: Path, data) -> str:
+    if path.suffix == ".jsonl":
+        return "foilforge"
+    if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+        first = next(iter(data.values()))
+        if "negative_caption" in first:
+            return "sugarcrepe"
+        if "foil" in first or "foils" in first:
+            return "valse"
+    raise InputError(path, f"unknown benchmark format: expected one of {', '.join(FORMATS)} (VALSE JSON {{id: "
+                           "{caption, foil, ...}}}, SugarCrepe JSON {\"0\": {filename, caption, negative_caption}}, "
+                           "foilforge JSONL with id, caption, foil)")
+
+
+def read_released(path) -> tuple[str, list[tuple[str, dict]]]:
+    """(format, [(key, record as released)]) in the file's order."""
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        rows = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise InputError(path, f"not JSON: {err.msg}", record=f"line {number}") from err
+                if not isinstance(record, dict) or "id" not in record:
+                    raise InputError(path, "expected a JSON object with an id", record=f"line {number}", field="id")
+                rows.append((str(record["id"]), record))
+        return "foilforge", rows
+    data = read_json(path)
+    return detect_format(path, data), list(data.items())
+
+
+def _differing_words(caption: str, foil: str) -> tuple[list[str], list[str]]:
+    a, b = caption.lower().split(), foil.lower().split()
+    removed, added = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "equal":
+            removed += a[i1:i2]
+            added += b[j1:j2]
+    return removed, added
+
+
+def to_records(fmt: str, rows: list[tuple[str, dict]], path, instrument: str) -> list[dict]:
+    """foilforge records (id, sample_id, caption, foil, classes, classes_foil) of the released pairs."""
+    foil_field = {"valse": "foil", "sugarcrepe": "negative_caption", "foilforge": "foil"}[fmt]
+    records = []
+    for key, row in rows:
+        if not isinstance(row, dict):
+            raise InputError(path, "expected a JSON object", record=key)
+        caption = row.get("caption")
+        foil = row.get(foil_field)
+        if foil is None and fmt == "valse" and isinstance(row.get("foils"), list) and row["foils"]:
+            foil = row["foils"][0]
+        for field, value in (("caption", caption), (foil_field, foil)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(path, "missing or empty: every record needs a caption and a foil", record=key,
+                                 field=field)
+        if "classes" in row and "classes_foil" in row and row["classes"] is not None and row["classes_foil"] is not None:
+            classes, classes_foil = row["classes"], row["classes_foil"]
+        else:
+            classes, classes_foil = _differing_words(caption, foil)
+        records.append({"id": f"{instrument}:{key}", "sample_id": f"{instrument}:{key}", "released_key": key,
+                        "caption": caption, "foil": foil, "classes": classes, "classes_foil": classes_foil})
+    return records
+
+
+def class_balance(records: list[dict], item_mode: str, path) -> dict:
+    from filters.adversarial import negation_count
+    from pipeline.metrics import js_divergence
+    from pipeline.records import frequencies
+    from pipeline.stages.bias import majority
+
+    captions, foils = frequencies([(r["id"], r) for r in records], item_mode, path)
+    return {"records": len(records), "js": js_divergence(captions, foils),
+            "caption_majority": majority(captions), "foil_majority": majority(foils),
+            "negated_captions": sum(negation_count(r["caption"]) > 0 for r in records),
+            "negated_foils": sum(negation_count(r["foil"]) > 0 for r in records)}
+
+
+def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True) -> dict:
+    from filters.adversarial import settings_for
+    from filters.base import build_filter, keep_rules, scored_filters
+    from pipeline.stages.baseline import release_gate
+    from pipeline.stages.bias import instrument_settings
+    from pipeline.stages.score import score_records
+    from pipeline.stages.select import select
+
+    input_path, output_dir = Path(input_path), Path(output_dir)
+    if like not in (params.get("instruments") or {}):
+        from pipeline.errors import ConfigError
+
+        raise ConfigError(f"--like {like!r} is not an instrument of params.yaml "
+                          f"({', '.join(sorted(params.get('instruments') or {}))})")
+    fmt, rows = read_released(input_path)
+    records = to_records(fmt, rows, input_path, like)
+    log.info("%s: %d %s records; filters of %s", input_path, len(records), fmt, like)
+    filters = [build_filter(params, name) for name in scored_filters(params, like)]
+    scored = score_records(filters, records, input_path, progress)
+    item_mode = instrument_settings(params.get("bias"), like)["items"]
+    kept, rejected, metrics = select(scored, keep_rules(params, like), input_path, item_mode=item_mode,
+                                     adversarial=settings_for(params, like), progress=progress)
+    gate = release_gate(params, like, kept, rejected)
+    kept_keys = {r["released_key"] for r in kept}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    out_path = output_dir / input_path.name
+    kept_rows = [(key, row) for key, row in rows if key in kept_keys]
+    if fmt == "foilforge":
+        with atomic_write(out_path) as handle:
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for _, row in kept_rows)
+    else:
+        write_json(out_path, dict(kept_rows))
+    refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
+    report = {
+        "input": str(input_path), "format": fmt, "like": like, "output": str(out_path),
+        "records_before": len(records), "records_after": len(kept),
+        "funnel": metrics["funnel"],
+        "gate": gate,
+        "adversarial": refinement.get("adversarial"),
+        "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},
+        "balance": {"before": class_balance(records, item_mode, input_path),
+                    "after": class_balance(kept, item_mode, input_path)},
+    }
+    write_json(output_dir / "report.json", report)
+    return report
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", help="a released benchmark file: VALSE JSON, SugarCrepe JSON or foilforge JSONL")
+    parser.add_argument("--like", required=True, help="the instrument whose filters, refinement and gate to apply")
+    parser.add_argument("--output", required=True, help="directory for the kept records and report.json")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def main(args) -> int:
+    report = refilter(load_params(args.params), args.file, args.like, args.output, progress=not args.no_progress)
+    gate = report["gate"] or {}
+    attackers = ", ".join(f"{name} {100 * (e['before']['accuracy'] or 0):.1f}% -> {100 * (e['after']['accuracy'] or 0):.1f}%"
+                          for name, e in (gate.get("attackers") or {}).items())
+    log.info("%s: kept %d of %d (%s); gate %s", args.file, report["records_after"], report["records_before"],
+             attackers or "not configured", "passed" if gate.get("passed") else "NOT passed")
+    return 0

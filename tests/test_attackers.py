@@ -1,0 +1,355 @@
+"""Trained text-only attackers, the adversarial filter and the release gate (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from filters.adversarial import adversarial_filter, negation_count, settings_for
+from filters.attackers import (ATTACKERS, attack_summary, build_attacker, certify, grouped_folds,
+                               out_of_fold_margins, pairs_from_records)
+from pipeline.errors import ConfigError, GateError, InputError
+
+NOUNS = ["dog", "cat", "man", "woman", "horse", "bus", "train", "bird", "child", "car", "boat", "girl", "boy",
+         "table", "chair", "kite", "plate", "bench", "truck", "cow"]
+PLACES = ["park", "street", "field", "beach", "kitchen", "garden", "road", "river", "yard", "room"]
+VERBS = ["sits", "stands", "waits", "rests", "plays", "sleeps"]
+
+
+def balanced_records(n: int, seed: int = 0) -> list[dict]:
+    """Pairs whose caption and foil differ by one noun drawn from one pool, in random roles: nothing to learn."""
+    rng = random.Random(seed)
+    records = []
+    for k in range(n):
+        a, b = rng.sample(NOUNS, 2)
+        place, verb = rng.choice(PLACES), rng.choice(VERBS)
+        records.append({"id": f"t:{k}", "sample_id": f"t:{k}", "caption": f"A {a} {verb} in the {place} {k}.",
+                        "foil": f"A {b} {verb} in the {place} {k}.", "classes": a, "classes_foil": b})
+    return records
+
+
+def planted(records: list[dict], word: str = "apparently") -> list[dict]:
+    """The same pairs with a word that only foils carry."""
+    return [{**r, "foil": r["foil"].replace(" in the ", f" {word} in the ")} for r in records]
+
+
+def word_attacker():
+    return build_attacker({"attacker": "word_ngram.v1"}, "test")
+
+
+def test_registry_pins_the_attacker_families():
+    assert ATTACKERS.names() == ["char_ngram.v1", "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1",
+                                 "word_ngram.v1"]
+
+
+def test_grouped_folds_never_split_a_caption():
+    groups = [f"caption {k % 37}" for k in range(300)]
+    folds = grouped_folds(groups, 5, seed=3)
+    fold_of = {}
+    for group, fold in zip(groups, folds):
+        assert fold_of.setdefault(group, fold) == fold
+    assert sorted(set(folds)) == [0, 1, 2, 3, 4]
+    assert grouped_folds(groups, 5, seed=3) == folds
+    assert grouped_folds(groups, 5, seed=4) != folds
+
+
+def test_out_of_fold_models_never_train_on_the_caption_they_score():
+    records = balanced_records(60)
+    pairs = pairs_from_records(records)
+    seen = []
+
+    class Spy:
+        def fit(self, train, seed=0):
+            self.train = {p.group for p in train}
+            return self
+
+        def margins(self, held):
+            assert not self.train & {p.group for p in held}
+            seen.extend(held)
+            import numpy as np
+            return np.ones(len(held))
+
+    out_of_fold_margins(Spy, pairs, folds=5, seed=0)
+    assert sorted(p.caption for p in seen) == sorted(p.caption for p in pairs)
+
+
+def test_a_word_only_in_foils_is_solved_by_the_word_attacker():
+    pairs = pairs_from_records(planted(balanced_records(80)))
+    margins, _ = out_of_fold_margins(word_attacker, pairs, folds=5, seed=0)
+    summary = attack_summary(margins, max_accuracy=0.55)
+    assert summary["accuracy"] >= 0.9
+    assert summary["passed"] is False and summary["verdict"] == "caption preferred"
+    fitted = word_attacker().fit(pairs)
+    assert fitted.top_features(1) == [("apparently", pytest.approx(fitted.top_features(1)[0][1]))]
+    assert fitted.top_features(1)[0][1] < 0  # it marks foils
+
+
+def test_shuffled_sides_sit_at_chance():
+    rng = random.Random(1)
+    records = []
+    for r in planted(balanced_records(200, seed=2)):
+        # the planted word on a random side: no side-specific cue is left
+        records.append(r if rng.random() < 0.5 else {**r, "caption": r["foil"], "foil": r["caption"]})
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1"):
+        margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": name}, "test"),
+                                         pairs_from_records(records), folds=5, seed=0)
+        assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1, name
+
+
+def test_linear_attackers_are_antisymmetric():
+    pairs = pairs_from_records(planted(balanced_records(40)))
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1"):
+        model = build_attacker({"attacker": name}, "test").fit(pairs)
+        forward = model.margins(pairs)
+        backward = model.margins([p.swapped() for p in pairs])
+        assert forward == pytest.approx(-backward), name
+
+
+def test_a_tie_counts_half_and_few_pairs_are_not_certified():
+    summary = attack_summary([1.0, 0.0, 0.0, -1.0], max_accuracy=0.55)
+    assert summary["accuracy"] == 0.5 and summary["ties"] == 2
+    assert summary["passed"] is False  # 4 pairs: below MIN_JUDGED_PAIRS, not certified
+    assert summary["verdict"] == "too few pairs"
+
+
+def test_scorer_features_read_the_plausibility_scores():
+    records = balanced_records(60)
+    for k, r in enumerate(records):  # an LM that always likes the caption more
+        r["filters"] = {"plausibility": {"scores": {"lm": {"caption": -2.0 + k % 3, "foil": -3.0 + k % 3, "gap": 1.0}}}}
+    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "scorer_features.v1"}, "t"),
+                                     pairs_from_records(records), folds=5, seed=0)
+    assert attack_summary(margins)["accuracy"] == 1.0
+
+
+def test_bad_attacker_args_name_the_key():
+    with pytest.raises(ConfigError, match=r"params.yaml attackers.w .*ngram_range"):
+        build_attacker({"attacker": "word_ngram.v1", "args": {"ngram_range": [3, 1]}}, "params.yaml attackers.w")
+    with pytest.raises(ConfigError, match="unknown attacker 'nope'"):
+        build_attacker({"attacker": "nope"}, "x")
+
+
+def test_negation_count():
+    assert negation_count("There are no dogs.") == 1
+    assert negation_count("The man isn't holding nothing") == 2
+    assert negation_count("A notebook on a table") == 0
+
+
+# ---------------------------------------------------------------------------------------- the adversarial filter
+
+def scored(records: list[dict]) -> list[dict]:
+    """Records as the select stage sees them: one plausibility scorer with alternating gap signs (balanced)."""
+    out, number = [], {}
+    for r in records:
+        k = number.setdefault(r["sample_id"], len(number))  # a sample's candidates share their gap
+        gap = (1.0 if k % 2 else -1.0) * (1 + k % 5)
+        out.append({**r, "filters": {"plausibility": {"scores": {"lm": {"caption": gap, "foil": 0.0, "gap": gap}}}}})
+    return out
+
+
+def filter_settings(**over) -> dict:
+    params = {"attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "adversarial": {"attackers": ["word"], "rounds": 3, "slice": 0.1, "max_js_rise": None, **over}}
+    return settings_for(params, "x")
+
+
+REFINE = dict(scorers=["lm"], bins=1, choose=True, max_js_rise=None, item_mode="direct")
+
+
+def test_the_filter_removes_a_planted_shortcut():
+    records = balanced_records(120, seed=5)
+    shortcut = {r["id"] for r in records[:60]}  # half the foils carry the shortcut word
+    mixed = scored(planted(records[:60]) + records[60:])
+    before, _ = out_of_fold_margins(word_attacker, pairs_from_records(mixed), 5, 0)
+    assert attack_summary(before)["accuracy"] > 0.7
+    kept, report = adversarial_filter(mixed, filter_settings(), REFINE)
+    assert report["target_met"] and report["stopped"] == "target met"
+    assert len(kept) >= 0.25 * len(records)
+    kept_records = [r for r in mixed if r["id"] in kept]
+    after, _ = out_of_fold_margins(word_attacker, pairs_from_records(kept_records), 5, 7)
+    assert attack_summary(after)["accuracy"] <= 0.6
+    assert len(kept & shortcut) < 0.5 * len(kept)  # the planted pairs went first
+
+
+def test_the_filter_is_deterministic_and_order_independent():
+    mixed = scored(planted(balanced_records(40, seed=1)) + balanced_records(40, seed=2)[:0] +
+                   [dict(r, id=r["id"] + "b", sample_id=r["id"] + "b") for r in balanced_records(40, seed=3)])
+    first = adversarial_filter(mixed, filter_settings(), REFINE)
+    second = adversarial_filter(list(reversed(mixed)), filter_settings(), REFINE)
+    assert first[0] == second[0]
+    assert json.dumps(first[1], sort_keys=True) == json.dumps(second[1], sort_keys=True)
+
+
+def test_the_filter_reports_when_min_keep_cannot_be_met():
+    mixed = scored(planted(balanced_records(60, seed=4)))  # every foil carries the shortcut
+    kept, report = adversarial_filter(mixed, filter_settings(min_keep=0.9), REFINE)
+    assert not report["target_met"]
+    assert "below min_keep" in report["stopped"] or "nothing predicted" in report["stopped"]
+    assert len(kept) >= 0.9 * 60
+
+
+def test_negation_balance_holds_in_the_kept_set():
+    records = []
+    for k, r in enumerate(balanced_records(80, seed=6)):
+        negated = r["caption"].replace("A ", "There is no ", 1)
+        # half the negations on the caption side, half on the foil side: the instrument as foiled is 50/50
+        records.append({**r, "caption": negated, "foil": r["caption"]} if k % 2 else {**r, "foil": negated})
+    kept, report = adversarial_filter(scored(records), filter_settings(balance=["negation"]), REFINE)
+    kept_records = [r for r in records if r["id"] in kept]
+    captions = sum(negation_count(r["caption"]) > 0 for r in kept_records)
+    foils = sum(negation_count(r["foil"]) > 0 for r in kept_records)
+    assert abs(captions - foils) <= 1
+    assert report["balance"]["negation"]["caption_minus_foil"] == captions - foils
+
+
+def test_alternative_foils_are_chosen_before_a_caption_is_dropped():
+    base = balanced_records(60, seed=8)
+    rng = random.Random(9)
+    records = []
+    for r in base:  # proposal 1 carries the shortcut, proposal 2 (a '#1' alternative: another noun) does not
+        records.append(planted([r])[0])
+        other = rng.choice([n for n in NOUNS if n not in (r["classes"], r["classes_foil"])])
+        records.append({**r, "id": r["id"] + "#1", "classes_foil": other,
+                        "foil": r["caption"].replace(f"A {r['classes']} ", f"A {other} ", 1)})
+    kept, report = adversarial_filter(scored(records), filter_settings(), REFINE)
+    samples = {r["sample_id"] for r in records if r["id"] in kept}
+    assert len(samples) == len(kept)
+    assert len(kept) >= 0.6 * len(base)  # captions kept through their other foil, not dropped
+    assert sum(rid.endswith("#1") for rid in kept) > len(kept) / 2
+
+
+def test_gate_must_use_a_family_the_filter_did_not():
+    from filters.adversarial import gate_settings
+
+    params = {"instruments": {"x": {}},
+              "attackers": {"word": {"attacker": "word_ngram.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}},
+              "adversarial": {"attackers": ["word"], "seed": 0},
+              "gate": {"attackers": ["word"], "seed": 1}}
+    with pytest.raises(ConfigError, match="every family .* the adversarial filter of x used"):
+        gate_settings(params, "x")
+    params["gate"] = {"attackers": ["word", "bayes"], "seed": 0}
+    with pytest.raises(ConfigError, match="seed equals adversarial.seed"):
+        gate_settings(params, "x")
+    params["gate"]["seed"] = 5
+    assert gate_settings(params, "x")["families"] == {"word": "word n-grams", "bayes": "naive Bayes on single texts"}
+
+
+def test_certify_multiple_choice_at_chance_and_with_a_shortcut():
+    rng = random.Random(3)
+    records = []
+    for k in range(60):
+        options = [f"{v} the {n} {k}" for v, n in zip(rng.sample(["feed", "walk", "wash", "paint", "ride"], 5),
+                                                    rng.sample(NOUNS, 5))]
+        records.append({"id": f"m:{k}", "caption": options[rng.randrange(5)], "candidates": options})
+    blocks = {"word": {"attacker": "word_ngram.v1"}}
+    fair = certify(records, blocks, folds=5, seed=0, repeats=2)["word"]
+    assert fair["chance"] == 0.2 and abs(fair["accuracy"] - 0.2) < 0.12 and fair["passed"]
+    cued = [{**r, "caption": r["caption"] + " now", "candidates": [c + " now" if c == r["caption"] else c
+                                                                    for c in r["candidates"]]} for r in records]
+    solved = certify(cued, blocks, folds=5, seed=0, repeats=2)["word"]
+    assert solved["accuracy"] > 0.9 and not solved["passed"] and solved["verdict"] == "target preferred"
+
+
+# ---------------------------------------------------------------------------------------- export refuses, refilter
+
+def test_export_refuses_an_instrument_above_the_gate(tmp_path):
+    from pipeline.stages.export import check_gates
+
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    gate = {"passed": False, "mode": "fail", "max_accuracy": 0.55,
+            "attackers": {"word": {"after": {"accuracy": 0.7, "n": 40, "passed": False, "attacker": "word_ngram.v1()"}}}}
+    (baseline / "relations.json").write_text(json.dumps({"gate": gate}))
+    files = [tmp_path / "relations.jsonl"]
+    with pytest.raises(GateError, match=r"instrument relations is not blind-proof: attacker word .* 70.0% of 40 pairs"):
+        check_gates({}, files, baseline)
+    gate["mode"] = "report"
+    (baseline / "relations.json").write_text(json.dumps({"gate": gate}))
+    check_gates({}, files, baseline)  # reported, not refused
+
+
+def test_datacard_says_not_blind_proof_first():
+    from pipeline.stages.export import datacard_text
+
+    after = {"accuracy": 0.7, "n": 40, "passed": False, "family": "word n-grams", "ci95": [0.55, 0.82],
+             "verdict": "caption preferred", "max_accuracy": 0.55}
+    gate = {"passed": False, "mode": "report", "max_accuracy": 0.55,
+            "attackers": {"word": {"before": {**after, "accuracy": 0.8}, "after": after}}}
+    manifest = {"instruments": {"relations": {"gate": gate, "counts": {"exported": 40}, "provenance": {}, "filters": {}}},
+                "sources": {}}
+    text = datacard_text(manifest)
+    assert text.splitlines()[2].startswith("**Not blind-proof: relations (word 70.0%)")
+    assert "| relations | word | word n-grams | 80.0% | 70.0% | 40 | 55-82% | caption preferred | FAIL (<= 55%) |" in text
+
+
+def write_valse(path: Path, records: list[dict]) -> None:
+    path.write_text(json.dumps({r["id"].split(":")[1]: {"dataset": "x", "caption": r["caption"], "foil": r["foil"],
+                                                          "classes": r["classes"], "classes_foil": r["classes_foil"],
+                                                          "mturk": {"caption": 3, "foil": 0, "other": 0}}
+                                for r in records}))
+
+
+def refilter_params(tmp_path) -> dict:
+    return {"seed": 0, "instruments": {"x": {"foiler": "released.v1", "source": "s"}},
+            "filters": {"run": {"x": ["length"]}, "keep": {"x": {"length": {"max_tokens": 80}}},
+                        "length": {"special_tokens": False}},
+            "models": {"length_tokenizer": {"name_or_path": str(tmp_path / "tok")}},
+            "attackers": {"word": {"attacker": "word_ngram.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}},
+            "gate": {"attackers": ["word", "bayes"], "repeats": 2}}
+
+
+def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
+    from pipeline.stages.refilter import refilter
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    source = tmp_path / "in" / "relations.json"
+    source.parent.mkdir()
+    write_valse(source, balanced_records(30))
+    report = refilter(refilter_params(tmp_path), source, "x", tmp_path / "out", progress=False)
+    out = json.loads((tmp_path / "out" / "relations.json").read_text())
+    released = json.loads(source.read_text())
+    assert out == {k: released[k] for k in out}  # as released, only the kept ones
+    assert report["records_before"] == 30 and report["records_after"] == len(out)
+    assert set(report["gate"]["attackers"]) == {"word", "bayes"}
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["format"] == "valse"
+
+
+def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
+    from pipeline.stages.refilter import read_released, refilter, to_records
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    path = tmp_path / "swap.json"
+    path.write_text(json.dumps({"0": {"filename": "1.jpg", "caption": "a dog chases a cat",
+                                      "negative_caption": "a cat chases a dog"}}))
+    fmt, rows = read_released(path)
+    assert fmt == "sugarcrepe"
+    record = to_records(fmt, rows, path, "x")[0]
+    assert (record["caption"], record["foil"]) == ("a dog chases a cat", "a cat chases a dog")
+    assert record["classes"] and record["classes_foil"]
+    path.write_text(json.dumps({"0": {"filename": "1.jpg", "caption": "a dog", "negative_caption": ""}}))
+    with pytest.raises(InputError, match=r"swap.json, record 0, field 'negative_caption': missing or empty"):
+        refilter(refilter_params(tmp_path), path, "x", tmp_path / "out", progress=False)
+    path.write_text(json.dumps({"0": {"text": "a dog"}}))
+    with pytest.raises(InputError, match="unknown benchmark format"):
+        refilter(refilter_params(tmp_path), path, "x", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_transformer_attacker_fits_a_tiny_model_through_from_pretrained(tiny_models):
+    block = {"attacker": "transformer_pair.v1",
+             "args": {"model": {"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu", "batch_size": 8},
+                      "epochs": 1}}
+    pairs = pairs_from_records(planted(balanced_records(16)))
+    first = build_attacker(block, "test").fit(pairs, seed=3)
+    margins = first.margins(pairs)
+    assert first.margins([p.swapped() for p in pairs]) == pytest.approx(-margins, abs=1e-5)
+    again = build_attacker(block, "test").fit(pairs, seed=3).margins(pairs)
+    assert again == pytest.approx(margins, abs=1e-6)  # deterministic for a seed
+
+
+def test_transformer_attacker_names_the_model_key_when_it_cannot_load(tmp_path):
+    block = {"attacker": "transformer_pair.v1", "args": {"model": {"name_or_path": str(tmp_path / "missing")}}}
+    with pytest.raises(ConfigError, match=r"Set params.yaml attackers.minilm.args.model.name_or_path"):
+        build_attacker(block, "params.yaml attackers.minilm").fit(pairs_from_records(balanced_records(4)))
