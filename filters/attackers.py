@@ -90,6 +90,11 @@ def _lengths(text: str) -> tuple[float, float]:
     return float(len(text.split())), float(len(text))
 
 
+def text_pair(first: str, second: str, group: str) -> Pair:
+    """A pair of bare texts (multiple-choice options): their lengths are the only per-side numbers."""
+    return Pair(first, second, group, _lengths(first), _lengths(second))
+
+
 class Attacker:
     """Base contract; subclasses set `family` and implement `fit` and `margins`."""
 
@@ -142,7 +147,8 @@ class LinearPairAttacker(Attacker):
         stack = sparse.vstack if sparse.issparse(difference) else np.vstack
         x = stack([difference, -difference])
         y = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
-        self._model = LogisticRegression(C=self.C, fit_intercept=False, max_iter=2000, random_state=seed).fit(x, y)
+        self._model = LogisticRegression(C=self.C, fit_intercept=False, solver="liblinear", max_iter=2000,
+                                         random_state=seed).fit(x, y)
         return self
 
     def margins(self, pairs: list[Pair]):
@@ -431,7 +437,7 @@ def choose(attacker_margins, options: list[list[str]], group: list[str]) -> list
     """
     import numpy as np
 
-    ordered = [Pair(a, b, g) for opts, g in zip(options, group)
+    ordered = [text_pair(a, b, g) for opts, g in zip(options, group)
                for i, a in enumerate(opts) for j, b in enumerate(opts) if i != j]
     wins = correctness(attacker_margins(ordered)) if ordered else np.zeros(0)
     shares, at = [], 0
@@ -450,7 +456,7 @@ def choose(attacker_margins, options: list[list[str]], group: list[str]) -> list
 
 def multiple_choice_pairs(options: list[list[str]], labels: list[int], group: list[str]) -> list[Pair]:
     """Training pairs of multiple-choice items: the target against each decoy (caption = target)."""
-    return [Pair(opts[label], opt, g) for opts, label, g in zip(options, labels, group)
+    return [text_pair(opts[label], opt, g) for opts, label, g in zip(options, labels, group)
             for j, opt in enumerate(opts) if j != label]
 
 

@@ -114,15 +114,11 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
             "negated_foils": sum(negation_count(r["foil"]) > 0 for r in records)}
 
 
-def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True) -> dict:
-    from filters.adversarial import settings_for
-    from filters.base import build_filter, keep_rules, scored_filters
-    from pipeline.stages.baseline import release_gate
-    from pipeline.stages.bias import instrument_settings
+def score_released(params: dict, input_path, like: str, progress: bool = True) -> tuple[str, list, list[dict]]:
+    """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
+    from filters.base import build_filter, scored_filters
     from pipeline.stages.score import score_records
-    from pipeline.stages.select import select
 
-    input_path, output_dir = Path(input_path), Path(output_dir)
     if like not in (params.get("instruments") or {}):
         from pipeline.errors import ConfigError
 
@@ -132,11 +128,34 @@ def refilter(params: dict, input_path, like: str, output_dir, progress: bool = T
     records = to_records(fmt, rows, input_path, like)
     log.info("%s: %d %s records; filters of %s", input_path, len(records), fmt, like)
     filters = [build_filter(params, name) for name in scored_filters(params, like)]
-    scored = score_records(filters, records, input_path, progress)
+    return fmt, rows, score_records(filters, records, input_path, progress)
+
+
+def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True) -> tuple[list[dict], dict]:
+    """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`."""
+    from filters.adversarial import settings_for
+    from filters.base import keep_rules
+    from pipeline.stages.baseline import release_gate
+    from pipeline.stages.bias import instrument_settings
+    from pipeline.stages.select import select
+
     item_mode = instrument_settings(params.get("bias"), like)["items"]
-    kept, rejected, metrics = select(scored, keep_rules(params, like), input_path, item_mode=item_mode,
+    kept, rejected, metrics = select(scored, keep_rules(params, like), path, item_mode=item_mode,
                                      adversarial=settings_for(params, like), progress=progress)
-    gate = release_gate(params, like, kept, rejected)
+    refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
+    return kept, {
+        "like": like, "records_before": len(scored), "records_after": len(kept), "funnel": metrics["funnel"],
+        "gate": release_gate(params, like, kept, rejected),
+        "adversarial": refinement.get("adversarial"),
+        "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},
+        "balance": {"before": class_balance(scored, item_mode, path), "after": class_balance(kept, item_mode, path)},
+    }
+
+
+def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True) -> dict:
+    input_path, output_dir = Path(input_path), Path(output_dir)
+    fmt, rows, scored = score_released(params, input_path, like, progress)
+    kept, report = filter_scored(params, like, scored, input_path, progress)
     kept_keys = {r["released_key"] for r in kept}
     output_dir.mkdir(parents=True, exist_ok=True)
     out_path = output_dir / input_path.name
@@ -146,17 +165,7 @@ def refilter(params: dict, input_path, like: str, output_dir, progress: bool = T
             handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for _, row in kept_rows)
     else:
         write_json(out_path, dict(kept_rows))
-    refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
-    report = {
-        "input": str(input_path), "format": fmt, "like": like, "output": str(out_path),
-        "records_before": len(records), "records_after": len(kept),
-        "funnel": metrics["funnel"],
-        "gate": gate,
-        "adversarial": refinement.get("adversarial"),
-        "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},
-        "balance": {"before": class_balance(records, item_mode, input_path),
-                    "after": class_balance(kept, item_mode, input_path)},
-    }
+    report = {"input": str(input_path), "format": fmt, "output": str(out_path), **report}
     write_json(output_dir / "report.json", report)
     return report
 
