@@ -41,8 +41,8 @@ def word_attacker():
 
 
 def test_registry_pins_the_attacker_families():
-    assert ATTACKERS.names() == ["char_ngram.v1", "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1",
-                                 "word_ngram.v1"]
+    assert ATTACKERS.names() == ["boosted_features.v1", "char_ngram.v1", "edit_tokens.v1", "ngram_bayes.v1",
+                                 "scorer_features.v1", "transformer_pair.v1", "word_ngram.v1"]
 
 
 def test_grouped_folds_never_split_a_caption():
@@ -93,7 +93,7 @@ def test_shuffled_sides_sit_at_chance():
     for r in planted(balanced_records(200, seed=2)):
         # the planted word on a random side: no side-specific cue is left
         records.append(r if rng.random() < 0.5 else {**r, "caption": r["foil"], "foil": r["caption"]})
-    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1"):
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1"):
         margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": name}, "test"),
                                          pairs_from_records(records), folds=5, seed=0)
         assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1, name
@@ -101,7 +101,7 @@ def test_shuffled_sides_sit_at_chance():
 
 def test_linear_attackers_are_antisymmetric():
     pairs = pairs_from_records(planted(balanced_records(40)))
-    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1"):
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1"):
         model = build_attacker({"attacker": name}, "test").fit(pairs)
         forward = model.margins(pairs)
         backward = model.margins([p.swapped() for p in pairs])
@@ -265,6 +265,11 @@ def test_export_refuses_an_instrument_above_the_gate(tmp_path):
     files = [tmp_path / "relations.jsonl"]
     with pytest.raises(GateError, match=r"instrument relations is not blind-proof: attacker word .* 70.0% of 40 pairs"):
         check_gates({}, files, baseline)
+    gate["attackers"]["word"]["after"]["n"] = 6
+    (baseline / "relations.json").write_text(json.dumps({"gate": gate}))
+    with pytest.raises(GateError, match=r"relations is not blind-proof: only 6 pairs are left, and fewer than 20 are "
+                                        r"not certified \(attacker word: 70.0%\)"):
+        check_gates({}, files, baseline)
     gate["mode"] = "report"
     (baseline / "relations.json").write_text(json.dumps({"gate": gate}))
     check_gates({}, files, baseline)  # reported, not refused
@@ -316,6 +321,28 @@ def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
     assert json.loads((tmp_path / "out" / "report.json").read_text())["format"] == "valse"
 
 
+def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
+    from pipeline.stages.refilter import refilter
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    source = tmp_path / "in" / "relations.json"
+    source.parent.mkdir()
+    records = balanced_records(50, seed=11)
+    write_valse(source, planted(records[:25]) + records[25:])  # something for the gate to find before
+    params = refilter_params(tmp_path)
+    params["adversarial"] = {"attackers": ["word"], "rounds": 2, "max_js_rise": None}
+    params["filters"]["run"]["x"] = ["length", "plausibility"]
+    params["filters"]["keep"]["x"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
+    params["filters"]["plausibility"] = {"scorers": {"tri": {"kind": "ngram", "unit": "word", "order": 3,
+                                                            "smoothing": "kneser_ney"}}}
+    outputs = []
+    for _ in range(2):
+        report = refilter(params, source, "x", tmp_path / "out", progress=False)
+        outputs.append([(tmp_path / "out" / name).read_bytes() for name in ("relations.json", "report.json")])
+    assert outputs[0] == outputs[1]
+    assert report["adversarial"]["rounds"] >= 1 and report["records_after"] < 50  # the filters ran and removed pairs
+
+
 def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
     from pipeline.stages.refilter import read_released, refilter, to_records
 
@@ -353,3 +380,82 @@ def test_transformer_attacker_names_the_model_key_when_it_cannot_load(tmp_path):
     block = {"attacker": "transformer_pair.v1", "args": {"model": {"name_or_path": str(tmp_path / "missing")}}}
     with pytest.raises(ConfigError, match=r"Set params.yaml attackers.minilm.args.model.name_or_path"):
         build_attacker(block, "params.yaml attackers.minilm").fit(pairs_from_records(balanced_records(4)))
+
+
+def test_a_missed_target_names_the_shortcut_left():
+    mixed = scored(planted(balanced_records(60, seed=4)))  # every foil carries "apparently": no subset is blind
+    kept, report = adversarial_filter(mixed, filter_settings(min_keep=0.9), REFINE)
+    assert not report["target_met"]
+    assert report["shortcuts"][0] == {"attacker": "word", "feature": "apparently", "marks": "foil",
+                                      "weight": report["shortcuts"][0]["weight"]}
+    assert report["shortcuts"][0]["weight"] < 0
+
+
+def test_features_built_once_give_the_margins_of_features_built_per_fold():
+    """The shared vocabulary (shared_differences) is a speed-up only: out-of-fold margins are those of per-fold maps."""
+    import numpy as np
+
+    records = planted(balanced_records(40, seed=12)[:20]) + balanced_records(40, seed=12)[20:]
+    pairs = pairs_from_records(records)
+    extra = pairs_from_records(balanced_records(10, seed=13))
+    for name in ("word_ngram.v1", "char_ngram.v1"):
+        def make(n=name):
+            return build_attacker({"attacker": n}, "test")
+
+        class PerFold:  # the same attacker without the shared map
+            def __init__(self):
+                self.inner = make()
+
+            def fit(self, train, seed=0):
+                self.inner.fit(train, seed)
+                return self
+
+            def margins(self, held):
+                return self.inner.margins(held)
+
+        fast, fast_extra = out_of_fold_margins(make, pairs, 5, 3, extra)
+        slow, slow_extra = out_of_fold_margins(PerFold, pairs, 5, 3, extra)
+        assert np.allclose(fast, slow, atol=1e-6) and np.allclose(fast_extra, slow_extra, atol=1e-6), name
+
+
+def test_the_edit_attacker_sees_which_word_replaced_which():
+    """A cycle of replacements (dog -> cat -> horse -> dog): each noun is the caption as often as the foil, and a
+    weight per word (w_dog > w_cat > w_horse > w_dog) can get at most two of the three edits right; which word
+    replaced which gives all three away."""
+    rng = random.Random(4)
+    records = []
+    for k in range(120):
+        a, b = [("dog", "cat"), ("cat", "horse"), ("horse", "dog")][k % 3]
+        place, verb = rng.choice(PLACES), rng.choice(VERBS)
+        records.append({"id": f"e:{k}", "sample_id": f"e:{k}", "caption": f"A {a} {verb} in the {place} {k}.",
+                        "foil": f"A {b} {verb} in the {place} {k}.", "classes": a, "classes_foil": b})
+    pairs = pairs_from_records(records)
+    accuracy = {}
+    for name in ("word_ngram.v1", "edit_tokens.v1"):
+        margins, _ = out_of_fold_margins(lambda n=name: build_attacker({"attacker": n}, "test"), pairs, 5, 0)
+        accuracy[name] = attack_summary(margins)["accuracy"]
+    assert accuracy["edit_tokens.v1"] >= 0.95
+    assert accuracy["word_ngram.v1"] <= 0.7  # at most 2 of 3 edits for any linear weights
+
+
+def test_the_boosted_attacker_finds_a_length_cue():
+    """Half the foils add a word ("again"), half drop one ("the"): the caption is the shorter text in one half and
+    the longer in the other, so the sign of the word-count difference says nothing; the character counts do."""
+    rng = random.Random(5)
+    records = []
+    for k in range(160):
+        noun, place = rng.choice(NOUNS), rng.choice(PLACES)
+        long_caption = k % 2 == 0
+        caption = f"A {noun} sits in the {place} near the old stone wall today" if long_caption \
+            else f"A {noun} sits in the {place}"
+        foil = caption + " again" if long_caption else f"A {noun} sits in {place}"
+        records.append({"id": f"b:{k}", "sample_id": f"b:{k}", "caption": caption, "foil": foil,
+                        "classes": noun, "classes_foil": noun})
+    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
+                                     pairs_from_records(records), 5, 0)
+    assert attack_summary(margins)["accuracy"] >= 0.9
+    coin = random.Random(6)
+    shuffled = [r if coin.random() < 0.5 else {**r, "caption": r["foil"], "foil": r["caption"]} for r in records]
+    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
+                                     pairs_from_records(shuffled), 5, 0)
+    assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1  # sides shuffled: nothing left to find

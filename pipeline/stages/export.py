@@ -340,11 +340,15 @@ def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
         gate = (_optional_json(report_path) or {}).get("gate")
         if not gate or gate.get("mode") == "report" or gate.get("passed"):
             continue
-        name, after = failing_attackers(gate)[0]
+        # the strongest failing attacker names the problem best
+        name, after = max(failing_attackers(gate), key=lambda item: item[1]["accuracy"] or 0.0)
         figure = "n/a" if after["accuracy"] is None else f"{100 * after['accuracy']:.1f}%"
+        why = (f"only {after['n']} pairs are left, and fewer than {MIN_JUDGED_PAIRS} are not certified (attacker "
+               f"{name}: {figure})" if after["n"] < MIN_JUDGED_PAIRS else
+               f"attacker {name} ({after.get('attacker')}) picks the right text on {figure} of {after['n']} pairs out "
+               f"of fold")
         raise GateError(
-            f"{report_path}: instrument {path.stem} is not blind-proof: attacker {name} ({after.get('attacker')}) "
-            f"picks the right text on {figure} of {after['n']} pairs out of fold (gate: at most "
+            f"{report_path}: instrument {path.stem} is not blind-proof: {why} (gate: at most "
             f"{100 * gate['max_accuracy']:.0f}% on at least {MIN_JUDGED_PAIRS} pairs). Rebuild it with the adversarial "
             f"filter (params.yaml adversarial), or set params.yaml gate.instruments.{path.stem}: report to export it "
             f"with a data card that says it is not blind-proof")
