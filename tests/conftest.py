@@ -28,3 +28,19 @@ def tiny_models(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny-models")
     return tm.TinyModels(root)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gguf_cache(tmp_path_factory):
+    """The GGUF conversions of this test session (pipeline/models.py): converted once per session, in a temporary
+    directory, never in the user's cache."""
+    import os
+
+    directory = tmp_path_factory.mktemp("gguf-cache")
+    previous = os.environ.get("FOILFORGE_GGUF_CACHE")
+    os.environ["FOILFORGE_GGUF_CACHE"] = str(directory)
+    yield directory
+    if previous is None:
+        os.environ.pop("FOILFORGE_GGUF_CACHE", None)
+    else:
+        os.environ["FOILFORGE_GGUF_CACHE"] = previous

