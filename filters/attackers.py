@@ -41,6 +41,7 @@ the most of its comparisons, ties shared.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from pipeline.errors import ConfigError
@@ -323,7 +324,8 @@ class NgramBayesAttacker(Attacker):
         return (first[:, 1] - first[:, 0]) - (second[:, 1] - second[:, 0])
 
 
-def _edit(first: str, second: str) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=1 << 16)  # every fold and partition of an out-of-fold run asks for the same pairs' edits
+def _edit(first: str, second: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(tokens only the first text has, tokens only the second has) where the two texts differ (difflib)."""
     import difflib
     import re
@@ -334,7 +336,7 @@ def _edit(first: str, second: str) -> tuple[list[str], list[str]]:
         if op != "equal":
             removed += a[i1:i2]
             added += b[j1:j2]
-    return removed, added
+    return tuple(removed), tuple(added)
 
 
 @ATTACKERS.register("edit_tokens.v1")

@@ -288,7 +288,7 @@ def test_instrument_block_errors_name_the_key():
     with pytest.raises(ConfigError, match="instruments.no-foiler needs a 'foiler' key"):
         build_instrument(PARAMS, "no-foiler")
     with pytest.raises(ConfigError, match="instruments.extra-key: unknown key.s. sources; allowed: foiler, source, args, "
-                                          "candidates_per_sample"):
+                                          "candidates_per_sample, max_samples"):
         build_instrument(PARAMS, "extra-key")
 
 
@@ -321,3 +321,25 @@ def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
     assert metrics["counts"] == {"samples": 2, "proposed": 2, "chosen": 2, "records": 2, "cap_per_sample": 2}
     with pytest.raises(ConfigError, match=r"instruments.bad.candidates_per_sample must be an integer >= 1 or null, got 0"):
         foil_file(params, "bad", source, tmp_path / "out2.jsonl")
+
+
+def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
+    from pipeline.stages.foil import foil_file
+
+    params = {"seed": 0, "instruments": {
+        "first": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "max_samples": 1},
+        "all": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}},
+        "bad": {"foiler": "existence.v1", "max_samples": True}}}
+    source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
+    assert foil_file(params, "all", source, tmp_path / "all.jsonl", metrics_path=tmp_path / "all.json") == 2
+    assert foil_file(params, "first", source, tmp_path / "first.jsonl", metrics_path=tmp_path / "first.json") == 1
+    first = [json.loads(line) for line in (tmp_path / "first.jsonl").read_text().splitlines()]
+    everything = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    def unnamed(record):  # the instrument's name is in the id and `instrument`; the rest must be the same
+        return {k: v for k, v in record.items() if k not in ("id", "instrument")}
+
+    assert [r["id"] for r in first] == [f"first:{VISUAL7W_SAMPLES[0]['id']}"]
+    assert [unnamed(r) for r in first] == [unnamed(r) for r in everything if r["id"] == f"all:{VISUAL7W_SAMPLES[0]['id']}"]
+    assert json.loads((tmp_path / "first.json").read_text())["counts"]["samples"] == 1
+    with pytest.raises(ConfigError, match=r"instruments.bad.max_samples must be an integer >= 1 or null, got True"):
+        foil_file(params, "bad", source, tmp_path / "out3.jsonl")

@@ -2,7 +2,11 @@
 
 `instruments.NAME.candidates_per_sample` (optional, an int >= 1) overrides the
 foiler's per-sample cap (`max_foils_per_sample`, usually 1), so that a later
-stage can choose among several candidates per caption. `--metrics` writes what
+stage can choose among several candidates per caption.
+`instruments.NAME.max_samples` (optional, an int >= 1) foils only the first
+that many samples of the source, in file order: a quick look at an instrument,
+or a sample build that keeps a slow foiler's share of the time small while the
+source stays large enough for the instruments that need it. `--metrics` writes what
 the foiler reported about the run (skip rules, guards, resolver, pairing, JS).
 """
 
@@ -27,7 +31,7 @@ def add_arguments(parser) -> None:
                         help="journal model scores here (relations: one line per chunk of slots), so a killed run "
                              "resumes where it stopped and a rerun with the same scorer and slots rescores nothing")
 
-INSTRUMENT_KEYS = ("foiler", "source", "args", "candidates_per_sample")
+INSTRUMENT_KEYS = ("foiler", "source", "args", "candidates_per_sample", "max_samples")
 
 
 def instrument_spec(params: dict, name: str) -> dict:
@@ -42,9 +46,10 @@ def instrument_spec(params: dict, name: str) -> dict:
     if unknown:
         raise ConfigError(f"params.yaml instruments.{name}: unknown key(s) {', '.join(sorted(unknown))}; "
                           f"allowed: {', '.join(INSTRUMENT_KEYS)}")
-    cap = spec.get("candidates_per_sample")
-    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-        raise ConfigError(f"params.yaml instruments.{name}.candidates_per_sample must be an integer >= 1 or null, got {cap!r}")
+    for key in ("candidates_per_sample", "max_samples"):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"params.yaml instruments.{name}.{key} must be an integer >= 1 or null, got {value!r}")
     return spec
 
 
@@ -61,10 +66,13 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     from foilers.base import RunContext
 
     foiler = build_instrument(params, instrument)
-    cap = instrument_spec(params, instrument).get("candidates_per_sample")
+    spec = instrument_spec(params, instrument)
+    cap, limit = spec.get("candidates_per_sample"), spec.get("max_samples")
     samples = []
     seen_ids = set()
     for index, sample in enumerate(iter_jsonl(input_path)):
+        if limit is not None and len(samples) == limit:
+            break
         if "id" not in sample:
             raise InputError(input_path, "missing field", record=f"line {index + 1}", field="id")
         # two samples with one id would give two records with one id (and seed the same generator)
