@@ -27,16 +27,18 @@ def test_golden_examples():
 
 
 def test_sample_swig_swaps_and_skips_same_filler():
-    records = {r["dataset_idx"].rsplit("_", 1)[0]: r for r in ActantSwap().run(sample_swig(), seed=0, instrument="actant-swap")}
-    assert (records["shouting"]["caption"], records["shouting"]["foil"]) == ("A man shouts at a woman.", "A woman shouts at a man.")
-    assert (records["cheering"]["caption"], records["cheering"]["foil"]) == ("People cheer for a team.", "A team cheers for people.")
-    assert (records["coaching"]["caption"], records["coaching"]["foil"]) == ("A coach coaches people.", "People coach a coach.")
-    assert records["feeding"]["classes"] == "woman" and records["feeding"]["classes_foil"] == "baby"
-    assert records["shouting"]["id"] == "actant-swap:swig:" + records["shouting"]["dataset_idx"]
-    assert records["shouting"]["provenance"]["caption_span"] == [0, 23]
-    assert "punching" not in records  # boxer punches boxer: the swap would give the caption back
-    assert "raining" not in records and "walking" not in records
-    assert len(records) == 42
+    # keyed by image: the grown sample has up to ten images per verb
+    samples = sample_swig()
+    records = {r["dataset_idx"]: r for r in ActantSwap().run(samples, seed=0, instrument="actant-swap")}
+    assert (records["shouting_35.jpg"]["caption"], records["shouting_35.jpg"]["foil"]) == ("A man shouts at a woman.", "A woman shouts at a man.")
+    assert (records["cheering_237.jpg"]["caption"], records["cheering_237.jpg"]["foil"]) == ("People cheer for a team.", "A team cheers for people.")
+    assert (records["coaching_160.jpg"]["caption"], records["coaching_160.jpg"]["foil"]) == ("A coach coaches people.", "People coach a coach.")
+    assert records["feeding_268.jpg"]["classes"] == "woman" and records["feeding_268.jpg"]["classes_foil"] == "baby"
+    assert records["shouting_35.jpg"]["id"] == "actant-swap:swig:shouting_35.jpg"
+    assert records["shouting_35.jpg"]["provenance"]["caption_span"] == [0, 23]
+    # boxer punches boxer: the swap would give the caption back; raining and walking realise no caption
+    assert sorted({s["dataset_idx"] for s in samples} - set(records)) == ["punching_201.jpg", "raining_68.jpg",
+                                                                           "walking_247.jpg"]
 
 
 def test_deterministic_and_order_independent():
