@@ -64,16 +64,37 @@ def summarise(report: dict, seconds: float) -> dict:
     }
 
 
-def main() -> int:
+def scored_records(params: dict, path: Path, like: str, keep: str | None) -> list[dict]:
+    """`path` scored by `like`'s filters (the models run here), read from / written to the cache `keep` when given."""
+    from pipeline.stages.refilter import score_released
+
+    cache = Path(keep) / f"{path.parent.name}_{path.stem}.scored.jsonl" if keep else None
+    if cache and cache.is_file():
+        return [json.loads(line) for line in cache.read_text().splitlines()]
+    _, _, scored = score_released(params, path, like, progress=False)
+    if cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("".join(json.dumps(r) + "\n" for r in scored))
+    return scored
+
+
+def write_results(path: Path, results: dict) -> None:
+    """After every piece: a long run stopped half-way keeps what it measured."""
+    from pipeline.io import write_json
+
+    write_json(path, results)
+
+
+def main(argv=None) -> int:
     from pipeline.params import load_params
-    from pipeline.stages.refilter import filter_scored, score_released
+    from pipeline.stages.refilter import filter_scored
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=None, help="file names to run (repeatable)")
     parser.add_argument("--methods", nargs="+", default=["aflite", "balance_features"])
     parser.add_argument("--transformer", action="store_true", help="add attackers.minilm_pair to the gate")
     parser.add_argument("--keep", default=None, help="cache the scored records here (reruns skip the models)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found (the shared real data)")
         return 0
@@ -84,15 +105,8 @@ def main() -> int:
         path = SHARED / relative
         if args.only and path.name not in args.only:
             continue
-        cache = Path(args.keep) / f"{path.parent.name}_{path.stem}.scored.jsonl" if args.keep else None
         started = time.perf_counter()
-        if cache and cache.is_file():
-            scored = [json.loads(line) for line in cache.read_text().splitlines()]
-        else:
-            _, _, scored = score_released(params, path, like, progress=False)
-            if cache:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                cache.write_text("".join(json.dumps(r) + "\n" for r in scored))
+        scored = scored_records(params, path, like, args.keep)
         scoring = time.perf_counter() - started
         entry = {"like": like, "scoring_seconds": round(scoring, 1)}
         for method in args.methods:
@@ -106,8 +120,7 @@ def main() -> int:
             entry[method] = summarise(report, time.perf_counter() - started)
             print(relative, method, json.dumps(entry[method]), flush=True)
         results[relative] = entry
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_results(RESULT, results)
     return 0
 
 
