@@ -85,29 +85,45 @@ def write_results(path: Path, results: dict) -> None:
     write_json(path, results)
 
 
-def main(argv=None) -> int:
+def start(parser: argparse.ArgumentParser, argv, result: Path):
+    """(args, params, the results written so far) for a benchmark over PIECES with `--only` and `--keep`;
+    None when the shared real data is absent (the benchmark is skipped)."""
     from pipeline.params import load_params
-    from pipeline.stages.refilter import filter_scored
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=None, help="file names to run (repeatable)")
-    parser.add_argument("--methods", nargs="+", default=["aflite", "balance_features"])
-    parser.add_argument("--transformer", action="store_true", help="add attackers.minilm_pair to the gate")
-    parser.add_argument("--keep", default=None, help="cache the scored records here (reruns skip the models)")
+    parser.add_argument("--keep", default=None, help="cache the scored records here (reruns skip the models; "
+                                                     "shared by bench_attackers_real and bench_unseen_attackers)")
     args = parser.parse_args(argv)
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found (the shared real data)")
-        return 0
-    params = load_params(ROOT / "params.yaml")
-    results = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
-    results["params"] = "params.yaml of the repository (filters, refinement, adversarial, gate)"
+        return None
+    return args, load_params(ROOT / "params.yaml"), json.loads(result.read_text()) if result.is_file() else {}
+
+
+def scored_pieces(params: dict, only: list[str] | None, keep: str | None):
+    """(released file relative to the shared data, its instrument, its path, its scored records, seconds scoring)
+    for every file of PIECES that `only` admits."""
     for relative, like in PIECES.items():
         path = SHARED / relative
-        if args.only and path.name not in args.only:
+        if only and path.name not in only:
             continue
         started = time.perf_counter()
-        scored = scored_records(params, path, like, args.keep)
-        scoring = time.perf_counter() - started
+        scored = scored_records(params, path, like, keep)
+        yield relative, like, path, scored, time.perf_counter() - started
+
+
+def main(argv=None) -> int:
+    from pipeline.stages.refilter import filter_scored
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="+", default=["aflite", "balance_features"])
+    parser.add_argument("--transformer", action="store_true", help="add attackers.minilm_pair to the gate")
+    setup = start(parser, argv, RESULT)
+    if setup is None:
+        return 0
+    args, params, results = setup
+    results["params"] = "params.yaml of the repository (filters, refinement, adversarial, gate)"
+    for relative, like, path, scored, scoring in scored_pieces(params, args.only, args.keep):
         entry = {"like": like, "scoring_seconds": round(scoring, 1)}
         for method in args.methods:
             run_params = copy.deepcopy(params)

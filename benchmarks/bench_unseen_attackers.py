@@ -24,7 +24,7 @@ import json
 import sys
 import time
 
-from benchmarks.bench_attackers_real import PIECES, ROOT, SHARED, scored_records, write_results
+from benchmarks.bench_attackers_real import ROOT, scored_pieces, start, write_results
 
 RESULT = ROOT / "benchmarks" / "results" / "unseen_attackers.json"
 PARTITIONS = 3
@@ -105,24 +105,14 @@ def attack(records: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    from pipeline.params import load_params
     from pipeline.stages.refilter import filter_scored
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", default=None, help="file names to run (repeatable)")
-    parser.add_argument("--keep", default=None, help="cache of scored records (shared with bench_attackers_real)")
-    args = parser.parse_args(argv)
-    if not SHARED.is_dir():
-        print(f"skipped: {SHARED} not found (the shared real data)")
+    setup = start(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv, RESULT)
+    if setup is None:
         return 0
-    params = load_params(ROOT / "params.yaml")
-    results = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    args, params, results = setup
     results["attackers"] = __doc__.split("\n\n")[1]
-    for relative, like in PIECES.items():
-        path = SHARED / relative
-        if args.only and path.name not in args.only:
-            continue
-        scored = scored_records(params, path, like, args.keep)
+    for relative, like, path, scored, _ in scored_pieces(params, args.only, args.keep):
         started = time.perf_counter()
         kept, report = filter_scored(params, like, scored, path, progress=False)
         entry = {"like": like, "records": len(scored), "kept": len(kept),
