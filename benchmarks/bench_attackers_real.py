@@ -80,7 +80,7 @@ def scored_records(params: dict, path: Path, like: str, keep: str | None) -> lis
 
 def write_results(path: Path, results: dict) -> None:
     """After every piece: a long run stopped half-way keeps what it measured."""
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     write_json(path, results)
 
@@ -88,7 +88,7 @@ def write_results(path: Path, results: dict) -> None:
 def start(parser: argparse.ArgumentParser, argv, result: Path):
     """(args, params, the results written so far) for a benchmark over PIECES with `--only` and `--keep`;
     None when the shared real data is absent (the benchmark is skipped)."""
-    from pipeline.params import load_params
+    from foilforge.params import load_params
 
     parser.add_argument("--only", action="append", default=None, help="file names to run (repeatable)")
     parser.add_argument("--keep", default=None, help="cache the scored records here (reruns skip the models; "

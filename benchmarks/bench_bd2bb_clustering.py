@@ -29,7 +29,7 @@ VARIANT_SUFFIXES = ("today", "with my friend", "right now", "this afternoon")
 
 
 def read_actions(paths, n: int) -> list[str]:
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
 
     actions: dict[str, None] = {}
     for path in paths:
@@ -50,7 +50,7 @@ def read_actions(paths, n: int) -> list[str]:
 
 def main(argv=None) -> dict:
     from foilers.bd2bb_decoys import build_sentence_encoder, cluster_actions, write_elbow_report
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", nargs="+", default=[str(p) for p in DEFAULT_CSVS])

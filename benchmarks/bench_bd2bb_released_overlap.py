@@ -24,8 +24,8 @@ DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" /
 def main(argv=None) -> dict:
     from foilers.bd2bb_decoys import BD2BBDecoys, released_overlap
     from pipeline.stages.ingest import read_source
-    from pipeline.io import write_json
-    from pipeline.nlp import OFFLINE_SPACY
+    from foilforge.io import write_json
+    from foilforge.nlp import OFFLINE_SPACY
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", default=str(DEFAULT_CSV))

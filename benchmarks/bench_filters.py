@@ -33,7 +33,7 @@ SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "
 
 
 def read_captions(path, n: int) -> list[str]:
-    from pipeline.io import read_json
+    from foilforge.io import read_json
 
     annotations = sorted(read_json(path)["annotations"], key=lambda a: a["id"])
     return [a["caption"].strip() for a in annotations[:n]]
@@ -87,8 +87,8 @@ def main(argv=None) -> dict:
 
     from filters.gruen import Gruen
     from filters.nli import NLIModel
-    from pipeline.io import write_json
-    from pipeline.models import ModelSpec, torch_device
+    from foilforge.io import write_json
+    from foilforge.models import ModelSpec, torch_device
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default=next((str(p) for p in CAPTION_FILES if p.exists()), str(CAPTION_FILES[-1])))

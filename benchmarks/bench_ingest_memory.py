@@ -83,7 +83,7 @@ def write_source(directory: Path, target_bytes: int, related_images: int, seed: 
 
 
 def main(argv=None) -> dict:
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=1.0, help="size of the boxes CSV in GiB (default 1.0)")

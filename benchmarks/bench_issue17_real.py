@@ -30,7 +30,7 @@ def _norm(text: str) -> str:
 
 
 def coreference() -> dict:
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     foiler = FOILERS.build("coreference_strict.v1", {"spacy_model": SPACY, "coref": "auto"})
     rows = []
@@ -51,7 +51,7 @@ def coreference() -> dict:
 
 
 def foil_it() -> dict:
-    from foilers.base import FOILERS, RunContext
+    from foilforge.foiler import FOILERS, RunContext
     from foilers.lang.coco_categories import COCO_CATEGORIES
 
     released = json.loads((SHARED / "valse-dev" / "foil-it.json").read_text())
@@ -110,7 +110,7 @@ def foil_it() -> dict:
 
 
 def swap_obj(with_lm: bool) -> dict:
-    from foilers.base import FOILERS, RunContext
+    from foilforge.foiler import FOILERS, RunContext
 
     data = json.loads((SHARED / "real" / "sugarcrepe" / "swap_obj.json").read_text())
     foiler = FOILERS.build("swap_obj.v1", {"spacy_model": SPACY})
@@ -123,7 +123,7 @@ def swap_obj(with_lm: bool) -> dict:
     out = {"captions": len(data), "foiled": len(records), "negative_among_candidates": hits, "chosen_equals_negative": chosen,
            "winoground_pairs": context.stats["winoground_pairs"]}
     if with_lm:
-        from pipeline.params import load_params
+        from foilforge.params import load_params
         from pipeline.stages.baseline import baseline_summary, load_text_lm, score_pairs
 
         lm = load_text_lm(load_params("params.yaml"))
@@ -141,7 +141,7 @@ def main(argv=None) -> dict:
     if not SHARED.is_dir():
         raise SystemExit(f"{SHARED} is absent: these measurements need the shared real data")
     result = {"coreference_strict": coreference(), "foil_it": foil_it(), "swap_obj": swap_obj(args.lm)}
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     write_json(RESULT, result)
     return result

@@ -61,7 +61,7 @@ def measure(candidates: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 22000, 60000])

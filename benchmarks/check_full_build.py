@@ -37,10 +37,10 @@ def main(argv=None) -> dict:
     from benchmarks.bench_relations_scaling import REAL_CAPTIONS
     from foilers.lang.prepositions import parse, preposition_spans
     from foilers.relations import Slot, rank_fills
-    from pipeline.io import read_json, write_json
-    from pipeline.nlp import load_spacy
-    from pipeline.params import load_params
-    from pipeline.scorers import build_span_scorer
+    from foilforge.io import read_json, write_json
+    from foilforge.nlp import load_spacy
+    from foilforge.params import load_params
+    from foilforge.scorers import build_span_scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("foils", type=Path)

@@ -46,7 +46,7 @@ import logging
 import math
 import re
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

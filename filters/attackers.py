@@ -44,8 +44,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from pipeline.errors import ConfigError
-from pipeline.registry import Registry
+from foilforge.errors import ConfigError
+from foilforge.registry import Registry
 
 ATTACKERS = Registry("attacker", modules=("filters.attackers", "filters.transformer_attacker"),
                      entry_points="foilforge.attackers")
@@ -608,7 +608,7 @@ def _summary(scores, max_accuracy: float | None, chance: float) -> dict:
     certified). Below chance passes: an over-balanced set (a span that is caption in one fold and foil in
     another) is reported, not failed.
     """
-    from pipeline.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, blind_verdict, wilson_interval
+    from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, blind_verdict, wilson_interval
 
     n = len(scores)
     accuracy = float(scores.mean()) if n else None

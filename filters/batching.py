@@ -26,7 +26,7 @@ def pad(tokenizer, encodings: list[dict], device) -> dict:
     """
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            from pipeline.errors import ConfigError
+            from foilforge.errors import ConfigError
 
             raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has neither a pad nor an EOS "
                               "token, so batches cannot be padded; use a checkpoint whose tokenizer defines one")

@@ -17,9 +17,9 @@ Result per record: {filter, model, variant, score, ...}; VALSE's
 
 from __future__ import annotations
 
-from filters.base import FILTERS, Filter, model_spec, texts_of
+from foilforge.filter import FILTERS, Filter, model_spec, texts_of
 from filters.gruen import DEFAULT_COLA, DEFAULT_LM
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 VARIANTS = ("gruen", "linkgrammar")
 

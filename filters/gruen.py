@@ -31,9 +31,9 @@ import math
 import re
 import string
 
-from filters.base import CLASSIFIER_HEAD_KEYS
+from foilforge.filter import CLASSIFIER_HEAD_KEYS
 from filters.batching import length_sorted_batches, pad, progress_bar
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 DEFAULT_LM = "bert-base-cased"
 # bert-base-cased fine-tuned on CoLA (GLUE label 1 = acceptable), the same base model as GRUEN's own
@@ -86,8 +86,8 @@ class Gruen:
     """Loads both models and scores texts; `score_texts` is what the grammaticality filter calls."""
 
     def __init__(self, lm_spec, cola_spec):
-        from pipeline.lm import MLM_HEAD_KEYS
-        from pipeline.models import load_tokenizer, load_transformers_model, torch_device
+        from foilforge.lm import MLM_HEAD_KEYS
+        from foilforge.models import load_tokenizer, load_transformers_model, torch_device
 
         self.lm_spec, self.cola_spec = lm_spec, cola_spec
         self.lm_tokenizer = load_tokenizer(lm_spec)

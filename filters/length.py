@@ -15,7 +15,7 @@ caption_tokens, foil_tokens}.
 
 from __future__ import annotations
 
-from filters.base import FILTERS, Filter, model_spec, texts_of
+from foilforge.filter import FILTERS, Filter, model_spec, texts_of
 
 DEFAULT_TOKENIZER = "bert-base-cased"
 
@@ -40,7 +40,7 @@ class Length(Filter):
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if self._tokenizer is None:
-            from pipeline.models import load_tokenizer
+            from foilforge.models import load_tokenizer
 
             self._tokenizer = load_tokenizer(self._spec())
         encoded = self._tokenizer(texts, add_special_tokens=self.special_tokens)["input_ids"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from filters.batching import progress_bar
 from filters.gruen import scored_sentences
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 NOT_INSTALLED = ("filters.grammaticality.variant is linkgrammar but the Link Grammar Python bindings cannot be imported: "
                  "install Debian's python3-link-grammar and link-grammar-dictionaries-en (scripts/install-system-deps.sh), "

@@ -40,7 +40,7 @@ import math
 import re
 from collections import Counter
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 UNITS = ("word", "char")
 SMOOTHING = ("kneser_ney", "witten_bell")

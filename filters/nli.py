@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 
-from filters.base import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
+from foilforge.filter import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
 from filters.batching import length_sorted_batches, pad, progress_bar
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 DEFAULT_NLI = "ynie/albert-xxlarge-v2-snli_mnli_fever_anli_R1_R2_R3-nli"
 PARAM_KEY = "models.nli"
@@ -106,7 +106,7 @@ def resolve_labels(id2label: dict, label_map, model: str) -> tuple[dict[int, str
 
 class NLIModel:
     def __init__(self, spec, label_map=None, sanity_check: bool = True):
-        from pipeline.models import load_tokenizer, load_transformers_model, torch_device
+        from foilforge.models import load_tokenizer, load_transformers_model, torch_device
 
         self.spec = spec
         self.tokenizer = load_tokenizer(spec)

@@ -59,7 +59,7 @@ kept size from one and the same item distribution show. The plug-in JS of a
 few hundred records is large even without any shift (1,000 real COCO
 captions, relations: 0.16 at 588 records), so a kept set below its floor
 shows no measurable shift; above it, the excess is real. Items are counted as
-the bias stage counts them (`pipeline.records.changed_items`, with the
+the bias stage counts them (`foilforge.records.changed_items`, with the
 instrument's `bias...items` mode).
 
 params.yaml:
@@ -77,10 +77,10 @@ from __future__ import annotations
 
 import logging
 
-from filters.base import FILTERS, Filter, texts_of
-from pipeline.errors import ConfigError, InputError
-from pipeline.metrics import js_divergence
-from pipeline.records import changed_items, frequencies
+from foilforge.filter import FILTERS, Filter, texts_of
+from foilforge.errors import ConfigError, InputError
+from foilforge.metrics import js_divergence
+from foilforge.records import changed_items, frequencies
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ NGRAM_KEYS = ("order", "unit", "smoothing", "folds", "unk_cutoff", "discount")
 
 
 class CausalLMScorer:
-    """Mean natural-log probability per token under a causal LM (pipeline.lm.CausalLM)."""
+    """Mean natural-log probability per token under a causal LM (foilforge.lm.CausalLM)."""
 
     kind = "causal_lm"
 
@@ -109,7 +109,7 @@ class CausalLMScorer:
 
     def score_pairs(self, pairs, corpus=None, progress: bool = False) -> list[tuple[float, float]]:
         if self._lm is None:
-            from pipeline.lm import CausalLM
+            from foilforge.lm import CausalLM
 
             self._lm = CausalLM(self.spec)
         texts = list(dict.fromkeys(t for pair in pairs for t in pair))
@@ -129,7 +129,7 @@ class CausalLMScorer:
 
 def build_text_scorer(block, param_key: str):
     """A text-only scorer from a params block: {kind: causal_lm, name_or_path, ...} or {kind: ngram, ...}."""
-    from pipeline.models import model_block
+    from foilforge.models import model_block
 
     if isinstance(block, dict) and block.get("kind") == "ngram":
         from filters.ngram import CrossFitNGram
@@ -431,7 +431,7 @@ def js_noise_floor(records: list[tuple[tuple, tuple]], size: int, draws: int = J
 
 
 def _js_rows(caption, foil):
-    """`pipeline.metrics.js_divergence` of each row pair of two count matrices (a row with an empty side: +inf)."""
+    """`foilforge.metrics.js_divergence` of each row pair of two count matrices (a row with an empty side: +inf)."""
     import numpy as np
     from scipy.spatial.distance import jensenshannon
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from filters.attackers import ATTACKERS, Attacker, Pair
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class TransformerPairAttacker(Attacker):
         self._tokenizer = None
 
     def spec(self):
-        from pipeline.models import ModelSpec
+        from foilforge.models import ModelSpec
 
         # `_where` (set by build_attacker): the params key of this attacker's block, for messages naming the model key
         return ModelSpec.from_params(self.model, f"{getattr(self, '_where', self.registry_name)}.args.model")
@@ -68,7 +68,7 @@ class TransformerPairAttacker(Attacker):
         import torch
         from transformers import Trainer, TrainingArguments, set_seed
 
-        from pipeline.models import load_tokenizer, load_transformers_model, torch_device
+        from foilforge.models import load_tokenizer, load_transformers_model, torch_device
 
         spec = self.spec()
         set_seed(seed)  # the fresh head's initial weights and the data order

@@ -1,1 +1,1 @@
-"""Foilers: one module per phenomenon, registered in foilers.base.FOILERS."""
+"""Foilers: one module per phenomenon, registered in foilforge.foiler.FOILERS."""

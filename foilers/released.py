@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 from typing import Iterable
 
-from foilers.base import FOILERS, Foiler
-from pipeline.errors import ConfigError, InputError
-from pipeline.records import SOURCE_FIELDS, Foil
+from foilforge.foiler import FOILERS, Foiler
+from foilforge.errors import ConfigError, InputError
+from foilforge.records import SOURCE_FIELDS, Foil
 
 # fields of an ingested sample that are not released record fields, or that foil_record writes itself
 # (the released `linguistic_phenomena` is the instrument's `phenomenon` arg: one value per instrument, as for every foiler)

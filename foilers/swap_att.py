@@ -21,10 +21,10 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from foilers.lang.inflection import indefinite_article
 from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
-from pipeline.records import Foil
+from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (
     "other", "same", "different", "only", "many", "several", "few", "various", "multiple", "numerous", "own", "next",

@@ -34,11 +34,11 @@ import itertools
 import random
 from collections import Counter
 
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from foilers.lang.coref import noun_number
 from foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
 from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
-from pipeline.records import Foil
+from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
 SUBJECT_DEPS = ("nsubj", "nsubjpass")

@@ -1,3 +1,1 @@
-"""foilforge pipeline: records, I/O, registries, params and the CLI the DVC stages call."""
-
-__version__ = "0.1.0"
+"""foilforge's top layer: the DVC stages, the CLI they call and the annotation app."""

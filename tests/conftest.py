@@ -32,7 +32,7 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def gguf_cache(tmp_path_factory):
-    """The GGUF conversions of this test session (pipeline/models.py): converted once per session, in a temporary
+    """The GGUF conversions of this test session (foilforge/models.py): converted once per session, in a temporary
     directory, never in the user's cache."""
     import os
 

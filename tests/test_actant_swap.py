@@ -7,7 +7,7 @@ import pytest
 from lemminflect import getInflection, getLemma
 
 from foilers.actant_swap import ActantSwap
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
 
@@ -86,7 +86,7 @@ def test_plural_agent_read_from_caption_agreement():
     ({"id": "b", "caption": "A man feeds a dog.", "agent": "man"}, "in.jsonl, record b, field 'patient': missing field"),
 ])
 def test_bad_input(bad, message):
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
 
     with pytest.raises(InputError) as err:
         ActantSwap().validate_sample(bad, "in.jsonl", bad["id"])

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from foilers.action_replacement import ActionReplacement, ScorerProposer, pick_matching, verb_js
-from foilers.base import RunContext, rng_for
+from foilforge.foiler import RunContext, rng_for
 from foilers.lang.wordnet_constraints import audit_pairs, check_replacement
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
 
@@ -84,8 +84,8 @@ def test_tiny_masked_lm_proposals_through_from_pretrained(tiny_models, verb_list
 
 
 def test_causal_lm_ranking_matches_sentence_logprobs(tiny_models, verb_list):
-    from pipeline.lm import CausalLM
-    from pipeline.models import ModelSpec
+    from foilforge.lm import CausalLM
+    from foilforge.models import ModelSpec
 
     block = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4}
     foiler = ActionReplacement(proposer=block, top_k=10, verb_list=verb_list, match_distribution=False)
@@ -100,12 +100,12 @@ def test_causal_lm_ranking_matches_sentence_logprobs(tiny_models, verb_list):
 
 
 def test_scorer_contract_object_runs_on_sample(tiny_models):
-    from pipeline.models import ModelSpec
+    from foilforge.models import ModelSpec
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
     samples = sample_swig()
     verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
-    from pipeline.scorers import CausalSpanScorer
+    from foilforge.scorers import CausalSpanScorer
 
     foiler = ActionReplacement(top_k=5).use_proposer(ScorerProposer(CausalSpanScorer(spec), verbs))
     context = RunContext("action-replacement", seed=0)
@@ -141,8 +141,8 @@ def test_unknown_kind():
 
 
 def test_candidates_per_sample_keeps_n_foils_per_sample(tiny_models):
-    from pipeline.models import ModelSpec
-    from pipeline.scorers import CausalSpanScorer
+    from foilforge.models import ModelSpec
+    from foilforge.scorers import CausalSpanScorer
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
     verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}

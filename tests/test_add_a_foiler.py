@@ -1,5 +1,5 @@
 """docs/add_a_foiler.md works as written: its module is discovered, its params pass check-params, and the
-model-backed foiler it builds passes the whole conformance suite under the fixed-table scorer the doc declares."""
+model-backed foiler it builds passes the test the doc writes (check_foiler, under the foiler's golden_tools)."""
 
 import copy
 import re
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 import foilers
-from foilers.base import FOILERS
-from pipeline.errors import ConfigError
-from tests import foiler_contract as contract
+from foilforge.foiler import FOILERS
+from foilforge.errors import ConfigError
+from foilforge import testing as contract
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "add_a_foiler.md"
@@ -31,7 +31,6 @@ def registered(tmp_path):
     afterwards the registry, the path, sys.modules and the test tools are as they were."""
     FOILERS.names()  # the built-in foilers first
     before = dict(FOILERS._items)
-    tools_before = dict(contract.GOLDEN_TOOLS)
     (tmp_path / "colour_swap.py").write_text(code_blocks("python")[0], encoding="utf-8")
     foilers.__path__.append(str(tmp_path))
     FOILERS._loaded = False  # a fresh lookup, as a new process would do
@@ -43,12 +42,10 @@ def registered(tmp_path):
         FOILERS._items.clear()
         FOILERS._items.update(before)
         FOILERS._loaded = True
-        contract.GOLDEN_TOOLS.clear()
-        contract.GOLDEN_TOOLS.update(tools_before)
 
 
 def test_doc_blocks():
-    assert len(code_blocks("python")) == 2  # the module, the test's tool
+    assert len(code_blocks("python")) == 2  # the module, its test
     assert len(code_blocks("yaml")) == 1
 
 
@@ -60,7 +57,7 @@ def test_the_contract_part_fits_in_a_page():
 
 def test_the_module_is_discovered_without_editing_a_list(registered):
     assert NAME in FOILERS.names()
-    assert "colour_swap" not in (ROOT / "foilers" / "base.py").read_text(encoding="utf-8")
+    assert "colour_swap" not in (ROOT / "foilforge" / "foiler.py").read_text(encoding="utf-8")
 
 
 def test_the_params_blocks_pass_check_params(registered):
@@ -79,7 +76,9 @@ def test_the_params_blocks_pass_check_params(registered):
 
 
 def test_the_foiler_passes_the_whole_conformance_suite(registered, tmp_path):
-    exec(compile(code_blocks("python")[1], str(DOC), "exec"), {})  # step 4: the test's fixed-table scorer
+    namespace = {}
+    exec(compile(code_blocks("python")[1], str(DOC), "exec"), namespace)  # step 4: the doc's test module
+    namespace["test_colour_swap_keeps_the_foiler_contract"](tmp_path)
     contract.check_foiler(NAME, tmp_path)
     records = contract.build_golden(NAME).run(contract.golden_inputs(NAME), seed=0, instrument="colour")
     assert [(r["id"], r["foil"]) for r in records] == [

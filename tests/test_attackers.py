@@ -11,7 +11,7 @@ import pytest
 from filters.adversarial import adversarial_filter, negation_count, settings_for
 from filters.attackers import (ATTACKERS, attack_summary, build_attacker, certify, grouped_folds,
                                out_of_fold_margins, pairs_from_records)
-from pipeline.errors import ConfigError, GateError, InputError
+from foilforge.errors import ConfigError, GateError, InputError
 
 NOUNS = ["dog", "cat", "man", "woman", "horse", "bus", "train", "bird", "child", "car", "boat", "girl", "boy",
          "table", "chair", "kite", "plate", "bench", "truck", "cow"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from foilers.lang.action_codes import ActionCodes, action_codes
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from foilers.bd2bb_decoys import (CSV_HEADER, BD2BBDecoys, build_sentence_encoder, elbow_k, released_overlap,
                                   write_bd2bb_csv, write_elbow_report)
-from pipeline.errors import ConfigError, InputError
-from pipeline.nlp import OFFLINE_SPACY, load_spacy
+from foilforge.errors import ConfigError, InputError
+from foilforge.nlp import OFFLINE_SPACY, load_spacy
 from tests.conftest import shared_path
-from tests.foiler_contract import TableEncoder  # hand-set vectors: cosines and decoys computable by hand
+from foilforge.testing import TableEncoder  # hand-set vectors: cosines and decoys computable by hand
 
 SAMPLE_CSV = Path(__file__).resolve().parents[1] / "data" / "sample" / "bd2bb" / "test.csv"
 
@@ -148,7 +148,7 @@ def test_decoy_rules_on_every_real_test_sample(tiny_models):
     """Real BD2BB test actions as the pool, a tiny random encoder loaded like a user's model: rules hold everywhere."""
     samples = bd2bb_samples(shared_path("data", "real", "bd2bb", "test.csv"))
     encoder = {"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu", "batch_size": 256}
-    from foilers.base import RunContext
+    from foilforge.foiler import RunContext
 
     foiler = BD2BBDecoys(encoder=encoder, spacy_model=OFFLINE_SPACY, elbow_k_min=10, elbow_k_max=60, elbow_k_step=10)
     context = RunContext("bd2bb_decoys", seed=0)

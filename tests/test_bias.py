@@ -4,9 +4,9 @@ from collections import Counter
 
 import pytest
 
-from pipeline.records import changed_items, frequencies
+from foilforge.records import changed_items, frequencies
 from pipeline.stages import bias
-from pipeline.errors import ConfigError, InputError
+from foilforge.errors import ConfigError, InputError
 from tests.conftest import shared_path
 
 

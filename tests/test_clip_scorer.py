@@ -103,8 +103,8 @@ def test_image_text_scorer_end_to_end(tmp_path):
 
 
 def test_image_text_model_that_cannot_load_names_the_param(tmp_path):
-    from pipeline.errors import ConfigError
-    from pipeline.models import ModelSpec
+    from foilforge.errors import ConfigError
+    from foilforge.models import ModelSpec
 
     (tmp_path / "images").mkdir()
     spec = ModelSpec.from_params({"name_or_path": str(tmp_path / "no-such-model")}, "models.image_text")

@@ -3,8 +3,8 @@
 import pytest
 
 from foilers.lang.coref import RuleBasedResolver, make_resolver
-from pipeline.errors import ConfigError
-from pipeline.nlp import load_spacy
+from foilforge.errors import ConfigError
+from foilforge.nlp import load_spacy
 
 
 @pytest.fixture(scope="module")

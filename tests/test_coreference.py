@@ -6,8 +6,8 @@ import re
 import pytest
 
 from foilers.coreference import CoreferenceFoiler
-from pipeline.errors import ConfigError, InputError
-from pipeline.registry import check_args
+from foilforge.errors import ConfigError, InputError
+from foilforge.registry import check_args
 from tests.conftest import shared_path
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from foilers.counting import CountingFoiler, class_histograms, derange_classes
 from foilers.lang.templates import statement_from_counting_caption, statement_from_question
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 from tests.conftest import shared_path
 
 VALSE_COUNTING = ("counting-adversarial.json", "counting-hard.json", "counting-small-quant.json")
@@ -114,7 +114,7 @@ def test_derangement_keeps_the_histogram_and_moves_every_value():
 
 
 def test_inverted_bounds_are_a_config_error():
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     # caught when the instrument is built (check-params), before any sample is read
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.c.args \(foiler counting.v1\): foil_max 2 < foil_min 4$"):
@@ -154,7 +154,7 @@ COUNTING_EXCEPTIONS = {
 
 @pytest.fixture(scope="module")
 def nlp():
-    from pipeline.nlp import load_spacy
+    from foilforge.nlp import load_spacy
 
     return load_spacy()
 

@@ -1,15 +1,15 @@
 """The DVC graph cannot go stale, and imports run one way.
 
-1. Every `foilforge SUBCOMMAND` stage of dvc.yaml lists, as deps, every project
-   file its command runs: the subcommand's module (pipeline/stages/cli.py
+1. Every `foilforge SUBCOMMAND` stage of dvc.yaml lists, as deps, exactly the
+   project files its command runs, no fewer and no more: the subcommand's module (pipeline/stages/cli.py
    `COMMANDS`) and every project module it imports, transitively, read
    statically with `ast` (function-level imports included). A module that
-   imports a plug-in package's registry (`foilers.base`, `filters.base`) runs
+   imports a plug-in package's registry (`foilforge.foiler`, `foilforge.filter`) runs
    that package's plug-ins, whatever way they register, so it pulls in the whole
    package. A dep that is a directory covers everything under it.
-2. Imports run one way: pipeline.stages -> foilers / filters -> core
-   (pipeline/*.py). foilers and filters do not import each other or the stages;
-   core imports none of them.
+2. Imports run one way: pipeline (stages, CLI, annotation app) -> foilers /
+   filters -> foilforge (the core). foilers and filters do not import each
+   other or pipeline; foilforge imports none of them.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipeline", "foilers", "filters")
+PACKAGES = ("foilforge", "pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
-REGISTRY_MODULES = {"foilers.base": "foilers", "filters.base": "filters"}
+REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters"}
 
 
 def module_path(name: str) -> Path | None:
@@ -48,7 +48,7 @@ def imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from pipeline import metrics` imports the submodule pipeline.metrics
+            # `from foilforge import metrics` imports the submodule foilforge.metrics
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -114,16 +114,40 @@ def test_stage_deps_cover_the_import_closure_of_its_command(stage_name):
     assert module_path(module).relative_to(ROOT) in closure
     missing = sorted(str(p) for p in closure if not covered(p, stage_deps(stage)))
     assert not missing, f"dvc.yaml stage {stage_name!r} runs these files but does not list them as deps: {missing}"
+    extra = code_deps_outside(closure, stage_deps(stage))
+    assert not extra, f"dvc.yaml stage {stage_name!r} lists code its command never imports (a needless rerun): {extra}"
+
+
+def code_deps_outside(closure: set[Path], deps: list[str]) -> list[str]:
+    """Code deps (files or folders of the project's packages) that name a file outside the closure."""
+    extra = []
+    for dep in deps:
+        if Path(dep).parts[0] not in PACKAGES:
+            continue  # data and image roots
+        path = ROOT / dep
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        outside = [f.relative_to(ROOT) for f in files
+                   if f.relative_to(ROOT) not in closure and not (f.name == "__init__.py" and not _has_code(f))]
+        if outside:
+            extra.append(f"{dep} ({', '.join(map(str, outside[:3]))})")
+    return extra
+
+
+def test_a_needless_dep_is_reported():
+    closure = import_closure(commands()["validate"][0])
+    assert code_deps_outside(closure, ["pipeline/stages/validate.py", "foilforge/io.py"]) == []
+    assert code_deps_outside(closure, ["pipeline/stages/export.py"]) == ["pipeline/stages/export.py (pipeline/stages/export.py)"]
+    assert code_deps_outside(closure, ["filters"])[0].startswith("filters (")
 
 
 def test_closure_follows_function_level_imports_and_registries():
-    # export imports filters.base and foilers.base only inside functions; both run their plug-ins
+    # export imports foilforge.filter and foilforge.foiler only inside functions; both run their plug-ins
     closure = import_closure("pipeline.stages.export")
     assert Path("filters/nli.py") in closure
     assert Path("foilers/relations.py") in closure
     assert Path("pipeline/stages/validate.py") in closure  # `from pipeline.stages.validate import settings_from_params` in a function
     # evaluate reaches the LM through baseline, inside a function
-    assert Path("pipeline/lm.py") in import_closure("pipeline.stages.evaluate")
+    assert Path("foilforge/lm.py") in import_closure("pipeline.stages.evaluate")
 
 
 def test_a_missing_dep_is_reported():
@@ -147,32 +171,50 @@ def test_score_lists_every_filters_setting_it_reads():
     assert "filters.length" in params_keys or "filters" in params_keys
 
 
-# ---- imports run one way: pipeline.stages -> foilers / filters -> core
+# ---- imports run one way: pipeline -> foilers / filters -> foilforge
 def _layer(module: str) -> str:
-    if module.startswith("pipeline.stages"):
-        return "stages"
-    return module.split(".")[0] if not module.startswith("pipeline") else "core"
+    return {"foilforge": "core", "pipeline": "top"}.get(module.split(".")[0], module.split(".")[0])
 
 
 ALLOWED = {
     "core": {"core"},
     "foilers": {"foilers", "core"},
     "filters": {"filters", "core"},
-    "stages": {"stages", "foilers", "filters", "core"},
+    "top": {"top", "foilers", "filters", "core"},
 }
 
 
-def test_imports_run_one_way():
+def direction_errors(root: Path = ROOT) -> list[str]:
     wrong = []
     for package in PACKAGES:
-        for path in sorted(ROOT.joinpath(package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in sorted(root.joinpath(package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts)
             for imported in sorted(imported_modules(path)):
                 if _layer(imported) not in ALLOWED[_layer(module)]:
-                    wrong.append(f"{path.relative_to(ROOT)} ({_layer(module)}) imports {imported} ({_layer(imported)})")
-    assert not wrong, "imports against stages -> foilers/filters -> core:\n" + "\n".join(wrong)
+                    wrong.append(f"{path.relative_to(root)} ({_layer(module)}) imports {imported} ({_layer(imported)})")
+    return wrong
 
 
-def test_direction_check_catches_a_back_import(tmp_path):
-    assert _layer("pipeline.io") == "core" and _layer("pipeline.stages.foil") == "stages"
-    assert "stages" not in ALLOWED["core"] and "filters" not in ALLOWED["foilers"]
+def test_imports_run_one_way():
+    wrong = direction_errors()
+    assert not wrong, "imports against pipeline -> foilers/filters -> foilforge:\n" + "\n".join(wrong)
+
+
+def test_direction_check_catches_a_back_import(monkeypatch):
+    assert _layer("foilforge.io") == "core" and _layer("pipeline.stages.foil") == "top"
+    assert _layer("pipeline.loadable") == "top"
+    real = imported_modules
+
+    def with_back_imports(path):
+        found = real(path)
+        if path.name == "io.py" and path.parent.name == "foilforge":
+            found.add("foilers.existence")
+        if path.name == "nli.py":
+            found.add("foilers.lang.inflection")
+        return found
+
+    monkeypatch.setitem(globals(), "imported_modules", with_back_imports)
+    wrong = direction_errors()
+    assert "foilforge/io.py (core) imports foilers.existence (foilers)" in wrong
+    assert "filters/nli.py (filters) imports foilers.lang.inflection (foilers)" in wrong
+    assert len(wrong) == 2

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from pipeline.stages import baseline, evaluate
-from pipeline.errors import ConfigError, InputError
+from foilforge.errors import ConfigError, InputError
 
 
 def _write_benchmark(directory, name, records):
@@ -123,8 +123,8 @@ def test_unknown_scorer_and_missing_images(tmp_path):
 
 
 def test_text_lm_scorer_and_baseline_with_tiny_gpt2(tiny_models, tmp_path):
-    from pipeline.lm import CausalLM
-    from pipeline.models import ModelSpec
+    from foilforge.lm import CausalLM
+    from foilforge.models import ModelSpec
 
     path = tiny_models.gpt2_lm()
     params = {"models": {"text_baseline": {"name_or_path": str(path), "device": "cpu", "batch_size": 2}},

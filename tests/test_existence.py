@@ -6,7 +6,7 @@ import pytest
 
 from foilers.existence import ExistenceFoiler, existence_pair
 from foilers.lang.templates import parse_count, statement_from_existence_caption
-from pipeline.errors import InputError
+from foilforge.errors import InputError
 from tests.conftest import shared_path
 
 

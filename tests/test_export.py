@@ -3,8 +3,8 @@ import json
 import pytest
 
 from pipeline.stages import export
-from pipeline.errors import InputError
-from pipeline.io import file_sha256
+from foilforge.errors import InputError
+from foilforge.io import file_sha256
 
 
 def _record(i, grammar_passed=True, nli_passed=True):

@@ -10,10 +10,10 @@ import string
 
 import pytest
 
-from filters.base import build_filter, keep_rules, scored_filters
+from foilforge.filter import build_filter, keep_rules, scored_filters
 from filters.gruen import split_sentences
 from pipeline.stages import cli
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 from tests.tiny_models import WORDS
 
 PUNCT = str.maketrans("", "", string.punctuation)
@@ -281,7 +281,7 @@ def test_defaults_are_the_paper_models():
     ({"models": {"cola": {"name_or_path": "x", "max_len": 3}}}, "models.cola: unknown key(s) max_len;"),
 ])
 def test_unknown_keys_are_named(params, where):
-    from filters.base import check
+    from foilforge.filter import check
 
     params = {**params, "filters": {"run": {"rel": ["length", "grammaticality", "nli"]}} | params.get("filters", {})}
     problems = check(params)

@@ -1,11 +1,11 @@
 """The foiler contract (after scikit-learn's check_estimator): every registered foiler, checked alike.
 
 Parametrised over FOILERS.names(), so a foiler registered later is under
-contract the moment it is registered. The checks live in tests/foiler_contract.py
-(plain functions, so that tests/test_add_a_foiler.py and the broken foilers
-below run the same ones). No foiler is exempt: model-backed ones run their golden
-examples under the fixed-table tools that module declares, and once more, below,
-with the real offline model (marked slow).
+contract the moment it is registered. The checks are foilforge.testing's
+(`check_foiler` runs them all, for a foiler in any package; tests/test_add_a_foiler.py
+and the broken foilers below run the same ones). No foiler is exempt: model-backed ones
+run their golden examples under the fixed-table tools they declare (`golden_tools`),
+and once more, below, with the real offline model (marked slow).
 
 The second half tests `foilforge foil` (pipeline/stages/foil.py).
 """
@@ -17,11 +17,11 @@ import random
 
 import pytest
 
-from foilers.base import FOILERS, Foiler, RunContext
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_jsonl
-from pipeline.records import Foil
-from tests import foiler_contract as contract
+from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import iter_jsonl
+from foilforge.records import Foil
+from foilforge import testing as contract
 
 NAMES = FOILERS.names()
 BUILT_IN = ("existence.v1", "counting.v1", "coreference.v1", "plurals.v1", "relations.v1", "actant_swap.v1",
@@ -185,6 +185,15 @@ def register():
 
 def test_the_working_example_passes_the_whole_suite(register, tmp_path):
     contract.check_foiler(register(_Words, "words.v1"), tmp_path)
+    contract.check_foiler(_Words)  # the class itself, as a plug-in package's test calls it; a temp dir of its own
+
+
+def test_check_foiler_needs_a_registered_class():
+    class Unregistered(_Words):
+        pass
+
+    with pytest.raises(AssertionError, match="Unregistered is not registered: decorate it with @FOILERS.register"):
+        contract.check_foiler(Unregistered)
 
 
 @pytest.mark.parametrize("broken, failing_check", [

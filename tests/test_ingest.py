@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from pipeline.stages import cli
 from pipeline.stages.ingest import READERS, ingest, read_class_names, read_source
-from pipeline.io import iter_jsonl
-from pipeline.errors import ConfigError, InputError
-from pipeline.params import load_params
-from pipeline.records import SOURCE_FIELDS
+from foilforge.io import iter_jsonl
+from foilforge.errors import ConfigError, InputError
+from foilforge.params import load_params
+from foilforge.records import SOURCE_FIELDS
 from tests.conftest import ROOT, shared_path
 
 REPO_PARAMS = load_params(ROOT / "params.yaml")
@@ -213,7 +213,7 @@ def swig_readme_files(directory: Path) -> dict:
 
 
 def test_swig_readme_record(tmp_path):
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
 
     space = swig_readme_files(tmp_path)
     params = source("swig", "swig", tmp_path, {"annotations": "train.json", "space": "imsitu_space.json"})

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.stages import cli
-from pipeline.errors import ConfigError, InputError
+from foilforge.errors import ConfigError, InputError
 from pipeline.stages.ingest import BD2BB_HEADER, BOX_HEADER, VRD_HEADER, ingest
 
 COCO = {"images": [{"id": 1, "file_name": "000000000001.jpg"}],

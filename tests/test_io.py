@@ -1,10 +1,10 @@
-"""Atomic writes and precise input errors (pipeline/io.py)."""
+"""Atomic writes and precise input errors (foilforge/io.py)."""
 
 
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.io import atomic_write, iter_csv, iter_jsonl, read_json, require, write_jsonl
+from foilforge.errors import InputError
+from foilforge.io import atomic_write, iter_csv, iter_jsonl, read_json, require, write_jsonl
 
 
 def test_atomic_write_leaves_old_file_when_writer_fails(tmp_path):
@@ -74,7 +74,7 @@ def test_iter_csv_checks_header(tmp_path):
 
 
 def test_empty_jsonl_is_an_error_unless_allowed(tmp_path):
-    from pipeline.io import read_jsonl
+    from foilforge.io import read_jsonl
 
     path = tmp_path / "kept.jsonl"
     path.write_bytes(b"")

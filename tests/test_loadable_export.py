@@ -6,7 +6,7 @@ import datasets
 import yaml
 
 from pipeline import loadable
-from pipeline.records import is_valid
+from foilforge.records import is_valid
 from pipeline.stages import export
 
 

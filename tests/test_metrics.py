@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline import metrics as m
+from foilforge import metrics as m
 
 
 def test_binary_metrics_hand_computed():
@@ -105,7 +105,7 @@ def test_multiple_choice_accuracy():
 
 
 def test_wilson_interval_on_hand_computed_cases():
-    from pipeline.metrics import wilson_interval
+    from foilforge.metrics import wilson_interval
 
     # 15 of 26: centre (15 + 1.96^2/2) / (26 + 1.96^2) = 0.5670, half-width 1.96 sqrt(15*11/26 + 1.96^2/4) / 29.8416 = 0.1775
     low, high = wilson_interval(15, 26)
@@ -118,7 +118,7 @@ def test_wilson_interval_on_hand_computed_cases():
 
 
 def test_blind_verdict_reads_acc_r_in_both_directions():
-    from pipeline.metrics import blind_verdict
+    from foilforge.metrics import blind_verdict
 
     assert blind_verdict(0.55, 40) == "at chance"                   # 5 points off: the margin itself
     assert blind_verdict(15 / 26, 26) == "chance within the 95% CI"  # 57.7%, CI 39-74% (hand-computed above)

@@ -1,10 +1,10 @@
-"""The models layer's GGUF conversion cache (pipeline/models.py): converted once, loaded the same."""
+"""The models layer's GGUF conversion cache (foilforge/models.py): converted once, loaded the same."""
 
 import importlib.util
 
 import pytest
 
-from pipeline.models import ModelSpec
+from foilforge.models import ModelSpec
 
 TEXTS = ["There are no animals shown.", "A man riding a horse on the beach!", "Two dogs  play with a frisbee 12"]
 
@@ -18,7 +18,7 @@ def smollm2_spec():
 def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, monkeypatch):
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
-    from pipeline.lm import CausalLM
+    from foilforge.lm import CausalLM
 
     spec = smollm2_spec()
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
@@ -46,7 +46,7 @@ def test_a_class_that_adds_weights_is_not_cached(tmp_path, monkeypatch):
     """A classification head the GGUF does not hold would be one random draw frozen in the cache: not kept."""
     import transformers
 
-    from pipeline.models import _converted_gguf, resolve_path
+    from foilforge.models import _converted_gguf, resolve_path
 
     spec = smollm2_spec()
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
@@ -63,7 +63,7 @@ def test_a_class_that_adds_weights_is_not_cached(tmp_path, monkeypatch):
 
 
 def test_no_cache_for_a_directory_checkpoint(tiny_models, tmp_path, monkeypatch):
-    from pipeline.models import gguf_cache_dir
+    from foilforge.models import gguf_cache_dir
 
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
     assert gguf_cache_dir(str(tmp_path), None, "tokenizer") is None

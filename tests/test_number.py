@@ -3,7 +3,7 @@
 import pytest
 
 from foilers.lang import number
-from pipeline.nlp import load_spacy
+from foilforge.nlp import load_spacy
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_every_third_party_import_is_a_declared_dependency():
                        else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
             for module in modules:
                 top = module.split(".")[0]
-                if top in stdlib or top in ("pipeline", "foilers", "filters", "__future__") or top in optional:
+                if top in stdlib or top in ("foilforge", "pipeline", "foilers", "filters", "__future__") or top in optional:
                     continue
                 dists = {canonicalize_name(d) for d in dists_of.get(top, [top])}
                 if not dists & names:
@@ -95,7 +95,7 @@ def test_requires_python_admits_no_python_a_pin_refuses():
 
 
 def test_version_has_one_source():
-    from pipeline import __version__
+    from foilforge import __version__
 
     assert PYPROJECT["dynamic"] == ["version"] and "version" not in PYPROJECT
     assert metadata.version("foilforge") == __version__

@@ -10,8 +10,8 @@ import yaml
 
 from filters.ngram import CrossFitNGram, fold_of
 from filters.plausibility import Plausibility, build_text_scorer, quantile_edges, refine
-from pipeline.metrics import blind_verdict
-from pipeline.errors import ConfigError
+from foilforge.metrics import blind_verdict
+from foilforge.errors import ConfigError
 from pipeline.stages.select import select
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_js_rows_equal_the_bias_stage_js():
     import numpy as np
 
     from filters.plausibility import _js_rows
-    from pipeline.metrics import js_divergence
+    from foilforge.metrics import js_divergence
 
     rng = np.random.default_rng(0)
     caption, foil = rng.integers(0, 5, (6, 4)).astype(float), rng.integers(0, 5, (6, 4)).astype(float)
@@ -229,14 +229,14 @@ def test_refinement_bounds_the_js_rise_and_stays_at_chance():
 
 
 def test_max_js_rise_is_checked():
-    from pipeline.errors import ConfigError
+    from foilforge.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"max_js_rise must be a number >= 0 or null \(no JS bound\), got -1"):
         Plausibility.keep_subset([candidate("a", "a", 1.0)], max_js_rise=-1)
 
 
 def test_unknown_refinement_scorer_is_named():
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
 
     with pytest.raises(InputError, match=r"refinement scorer\(s\) gpt2 did not score these records \(scored: s1\)"):
         Plausibility.keep_subset([candidate("a", "a", 1.0)], scorers=["gpt2"])
@@ -319,7 +319,7 @@ def _samples(n=60):
 
 
 def test_score_select_baseline_twice_byte_identical(tmp_path):
-    from pipeline.io import write_jsonl
+    from foilforge.io import write_jsonl
     from pipeline.stages import baseline, foil, score
     from pipeline.stages import select as select_stage
 
@@ -372,7 +372,7 @@ def test_score_select_baseline_twice_byte_identical(tmp_path):
 
 @pytest.mark.skipif(not (SHARED / "valse-dev" / "relations.json").is_file(), reason="../shared/data/valse-dev not present")
 def test_released_valse_file_passes_through_unchanged(tmp_path):
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
     from pipeline.stages.ingest import ingest as ingest_run
 
     params = {"sources": {"valse_relations": {"format": "valse", "root": str(SHARED / "valse-dev"),

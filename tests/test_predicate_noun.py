@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from foilers.base import FOILERS
+from foilforge.foiler import FOILERS
 from foilers.predicate_noun import PredicateNoun, article, eval_set, write_eval_set
-from pipeline.metrics import pair_accuracy
-from pipeline.errors import ConfigError, InputError
+from foilforge.metrics import pair_accuracy
+from foilforge.errors import ConfigError, InputError
 from tests.conftest import shared_path
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "openimages"
@@ -156,7 +156,7 @@ def test_released_eval_set_pairing_holds_and_pair_accuracy():
     for k in range(0, len(released), 2):
         assert released[k]["sentence_target"] == released[k + 1]["sentence_distractor"]
     # hand-computed, in eval-set order (2k, 2k+1 = a pair): pairs (T,T) (T,F) (F,F) -> 1 of 3, with the one
-    # pair_accuracy the evaluate stage uses (pipeline.metrics)
+    # pair_accuracy the evaluate stage uses (foilforge.metrics)
     correct = [True, True, True, False, False, False]
     result = pair_accuracy((index // 2, ok) for index, ok in enumerate(correct))
     assert result == {"n_pairs": 3, "pair_accuracy": pytest.approx(1 / 3)}
@@ -172,7 +172,7 @@ def test_bad_input_names_record_and_field():
 
 
 def test_bad_template_is_a_config_error_at_build_time():
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.pn.args \(foiler predicate_noun.v1\): "
                                           r"template must be one of progressive, simple, got 'past'$"):

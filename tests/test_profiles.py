@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.errors import ConfigError
-from pipeline.params import load_params, load_profile, merge_profile, profile_overrides
+from foilforge.errors import ConfigError
+from foilforge.params import load_params, load_profile, merge_profile, profile_overrides
 from pipeline.stages import check_params, cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ from importlib import metadata
 
 import pytest
 
-from pipeline import models, provenance
-from pipeline.errors import ConfigError
-from pipeline.models import ModelSpec
+from foilforge import models, provenance
+from foilforge.errors import ConfigError
+from foilforge.models import ModelSpec
 from pipeline.stages import cli
 
 

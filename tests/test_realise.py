@@ -7,7 +7,7 @@ import pytest
 
 from foilers.lang.realise import (CaptionRealiser, action_from_sample, choose_frame, make_noun, noun_synset, parse_abstract,
                              parse_caption, singular_of_plural, validate_action_sample)
-from pipeline.errors import InputError
+from foilforge.errors import InputError
 from tests.conftest import shared_path
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "swig"

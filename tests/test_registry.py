@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.registry import Registry
+from foilforge.errors import ConfigError
+from foilforge.registry import Registry
 
 
 def make():
@@ -90,7 +90,7 @@ def test_build_calls_validate_and_names_the_block():
 
 
 def test_the_foiler_registry_holds_all_nine_built_in_foilers():
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     assert {"existence.v1", "counting.v1", "coreference.v1", "plurals.v1", "relations.v1", "actant_swap.v1",
             "action_replacement.v1", "predicate_noun.v1", "bd2bb_decoys.v1"} <= set(FOILERS.names())

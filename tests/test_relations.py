@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from foilers.base import RunContext
+from foilforge.foiler import RunContext
 from foilers.lang.prepositions import (PrepositionSpan, attested_spans, parse, preposition_spans, read_attested,
                                   write_attested)
 from foilers.relations import Relations, Slot, candidate_spans, pair_directions, preposition_report, rank_fills
-from pipeline.errors import ConfigError, InputError
-from pipeline.nlp import OFFLINE_SPACY, load_spacy
-from pipeline.registry import check_args
+from foilforge.errors import ConfigError, InputError
+from foilforge.nlp import OFFLINE_SPACY, load_spacy
+from foilforge.registry import check_args
 from tests.conftest import shared_path
 
 
@@ -311,8 +311,8 @@ def binomial_tail(hits: int, n: int, p: float) -> float:
 
 @pytest.mark.slow
 def test_released_foils_rank_in_top_10_above_chance_with_offline_model():
-    from pipeline.io import read_json
-    from pipeline.scorers import build_span_scorer
+    from foilforge.io import read_json
+    from foilforge.scorers import build_span_scorer
 
     released = read_json(shared_path("data", "valse-dev", "relations.json"))
     coco = read_json(shared_path("data", "real", "coco", "captions_val2017.json"))
@@ -352,7 +352,7 @@ def test_candidates_per_sample_keeps_the_n_best_proposals(attested_file):
 
 def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
     """prune_to / exhaustive / max_batch_tokens belong to the span scorer block: accepted, and checked before any model loads."""
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     block = {"kind": "causal_lm", "name_or_path": "no/such-model", "prune_to": 50, "exhaustive": False, "max_batch_tokens": 512}
     FOILERS.build("relations.v1", {"scorer": block}, where="params.yaml instruments.relations.args")
@@ -366,7 +366,7 @@ def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
 def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_models, tmp_path, monkeypatch):
     """`foil --cache-dir`: a run killed in its second chunk of slots rescores only that chunk when rerun."""
     import foilers.relations as relations
-    from pipeline import scorers
+    from foilforge import scorers
 
     monkeypatch.setattr(relations, "SCORE_CHUNK", 2)  # CORPUS has 4 slots: two scorer calls
     model = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 16}

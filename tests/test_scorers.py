@@ -1,12 +1,12 @@
-"""The span-scorer contract (pipeline.scorers) on tiny random models: real loading code, hand-computed scores."""
+"""The span-scorer contract (foilforge.scorers) on tiny random models: real loading code, hand-computed scores."""
 
 import json
 import math
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.scorers import CausalSpanScorer, JournaledScorer, MaskedSpanScorer, build_span_scorer
+from foilforge.errors import ConfigError
+from foilforge.scorers import CausalSpanScorer, JournaledScorer, MaskedSpanScorer, build_span_scorer
 
 KEY = "models.span_scorer"
 ITEMS = [
@@ -210,7 +210,7 @@ def test_bad_pruning_args_name_the_key(tiny_models, key, value, message):
 
 
 def test_token_batches_respect_the_budget():
-    from pipeline.scorers import _token_batches
+    from foilforge.scorers import _token_batches
 
     lengths = {0: 2, 1: 3, 2: 3, 3: 5, 4: 9}
     batches = _token_batches(list(lengths), lengths.get, 9)
@@ -267,7 +267,7 @@ def test_lookahead_ranks_by_the_right_context_too(smollm2_reference):
 
 
 def test_first_words():
-    from pipeline.scorers import first_words
+    from foilforge.scorers import first_words
 
     assert first_words(" a bench in the park.", 2) == " a bench"
     assert first_words(" the rain.", 2) == " the rain."
@@ -313,8 +313,8 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
     assert other.score(ITEMS) != first and (other.reused, other.scored) == (0, 1)
     # the torn line was cut off before the append, so every line is whole
     assert [sorted(json.loads(line)) for line in path.read_text().splitlines()] == [["key", "scores"]] * 2
-    # other scoring code (an edit of pipeline/scorers.py, a torch upgrade) is another key too
-    import pipeline.scorers as scorers
+    # other scoring code (an edit of foilforge/scorers.py, a torch upgrade) is another key too
+    import foilforge.scorers as scorers
 
     monkeypatch.setattr(scorers, "scoring_code", lambda: {"foilforge_scoring": "edited", "torch": "x", "transformers": "y"})
     monkeypatch.setattr(pruned, "score", lambda items: [[0.0] * len(fills) for _, _, fills in items])

@@ -7,7 +7,7 @@ import krippendorff
 import numpy as np
 import pytest
 
-from pipeline.errors import ConfigError, InputError
+from foilforge.errors import ConfigError, InputError
 from pipeline.stages import annotate, validate
 from tests.annotation_helpers import foil_records, write_jsonl
 

@@ -9,7 +9,7 @@ each action with:
 * code4: the nouns in complement position of that second verb ("ball").
 
 The authors used the Stanford parser and fixed its output by hand; here the
-parse is spaCy's (`spacy_model`, loaded through pipeline.nlp), with no manual
+parse is spaCy's (`spacy_model`, loaded through foilforge.nlp), with no manual
 pass. Words are lemmas, lower-cased. code2/code4 are lists because an action
 can name several objects ("give the child food" -> child, food); the decoy
 rules compare sets (no shared noun: code2 ∪ code4; no shared verb: code1 ∪ code3).

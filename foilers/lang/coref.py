@@ -22,7 +22,7 @@ loads and falls back to the rules otherwise (the reason is kept in
 
 from __future__ import annotations
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 from foilers.lang.number import PLURALIA_TANTUM, noun_gender, pronoun_gender, pronoun_number
 

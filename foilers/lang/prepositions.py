@@ -119,8 +119,8 @@ def attested_spans(docs, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> Co
 
 def read_attested(path) -> Counter:
     """A JSON file {span: count} (as written by `write_attested`)."""
-    from pipeline.errors import InputError
-    from pipeline.io import read_json
+    from foilforge.errors import InputError
+    from foilforge.io import read_json
 
     data = read_json(path)
     if not isinstance(data, dict):
@@ -134,6 +134,6 @@ def read_attested(path) -> Counter:
 
 
 def write_attested(path, counts: Counter) -> None:
-    from pipeline.io import write_json
+    from foilforge.io import write_json
 
     write_json(path, dict(sorted(counts.items())))

@@ -364,8 +364,8 @@ class Action:
 
 def validate_action_sample(sample: dict, path: str, record) -> None:
     """Check the fields of whichever input form the sample uses (see README, 'Actions')."""
-    from pipeline.errors import InputError
-    from pipeline.io import require
+    from foilforge.errors import InputError
+    from foilforge.io import require
 
     if "frames" in sample:
         frames = require(sample, "frames", list, path, record)

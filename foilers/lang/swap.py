@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from foilers.base import CaptionFoiler, RunContext, propose_per_sample
-from pipeline.records import Foil
+from foilforge.foiler import CaptionFoiler, RunContext, propose_per_sample
+from foilforge.records import Foil
 
 CONTENT_POS = ("NOUN", "PROPN", "ADJ", "NUM")
 
@@ -110,7 +110,7 @@ def pair_swap_foils(foiler, foils: list, context) -> tuple[list, int]:
     Returns (foils, number of pairs)."""
     import dataclasses
 
-    from foilers.base import record_id
+    from foilforge.foiler import record_id
 
     cap = foiler.cap(context)
     kept, ids, per_sample, seen = [], [], {}, set()

@@ -379,7 +379,7 @@ HOW_MANY_FIELDS = ("id", "image_file", "question", "answer")
 
 def validate_how_many_sample(sample: dict, phenomenon: str, path: str, index) -> None:
     """The fields existence and counting read from an ingested Visual7W "how many" QA."""
-    from pipeline.errors import InputError
+    from foilforge.errors import InputError
 
     for field in HOW_MANY_FIELDS:
         if field not in sample:

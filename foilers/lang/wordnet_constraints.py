@@ -17,7 +17,7 @@ import functools
 from collections import Counter
 from typing import Iterable
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 ANTONYM = "antonym"
 SYNONYM = "synonym"

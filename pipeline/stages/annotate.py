@@ -23,9 +23,9 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import atomic_write
-from pipeline.params import load_params
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import atomic_write
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def annotation_items(records: list[dict], seed: int) -> list[dict]:
 
 def read_candidates(path) -> list[dict]:
     """The records that passed every filter (what export would write before validation)."""
-    from pipeline.records import passed_all, read_instrument
+    from foilforge.records import passed_all, read_instrument
 
     path = Path(path)
     if not path.exists():

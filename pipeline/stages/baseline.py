@@ -15,7 +15,7 @@ proves little. The summary therefore also reports acc_r under
 (`foilforge check-params` rejects the same model in both roles), before the
 refinement (the records that passed every other filter: the kept ones plus
 those of `--rejected` that only the refinement dropped) and after it (the
-kept ones), with n and the verdict of `pipeline.metrics.blind_verdict` on "after" (at chance, chance within
+kept ones), with n and the verdict of `foilforge.metrics.blind_verdict` on "after" (at chance, chance within
 the 95% CI, caption preferred, foil preferred, too few pairs). `refinement` repeats the before/after acc_r under each
 refinement scorer from the scores stored on the records (no model runs).
 
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.io import require, write_json, write_jsonl
-from pipeline.metrics import blind_verdict, pairwise_accuracy
-from pipeline.models import ModelSpec
-from pipeline.params import load_params
+from foilforge.io import require, write_json, write_jsonl
+from foilforge.metrics import blind_verdict, pairwise_accuracy
+from foilforge.models import ModelSpec
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ CHUNK = 256  # texts per progress-bar step; the LM batches inside each chunk
 
 
 def load_text_lm(params: dict):
-    from pipeline.lm import CausalLM
+    from foilforge.lm import CausalLM
 
     block = (params.get("models") or {}).get("text_baseline")
     return CausalLM(ModelSpec.from_params(block, PARAM_KEY))
@@ -98,7 +98,7 @@ REFINEMENT = "plausibility"
 
 def held_out_block(params: dict):
     """The held-out scorer's block (params.yaml blind_check.held_out), or None when not configured."""
-    from pipeline.errors import ConfigError
+    from foilforge.errors import ConfigError
 
     block = params.get("blind_check") or {}
     if not isinstance(block, dict):
@@ -195,7 +195,7 @@ def run(params: dict, instrument: str, input_path, output_path, scores_path=None
         held_out=None) -> dict:
     from pathlib import Path
 
-    from pipeline.records import read_record_file as read_records
+    from foilforge.records import read_record_file as read_records
 
     records = read_records(input_path)
     pairs = caption_foil_pairs(records, input_path)

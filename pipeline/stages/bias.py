@@ -31,12 +31,12 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from pipeline.errors import ConfigError
-from pipeline.metrics import js_divergence
-from pipeline.io import atomic_write, write_json
-from pipeline.params import load_params
-from pipeline.records import ITEM_MODES, frequencies, is_valid
-from pipeline.records import read_record_file as read_records
+from foilforge.errors import ConfigError
+from foilforge.metrics import js_divergence
+from foilforge.io import atomic_write, write_json
+from foilforge.params import load_params
+from foilforge.records import ITEM_MODES, frequencies, is_valid
+from foilforge.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
 

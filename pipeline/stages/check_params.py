@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.errors import ConfigError
-from pipeline.params import load_params, load_profile, merge_profile
+from foilforge.errors import ConfigError
+from foilforge.params import load_params, load_profile, merge_profile
 
 
 def add_arguments(parser) -> None:
@@ -154,7 +154,7 @@ MODEL_EXTRA_KEYS = ("label_map", "sanity_check", "revision")
 
 def model_problems(params: dict) -> list[str]:
     """Every `models.*` block: keys and types (name_or_path, device, dtype, batch_size), nothing loaded."""
-    from pipeline.models import ModelSpec
+    from foilforge.models import ModelSpec
 
     models = params.get("models")
     if models is None:
@@ -198,7 +198,7 @@ def validation_problems(params: dict, instruments: dict) -> list[str]:
 
 def filter_problems(params: dict, instruments: dict) -> list[str]:
     """The filters block, plus one entry per instrument in filters.run and filters.keep (dvc.yaml lists both keys)."""
-    from filters.base import check as check_filters
+    from foilforge.filter import check as check_filters
 
     problems = check_filters(params)
     filters = params.get("filters") if isinstance(params.get("filters"), dict) else {}

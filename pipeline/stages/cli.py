@@ -12,7 +12,7 @@ import importlib
 import logging
 import sys
 
-from pipeline.errors import ConfigError, GateError, InputError
+from foilforge.errors import ConfigError, GateError, InputError
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -33,7 +33,7 @@ COMMANDS = {
 
 
 def _version_line() -> str:
-    from pipeline.provenance import version_line
+    from foilforge.provenance import version_line
 
     return version_line()
 

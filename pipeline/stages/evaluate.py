@@ -29,12 +29,12 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline import metrics
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_csv, iter_jsonl, read_json, require, write_json
-from pipeline.models import ModelSpec, load_transformers_model, resolve_path, torch_device
-from pipeline.params import load_params
-from pipeline.registry import Registry
+from foilforge import metrics
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import iter_csv, iter_jsonl, read_json, require, write_json
+from foilforge.models import ModelSpec, load_transformers_model, resolve_path, torch_device
+from foilforge.params import load_params
+from foilforge.registry import Registry
 
 log = logging.getLogger(__name__)
 

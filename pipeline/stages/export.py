@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pipeline.errors import GateError, InputError
-from pipeline.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
-from pipeline.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
-from pipeline.params import load_params
-from pipeline.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
-from filters.base import filter_funnel, run_order  # noqa: F401  (select, tests)
+from foilforge.errors import GateError, InputError
+from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
+from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
+from foilforge.params import load_params
+from foilforge.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
+from foilforge.filter import filter_funnel, run_order  # noqa: F401  (select, tests)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _optional_json(path: Path):
 
 def filters_not_run(params: dict, instrument: str, ran: dict) -> list[str]:
     """Registered filters that did not score this instrument's records."""
-    from filters.base import filter_names
+    from foilforge.filter import filter_names
 
     names = set(filter_names())
     names |= set(((params.get("filters") or {}).get("run") or {}).get(instrument) or [])
@@ -98,7 +98,7 @@ def filters_not_run(params: dict, instrument: str, ran: dict) -> list[str]:
 
 def write_native_files(records: list[dict], output_dir: Path, instrument: str) -> list[str]:
     """Files in the source's own release format, written by the foiler that made the records."""
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     names = {(r.get("provenance") or {}).get("foiler") for r in records} - {None}
     written = []
@@ -113,7 +113,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     files = sorted(filtered_dir.glob("*.jsonl"))
     if not files:
         raise InputError(filtered_dir, "no filtered records (*.jsonl) found")
-    from pipeline import provenance
+    from foilforge import provenance
 
     check_gates(params, files, baseline_dir)  # before anything is written: a refused build leaves no half export
     manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_jsonl, write_json, write_jsonl
-from pipeline.params import block, load_params
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import iter_jsonl, write_json, write_jsonl
+from foilforge.params import block, load_params
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def instrument_spec(params: dict, name: str) -> dict:
 
 def build_instrument(params: dict, name: str):
     """The configured foiler for instrument `name`, args validated against its signature."""
-    from foilers.base import FOILERS
+    from foilforge.foiler import FOILERS
 
     spec = instrument_spec(params, name)
     return FOILERS.build(spec["foiler"], spec.get("args") or {}, where=f"params.yaml instruments.{name}.args")
@@ -63,7 +63,7 @@ def build_instrument(params: dict, name: str):
 
 def foil_file(params: dict, instrument: str, input_path, output_path, seed: int | None = None,
               metrics_path=None, cache_dir=None) -> int:
-    from foilers.base import RunContext
+    from foilforge.foiler import RunContext
 
     foiler = build_instrument(params, instrument)
     spec = instrument_spec(params, instrument)

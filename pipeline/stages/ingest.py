@@ -81,7 +81,7 @@ Details:
   field named `id` or `source` is kept as `released_id` / `released_source`.
   This lets a released benchmark be re-filtered and re-scored.
 
-Bad input stops the stage with one pipeline.errors.InputError naming the file,
+Bad input stops the stage with one foilforge.errors.InputError naming the file,
 the record (index path such as `annotations[12]`, CSV `row N`, image name or
 key) and the field, and no output file is written. A source that gives no
 samples at all is an error too.
@@ -96,10 +96,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import iter_csv, read_json, require, write_jsonl
-from pipeline.params import block, load_params
-from pipeline.registry import Registry
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import iter_csv, read_json, require, write_jsonl
+from foilforge.params import block, load_params
+from foilforge.registry import Registry
 
 log = logging.getLogger(__name__)
 

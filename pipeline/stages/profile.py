@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from pipeline.params import load_params, load_profile, merge_profile, profile_overrides
+from foilforge.params import load_params, load_profile, merge_profile, profile_overrides
 
 
 def add_arguments(parser) -> None:

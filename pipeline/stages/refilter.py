@@ -25,9 +25,9 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.errors import InputError
-from pipeline.io import atomic_write, read_json, write_json
-from pipeline.params import load_params
+from foilforge.errors import InputError
+from foilforge.io import atomic_write, read_json, write_json
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ def to_records(fmt: str, rows: list[tuple[str, dict]], path, instrument: str) ->
 
 def class_balance(records: list[dict], item_mode: str, path) -> dict:
     from filters.adversarial import negation_count
-    from pipeline.metrics import js_divergence
-    from pipeline.records import frequencies
+    from foilforge.metrics import js_divergence
+    from foilforge.records import frequencies
     from pipeline.stages.bias import majority
 
     captions, foils = frequencies([(r["id"], r) for r in records], item_mode, path)
@@ -116,11 +116,11 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
 
 def score_released(params: dict, input_path, like: str, progress: bool = True) -> tuple[str, list, list[dict]]:
     """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
-    from filters.base import build_filter, scored_filters
+    from foilforge.filter import build_filter, scored_filters
     from pipeline.stages.score import score_records
 
     if like not in (params.get("instruments") or {}):
-        from pipeline.errors import ConfigError
+        from foilforge.errors import ConfigError
 
         raise ConfigError(f"--like {like!r} is not an instrument of params.yaml "
                           f"({', '.join(sorted(params.get('instruments') or {}))})")
@@ -134,7 +134,7 @@ def score_released(params: dict, input_path, like: str, progress: bool = True) -
 def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True) -> tuple[list[dict], dict]:
     """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`."""
     from filters.adversarial import settings_for
-    from filters.base import keep_rules
+    from foilforge.filter import keep_rules
     from pipeline.stages.baseline import release_gate
     from pipeline.stages.bias import instrument_settings
     from pipeline.stages.select import select

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.io import read_jsonl, write_jsonl
-from pipeline.params import load_params
+from foilforge.io import read_jsonl, write_jsonl
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def read_records(path) -> list[dict]:
 
 def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False) -> list[dict]:
     """Copies of `records` with each filter's result and VALSE extras added; inputs are not changed."""
-    from filters.base import texts_of
+    from foilforge.filter import texts_of
 
     for f in filters:
         for field in f.fields:
@@ -46,7 +46,7 @@ def score_records(filters: list, records: list[dict], path="<records>", progress
 
 
 def run(params: dict, instrument: str, input_path, output_path, progress: bool = False) -> list[dict]:
-    from filters.base import build_filter, scored_filters
+    from foilforge.filter import build_filter, scored_filters
 
     enabled = scored_filters(params, instrument)
     records = read_records(input_path)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.errors import InputError
-from pipeline.io import atomic_write, write_json, write_jsonl
-from pipeline.params import load_params
+from foilforge.errors import InputError
+from foilforge.io import atomic_write, write_json, write_jsonl
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
     """
-    from filters.base import filter_class
-    from filters.base import filter_funnel
+    from foilforge.filter import filter_class
+    from foilforge.filter import filter_funnel
 
     unused = sorted({n for r in records for n in (r.get("filters") or {}) if n not in enabled})
     if unused:
@@ -95,7 +95,7 @@ def write_funnel_csv(path, funnel: dict) -> None:
 
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
         progress: bool = False) -> dict:
-    from filters.base import keep_rules
+    from foilforge.filter import keep_rules
     from pipeline.stages.bias import instrument_settings
     from pipeline.stages.score import read_records
 

@@ -27,10 +27,10 @@ import logging
 import math
 from pathlib import Path
 
-from pipeline.errors import ConfigError, InputError
-from pipeline.io import write_json, write_jsonl
-from pipeline.params import load_params
-from pipeline.records import valid_by_votes
+from foilforge.errors import ConfigError, InputError
+from foilforge.io import write_json, write_jsonl
+from foilforge.params import load_params
+from foilforge.records import valid_by_votes
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
 
 
 def validate(params: dict, instrument: str, input_path, output_path, metrics_path, votes=None) -> dict:
-    from pipeline.records import read_instrument
+    from foilforge.records import read_instrument
 
     settings = settings_from_params(params)
     records = read_instrument(Path(input_path))

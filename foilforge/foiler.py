@@ -35,9 +35,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from pipeline.errors import InputError
-from pipeline.records import Foil, foil_record
-from pipeline.registry import Registry
+from foilforge.errors import InputError
+from foilforge.records import Foil, foil_record
+from foilforge.registry import Registry
 
 #: every module of this package is a foiler plug-in (found on the first lookup, no list to edit);
 #: foilers of other packages register through the `foilforge.foilers` entry-point group
@@ -96,6 +96,15 @@ class Foiler:
     #: foils kept per sample after `choose`; instruments.<I>.candidates_per_sample overrides it
     max_foils_per_sample: int = 1
 
+    def golden_tools(self) -> "Foiler":
+        """This foiler with deterministic stand-ins for its models, under which `golden` holds.
+
+        foilforge.testing's checks run the golden examples through it. A model-backed foiler
+        overrides it to plug in a fixed table (foilforge.testing.TableScorer / TableEncoder),
+        so the checks test its own logic (slots, ranking, balancing), not a model. Others need none.
+        """
+        return self
+
     # ---------------------------------------------------------------- what a foiler fills
     def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
         raise NotImplementedError(f"{type(self).__name__} implements neither foils_for nor propose")
@@ -112,7 +121,7 @@ class Foiler:
         """Check argument values (ranges, choices) without loading anything; raise ConfigError naming the arg."""
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        """Raise pipeline.errors.InputError if the sample lacks fields this foiler needs."""
+        """Raise foilforge.errors.InputError if the sample lacks fields this foiler needs."""
 
     @classmethod
     def write_native(cls, records: list[dict], output_dir, instrument: str) -> list[str]:
@@ -156,7 +165,7 @@ class CaptionFoiler(Foiler):
     def load_nlp(self, param_key: str | None = None):
         # the loaded pipeline is a tool cached across runs; nothing of a run is kept on the foiler
         if getattr(self, "_nlp", None) is None:
-            from pipeline.nlp import load_spacy
+            from foilforge.nlp import load_spacy
 
             key = param_key or f"instruments.{self.registry_name.rsplit('.', 1)[0]}.args.spacy_model"
             self._nlp = load_spacy(self.spacy_model, param_key=key)
@@ -172,10 +181,10 @@ def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str
                       span_scorer: bool = False) -> None:
     """Check a model-block argument (`{kind, name_or_path, gguf_file, device, dtype, batch_size}`) without loading.
 
-    `span_scorer`: the block goes to pipeline.scorers.build_span_scorer, which also takes its pruning args.
+    `span_scorer`: the block goes to foilforge.scorers.build_span_scorer, which also takes its pruning args.
     """
-    from pipeline.models import model_block
-    from pipeline.scorers import PRUNING_KEYS, check_pruning
+    from foilforge.models import model_block
+    from foilforge.scorers import PRUNING_KEYS, check_pruning
 
     _, _, pruning = model_block(block, arg, kinds, default_kind, extra_keys=PRUNING_KEYS if span_scorer else ())
     if pruning:

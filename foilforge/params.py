@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.errors import ConfigError, InputError
+from foilforge.errors import ConfigError, InputError
 
 DEFAULT_PARAMS = "params.yaml"
 

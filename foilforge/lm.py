@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from pipeline.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
+from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
 
 # weight-name fragments of the heads that must be trained
 MLM_HEAD_KEYS = ("cls.predictions", "lm_head", "predictions.", "generator_lm_head", "vocab_projector", "vocab_transform")
@@ -96,7 +96,7 @@ class MaskedLM:
         self.model = load_transformers_model(spec, "AutoModelForMaskedLM", refuse_new_weights=MLM_HEAD_KEYS)
         self.device = torch_device(spec)
         if self.tokenizer.mask_token_id is None:
-            from pipeline.errors import ConfigError
+            from foilforge.errors import ConfigError
 
             raise ConfigError(f"{spec.param_key}: tokenizer of {spec.describe()!r} has no mask token; a masked LM is needed here")
         use_tokenizer_padding(self.tokenizer, "right")

@@ -21,7 +21,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from pipeline.io import file_sha256
+from foilforge.io import file_sha256
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "sentence-transformers", "spacy", "numpy", "scipy", "dvc")
 MODEL_ARG_KEYS = ("scorer", "proposer", "encoder")
@@ -33,7 +33,7 @@ def foilforge_version() -> str:
     try:
         return metadata.version("foilforge")
     except metadata.PackageNotFoundError:  # running from a checkout that was never installed
-        from pipeline import __version__
+        from foilforge import __version__
 
         return __version__
 

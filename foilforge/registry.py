@@ -9,7 +9,7 @@ so a typo or an impossible value in params.yaml fails before anything runs
 (and `foilforge check-params` reports it).
 
 Plug-ins are found without a hand-kept list: every module of the registry's
-package (`packages`, e.g. each module in foilers/ but base.py) is imported on the
+package (`packages`, e.g. each module in foilers/) is imported on the
 first lookup, and so is every Python entry point of the registry's group
 (`entry_points`, e.g. `foilforge.foilers` in another package's pyproject.toml,
 as spaCy's factories); importing a module runs its `@REGISTRY.register`.
@@ -24,12 +24,12 @@ import types
 import typing
 from typing import Any, Callable
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 
 class Registry:
     def __init__(self, kind: str, modules: tuple[str, ...] = (), entry_points: str | None = None,
-                 packages: tuple[str, ...] = (), skip: tuple[str, ...] = ("base",)):
+                 packages: tuple[str, ...] = (), skip: tuple[str, ...] = ()):
         self.kind = kind
         self._items: dict[str, Any] = {}
         # explicit imports (no dotted-path eval), and the packages whose modules are all imported

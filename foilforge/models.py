@@ -37,7 +37,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

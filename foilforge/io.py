@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pipeline.errors import InputError
+from foilforge.errors import InputError
 
 
 @contextlib.contextmanager

