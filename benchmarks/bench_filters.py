@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_filters [--n 512] [--device cpu|cuda] [--dtype float32] [--batch-size 32]
 
-No real masked LM or NLI model loads here (OFFLINE.md), so both models are
+No real masked LM or NLI model loads here (docs/offline_models.md), so both models are
 random but of a realistic shape, built from a config and saved, then loaded
 through the filters' own code (filters.gruen.Gruen, filters.nli.NLIModel):
 a BertForMaskedLM with 4 layers, hidden size 256 and BERT-base-cased's

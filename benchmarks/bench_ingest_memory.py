@@ -43,7 +43,7 @@ def image_id(n: int) -> str:
 
 def write_source(directory: Path, target_bytes: int, related_images: int, seed: int = 0) -> dict:
     """Write the three files; returns sizes and counts."""
-    from pipeline.stages.ingest import BOX_HEADER, VRD_HEADER
+    from pipeline.sources.openimages import BOX_HEADER, VRD_HEADER
 
     rng = random.Random(seed)
     boxes_path = directory / "train-annotations-bbox.csv"

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_refinement_scale [--sizes 2000 8000 22000]
 
-The refinement (filters/plausibility.py `refine`) solves a 0/1 program with one
+The refinement (filters/refinement.py `refine`) solves a 0/1 program with one
 variable per candidate. A full-corpus instrument (25,014 COCO captions,
 several proposals each) gives tens of thousands of candidates (the H100 build of relations: 59,529), so this
 measures the solve on seeded synthetic pools of that shape: samples with 3
@@ -44,7 +44,7 @@ def synthetic_pool(candidates: int, seed: int = 0) -> list[dict]:
 
 
 def measure(candidates: int) -> dict:
-    from filters.plausibility import refine
+    from filters.refinement import refine
 
     pool = synthetic_pool(candidates)
     started = time.perf_counter()

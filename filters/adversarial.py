@@ -6,7 +6,7 @@ measure how reliably each instance is predicted out of sample, remove the most
 predictable, repeat. Here an instance is a caption/foil pair, the models are
 the trained text-only attackers of filters/attackers.py, and each round
 
-1. solves the plausibility refinement (filters/plausibility.py `refine`: one
+1. solves the plausibility refinement (filters/refinement.py `refine`: one
    candidate per sample, the fixed scorers balanced, Winoground pairs whole,
    the JS bound) without the candidates excluded so far, preferring among a
    sample's candidates the least predictable one: a caption's own alternative
@@ -259,7 +259,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
                        progress: bool = False) -> tuple[set[str], dict]:
     """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc."""
     from filters.attackers import build_attacker
-    from filters.plausibility import candidate_order, refine
+    from filters.refinement import candidate_order, refine
 
     blocks = settings["attacker_blocks"]
     attackers = {name: (lambda b=block, n=name: build_attacker(b, f"params.yaml attackers.{n}"))

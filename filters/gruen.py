@@ -1,4 +1,4 @@
-"""GRUEN grammaticality (Zhu & Bhat 2020), batched; SPEC §3.
+"""GRUEN grammaticality (Zhu & Bhat 2020), batched; docs/reference.md §3.
 
 For a text: split into sentences, drop sentences of <= 1 word (punctuation
 removed); for each remaining sentence

@@ -13,7 +13,7 @@ params.yaml:
       run: {relations: [nli]}
       keep: {relations: {nli: {keep: [contradiction]}}}
 
-The label-order trap (SPEC §3): the ynie/* checkpoints name their labels
+The label-order trap (docs/reference.md §3): the ynie/* checkpoints name their labels
 LABEL_0..LABEL_2, and public code reusing them has the order wrong. So labels
 are read from `config.id2label` only when it names them (any case or prefix:
 "ENTAILMENT", "contradict"); generic names require `models.nli.label_map`;

@@ -40,10 +40,6 @@ def class_histograms(records: list[dict]) -> dict[str, dict[int, int]]:
     return {"caption": dict(sorted(captions.items())), "foil": dict(sorted(foils.items()))}
 
 
-def counting_foil(statement: Statement, foil_count: int) -> str | None:
-    return statement.counting(foil_count)
-
-
 def _in_range(value: int, low: int, high: int | None) -> bool:
     return value >= low and (high is None or value <= high)
 

@@ -98,7 +98,7 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
 
 
 def preposition_report(records: Iterable[dict | Foil]) -> dict:
-    """Caption and foil span histograms and JS(foil || caption) (SPEC §4, log base 2), of records or Foils."""
+    """Caption and foil span histograms and JS(foil || caption) (docs/reference.md §4, log base 2), of records or Foils."""
     pairs = [(r.classes, r.classes_foil) if isinstance(r, Foil) else (r["classes"], r["classes_foil"]) for r in records]
     captions = Counter(normalise_span(c) for c, _ in pairs)
     foils = Counter(normalise_span(f) for _, f in pairs)

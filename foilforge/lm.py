@@ -4,7 +4,7 @@
   of each text under a causal LM, batched with padding masks (a padded
   position never changes a text's score).
 * `MaskedLM`: a masked LM whose prediction head must come from the
-  checkpoint; a freshly initialised head (SpanBERT hub checkpoints, SPEC §2)
+  checkpoint; a freshly initialised head (SpanBERT hub checkpoints, docs/reference.md §2)
   is refused at load time.
 """
 
@@ -52,9 +52,6 @@ class CausalLM:
             return []
         start = [self.bos] if self.bos is not None else []
         return [start + ids for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
-
-    def _encode(self, text: str) -> list[int]:
-        return self.encode([text])[0]
 
     def pad(self, sequences: list[list[int]]):
         """(input ids, attention mask) as CPU tensors, padded on the right by the tokenizer."""

@@ -136,7 +136,7 @@ def multiple_choice_accuracy(items: Iterable[tuple[Sequence[float], int]]) -> di
 
 
 def js_divergence(caption_counts: Counter, foil_counts: Counter, log_base: float = 2) -> float | None:
-    """SPEC §4's JS(f || c) of two frequency tables (scipy's jensenshannon); None when either is empty.
+    """docs/reference.md §4's JS(f || c) of two frequency tables (scipy's jensenshannon); None when either is empty.
 
     The one implementation in foilforge: bias reports and foiler statistics use it alike, in log base 2
     (VALSE Table 5's scale, bounded by 1) unless a caller asks for another base.

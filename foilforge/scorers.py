@@ -39,7 +39,7 @@ are scored in shared batches, not one item at a time.
   3-token fill are both scored on the input the model expects for them.
 
   Checkpoints whose masked-LM head would be freshly initialised (the hub's
-  SpanBERT files, SPEC §2) are refused by foilforge.lm.MaskedLM.
+  SpanBERT files, docs/reference.md §2) are refused by foilforge.lm.MaskedLM.
 
 Speed (both kinds; args in the same block):
 

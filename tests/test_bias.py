@@ -119,7 +119,7 @@ def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
     assert json.loads((out / "bias.json").read_text())["status"] == "fail"
 
 
-# Table 5 (VALSE), "JS" column, all instances of the full release (SPEC §4).
+# Table 5 (VALSE), "JS" column, all instances of the full release (docs/reference.md §4).
 TABLE5_JS = {
     "existence": ("existence", 0.628),
     "plurals": ("plurality", 0.742),

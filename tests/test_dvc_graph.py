@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("foilforge", "pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
-REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters"}
+REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters", "pipeline.sources.base": "pipeline.sources"}
 
 
 def module_path(name: str) -> Path | None:
@@ -60,7 +60,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def package_modules(package: str) -> set[str]:
     return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            for p in ROOT.joinpath(package).rglob("*.py")}
+            for p in ROOT.joinpath(*package.split(".")).rglob("*.py")}
 
 
 def import_closure(start: str) -> set[Path]:

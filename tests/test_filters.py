@@ -322,7 +322,7 @@ def write_params(path, tiny_models, rules):
 
 
 def test_score_and_select_cli_end_to_end(tiny_models, tmp_path):
-    from tests.test_filters_conformance import RECORDS
+    from foilforge.testing import FILTER_RECORDS as RECORDS
 
     foils, scored, kept, rejected, metrics = (tmp_path / n for n in ("foils.jsonl", "scored.jsonl", "kept.jsonl",
                                                                       "rejected.jsonl", "metrics.json"))

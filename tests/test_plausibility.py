@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from filters.ngram import CrossFitNGram, fold_of
-from filters.plausibility import Plausibility, build_text_scorer, quantile_edges, refine
+from filters.plausibility import Plausibility, build_text_scorer
+from filters.refinement import quantile_edges, refine
 from foilforge.metrics import blind_verdict
 from foilforge.errors import ConfigError
 from pipeline.stages.select import select
@@ -150,7 +151,7 @@ def test_select_applies_the_set_rule_after_the_record_rules():
 def test_js_rows_equal_the_bias_stage_js():
     import numpy as np
 
-    from filters.plausibility import _js_rows
+    from filters.refinement import _js_rows
     from foilforge.metrics import js_divergence
 
     rng = np.random.default_rng(0)
@@ -168,7 +169,7 @@ def test_refinement_keeps_the_largest_balanced_subset():
     import itertools
     import random
 
-    from filters.plausibility import _bin, _sign
+    from filters.refinement import _bin, _sign
 
     rng = random.Random(3)  # a pool where the earlier greedy matching kept 6, the optimum is 8
     records = [candidate(f"I:{s}" + (f"#{k}" if k else ""), str(s), round(rng.gauss(0.2, 1), 2), round(rng.gauss(0, 1), 2))
@@ -427,7 +428,7 @@ def test_blind_check_counts_ties_apart():
 
 
 def test_js_noise_floor_is_the_js_of_same_distribution_samples():
-    from filters.plausibility import js_noise_floor
+    from filters.refinement import js_noise_floor
 
     one_item = [(("on",), ("on",))] * 5
     assert js_noise_floor(one_item, 10) == 0.0  # one item on both sides: every draw is identical

@@ -329,7 +329,7 @@ PLURALIA_TANTUM_STEMS = {"scissor", "jean", "pant", "short", "trouser", "glass",
 
 
 def known_error_kinds(doc) -> list[str]:
-    """VALSE's three observed error kinds (SPEC §1), checked on the quantified noun phrase's head.
+    """VALSE's three observed error kinds (docs/reference.md §1), checked on the quantified noun phrase's head.
 
     A regex over the whole text would cross phrase boundaries ("exactly one orange inside of
     a glass bowl") or catch modifiers ("exactly one back seat"); the error is about the head.

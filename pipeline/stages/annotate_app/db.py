@@ -37,7 +37,6 @@ CREATE TABLE IF NOT EXISTS answers (
     PRIMARY KEY (annotator_id, item_id)
 );
 CREATE INDEX IF NOT EXISTS answers_by_item ON answers(item_id);
-CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -91,16 +90,6 @@ def add_annotator(path, name: str) -> str:
             raise ValueError(f"annotator {name!r} already exists")
         conn.execute("INSERT INTO annotators(name, token_sha256) VALUES (?, ?)", (name, token_hash(token)))
     return token
-
-
-def set_setting(path, key: str, value) -> None:
-    with transaction(path) as conn:
-        conn.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)", (key, str(value)))
-
-
-def get_setting(conn, key: str, default=None):
-    row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else default
 
 
 def load_items(path, instrument: str, items: list[dict]) -> tuple[int, int]:
