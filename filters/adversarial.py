@@ -47,6 +47,7 @@ import math
 import re
 
 from foilforge.errors import ConfigError
+from foilforge.params import instrument_part
 
 log = logging.getLogger(__name__)
 
@@ -67,37 +68,33 @@ DEFAULTS = {"attackers": ["word_ngram", "char_ngram"], "target": 0.55, "min_keep
 
 
 def settings_for(params: dict, instrument: str) -> dict | None:
-    """The adversarial filter's settings for an instrument (params.yaml `adversarial` + its `instruments` entry).
+    """The adversarial filter's settings for an instrument (params.yaml `adversarial`, then `instruments.<I>.adversarial`).
 
-    None when the instrument has it switched off (`instruments.<I>: {enabled: false}`) or there is no block.
+    None when the instrument has it switched off (`instruments.<I>.adversarial: {enabled: false}`) or there is no block.
     """
     block = params.get("adversarial")
     if block is None:
         return None
-    if not isinstance(block, dict):
-        raise ConfigError("params.yaml adversarial must be a mapping (see the comment at the block)")
-    own = (block.get("instruments") or {}).get(instrument) or {}
-    merged = {**DEFAULTS, **{k: v for k, v in block.items() if k != "instruments"}, **own}
+    own = instrument_part(params, instrument, "adversarial", {})
+    merged = {**DEFAULTS, **block, **{k: v for k, v in own.items() if v is not None or k == "max_js_rise"}}
     if not merged.pop("enabled", True):
         return None
-    check_settings(merged, f"params.yaml adversarial (instrument {instrument})")
+    unknown_sides = [b for b in merged["balance"] or [] if b not in SIDE_FEATURES]
+    if unknown_sides:
+        raise ConfigError(f"params.yaml adversarial (instrument {instrument}): balance names unknown side feature(s) "
+                          f"{', '.join(unknown_sides)}; known: {', '.join(SIDE_FEATURES)}")
     attackers = params.get("attackers") or {}
-    missing = [a for a in merged["attackers"] if a not in attackers]
-    if missing:
-        raise ConfigError(f"params.yaml adversarial.attackers names {', '.join(missing)}, not defined under "
-                          f"params.yaml attackers (defined: {', '.join(sorted(attackers)) or 'none'})")
     merged["attacker_blocks"] = {name: attackers[name] for name in merged["attackers"]}
     return merged
 
 
 GATE_DEFAULTS = {"attackers": ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"], "max_accuracy": 0.55,
-                 "folds": 5, "repeats": 5, "seed": 101, "instruments": {}}
-GATE_MODES = ("fail", "report")
+                 "folds": 5, "repeats": 5, "seed": 101}
 
 
 def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     """The release gate's settings (params.yaml `gate`), with the instrument's mode (`fail` unless
-    `gate.instruments.<I>: report`) and its attackers' blocks; None when there is no `gate` block.
+    `instruments.<I>.gate: report`) and its attackers' blocks; None when there is no `gate` block.
 
     Checks that the gate keeps apart from the filter: another seed, and at least one attacker family the
     adversarial filter did not use.
@@ -108,29 +105,9 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     if block is None:
         return None
     where = "params.yaml gate"
-    if not isinstance(block, dict):
-        raise ConfigError(f"{where} must be a mapping (see the comment at the block)")
-    unknown = sorted(set(block) - set(GATE_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(GATE_DEFAULTS)}")
     merged = {**GATE_DEFAULTS, **block}
-    modes = merged["instruments"] or {}
-    if not isinstance(modes, dict) or any(m not in GATE_MODES for m in modes.values()):
-        raise ConfigError(f"{where}.instruments must map instrument names to one of {', '.join(GATE_MODES)}, got {modes!r}")
-    value = merged["max_accuracy"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ConfigError(f"{where}.max_accuracy must be a number in (0, 1], got {value!r}")
-    for name in ("folds", "repeats", "seed"):
-        value = merged[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "folds" else 0 if name == "seed" else 1):
-            raise ConfigError(f"{where}.{name} must be an integer >= {2 if name == 'folds' else 0 if name == 'seed' else 1}, got {value!r}")
+    mode = instrument_part(params, instrument, "gate", "fail") if instrument else "fail"
     attackers = params.get("attackers") or {}
-    if not isinstance(merged["attackers"], list) or not merged["attackers"]:
-        raise ConfigError(f"{where}.attackers must be a non-empty list of names under params.yaml attackers")
-    missing = [a for a in merged["attackers"] if a not in attackers]
-    if missing:
-        raise ConfigError(f"{where}.attackers names {', '.join(missing)}, not defined under params.yaml attackers "
-                          f"(defined: {', '.join(sorted(attackers)) or 'none'})")
     blocks = {name: attackers[name] for name in merged["attackers"]}
     families = {name: build_attacker(b, f"params.yaml attackers.{name}").family for name, b in blocks.items()}
     filtering = settings_for(params, instrument) if instrument else None
@@ -142,37 +119,7 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
                               f"(e.g. ngram_bayes.v1 or transformer_pair.v1) so the gate certifies with one it never met")
         if merged["seed"] == filtering["seed"]:
             raise ConfigError(f"{where}.seed equals adversarial.seed ({merged['seed']}): the gate's folds must be fresh")
-    return {**{k: v for k, v in merged.items() if k != "instruments"}, "attacker_blocks": blocks,
-            "families": families, "mode": modes.get(instrument, "fail") if instrument else "fail"}
-
-
-def check_settings(settings: dict, where: str) -> None:
-    unknown = sorted(set(settings) - set(DEFAULTS) - {"enabled"})
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(DEFAULTS))}, enabled")
-
-    def number(name, low, high):
-        value = settings[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            raise ConfigError(f"{where}: {name} must be a number in [{low}, {high}], got {value!r}")
-
-    number("target", 0.0, 1.0)
-    number("min_keep", 0.0, 1.0)
-    number("slice", 1e-9, 1.0)
-    if settings["max_js_rise"] is not None:
-        number("max_js_rise", 0.0, 1.0)
-    for name in ("folds", "rounds", "features_per_round", "max_iterations"):
-        value = settings[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "folds" else 1):
-            raise ConfigError(f"{where}: {name} must be an integer >= {2 if name == 'folds' else 1}, got {value!r}")
-    if settings["method"] not in METHODS:
-        raise ConfigError(f"{where}: method must be one of {', '.join(METHODS)}, got {settings['method']!r}")
-    if not isinstance(settings["attackers"], list) or not settings["attackers"]:
-        raise ConfigError(f"{where}: attackers must be a non-empty list of names under params.yaml attackers")
-    unknown_sides = [b for b in settings["balance"] or [] if b not in SIDE_FEATURES]
-    if unknown_sides:
-        raise ConfigError(f"{where}: balance names unknown side feature(s) {', '.join(unknown_sides)}; "
-                          f"known: {', '.join(SIDE_FEATURES)}")
+    return {**merged, "attacker_blocks": blocks, "families": families, "mode": mode}
 
 
 def side_balances(records: list[dict], names: list[str], unrefined: list[str]) -> list[tuple[dict, float, float]]:

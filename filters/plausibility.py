@@ -163,10 +163,10 @@ class Plausibility(Filter):
         scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
         used = scored if scorers is None else list(scorers)
         if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
-            raise ConfigError(f"filters.keep.<instrument>.plausibility.bins must be an integer >= 1, got {bins!r}")
+            raise ConfigError(f"instruments.<I>.filters.keep.plausibility.bins must be an integer >= 1, got {bins!r}")
         if max_js_rise is not None and (isinstance(max_js_rise, bool) or not isinstance(max_js_rise, (int, float))
                                         or max_js_rise < 0):
-            raise ConfigError("filters.keep.<instrument>.plausibility.max_js_rise must be a number >= 0 "
+            raise ConfigError("instruments.<I>.filters.keep.plausibility.max_js_rise must be a number >= 0 "
                               f"or null (no JS bound), got {max_js_rise!r}")
         unknown = sorted(set(used) - set(scored))
         if records and unknown:

@@ -12,23 +12,25 @@ DVC stages and a threshold change never reruns a model:
 `__init__` only stores its arguments (the model blocks of `models.*` and the
 settings of `filters.<name>`); models load on the first `score` call.
 
-params.yaml layout (two blocks, because DVC reruns a stage when a params key
-it lists changes: `score` lists `filters.run.<I>`, `select` lists
-`filters.keep.<I>`)::
+params.yaml layout (the filters' settings are shared; what runs on an instrument is in its block, in two
+keys, because DVC reruns a stage when a params key it lists changes: `score` lists
+`instruments.<I>.filters.run`, `select` lists `instruments.<I>.filters.keep`)::
 
     filters:
       grammaticality: {variant: gruen}          # filters.<name>: constructor settings (score stage)
-      run:                                      # per instrument: which filters score it (score stage)
-        relations: [length, grammaticality, nli]
-      keep:                                     # per instrument: the keep rules (select stage)
-        relations: {length: {max_tokens: 80}, grammaticality: {min_score: 0.8}, nli: {keep: [contradiction]}}
-        actant_swap: {grammaticality: null}     # null = scored and recorded, not applied
+    instruments:
+      relations:
+        filters:
+          run: [length, grammaticality, nli]    # which filters score it (score stage)
+          keep: {length: {max_tokens: 80}, grammaticality: {min_score: 0.8}, nli: {keep: [contradiction]}}
+      actant_swap:
+        filters: {run: [grammaticality], keep: {grammaticality: null}}   # null = scored and recorded, not applied
 
 A filter in `run` with no entry in `keep` is applied with its default
 thresholds. A keep rule for a filter that is not in `run` is inert: it takes
 effect when the filter is added to `run` (so the sample's offline params can
-carry VALSE's NLI rule while no NLI model runs). An instrument missing from
-`filters.run` is not filtered.
+carry VALSE's NLI rule while no NLI model runs). An instrument with an empty
+`run` is not filtered.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import re
 from foilforge.errors import ConfigError
 from foilforge.io import require
 from foilforge.models import ModelSpec
+from foilforge.params import instrument_part
 from foilforge.registry import Registry, check_args
 
 #: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
@@ -101,8 +104,6 @@ class Filter:
             raise ConfigError(f"params.yaml filters.{cls.name}: {', '.join(clash)} is a model; set it under "
                               f"{', '.join(cls.model_params[k] for k in clash)} instead")
         models = params.get("models") or {}
-        if not isinstance(models, dict):
-            raise ConfigError("params.yaml models must be a mapping of model roles")
         for arg, key in cls.model_params.items():
             block = models.get(key.split(".", 1)[1], _MISSING)
             if block is not _MISSING:
@@ -137,24 +138,22 @@ def model_spec(block, param_key: str, default: str, allowed_extra: tuple[str, ..
 
 
 def filters_block(params: dict) -> dict:
+    """params.yaml `filters`: each filter's settings, shared by every instrument."""
     block = params.get("filters") or {}
-    if not isinstance(block, dict):
-        raise ConfigError("params.yaml filters must be a mapping")
-    allowed = {"run", "keep", *filter_names()}
-    unknown = sorted(set(block) - allowed)
+    unknown = sorted(set(block) - set(filter_names()))
     if unknown:
-        raise ConfigError(f"params.yaml filters: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-    for key in ("run", "keep"):
-        if not isinstance(block.get(key) or {}, dict):
-            raise ConfigError(f"params.yaml filters.{key} must map instrument names to {'filter lists' if key == 'run' else 'keep rules'}")
+        raise ConfigError(f"params.yaml filters: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(filter_names())} "
+                          f"(which filters run, and their keep rules: instruments.<I>.filters.run / .keep)")
     return block
 
 
+def instrument_filters(params: dict, instrument: str) -> dict:
+    """params.yaml `instruments.<I>.filters`: {run: [filter names], keep: {filter name: rule or null}}."""
+    return instrument_part(params, instrument, "filters", {})
+
+
 def filter_settings(params: dict, name: str) -> dict:
-    settings = filters_block(params).get(name) or {}
-    if not isinstance(settings, dict):
-        raise ConfigError(f"params.yaml filters.{name} must be a mapping of settings, got {type(settings).__name__}")
-    return dict(settings)
+    return dict(filters_block(params).get(name) or {})
 
 
 def filter_names() -> list[str]:
@@ -184,11 +183,9 @@ def build_filter(params: dict, name: str) -> Filter:
 
 
 def scored_filters(params: dict, instrument: str) -> list[str]:
-    """The filters that score an instrument (`filters.run.<instrument>`), cheapest first."""
-    names = (filters_block(params).get("run") or {}).get(instrument) or []
-    where = f"params.yaml filters.run.{instrument}"
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{where} must be a list of filter names, got {names!r:.60}")
+    """The filters that score an instrument (`instruments.<I>.filters.run`), cheapest first."""
+    names = instrument_filters(params, instrument).get("run") or []
+    where = f"params.yaml instruments.{instrument}.filters.run"
     unknown = sorted(set(names) - set(filter_names()))
     if unknown:
         raise ConfigError(f"{where}: unknown filter(s) {', '.join(unknown)}; registered: {', '.join(filter_names())}")
@@ -197,20 +194,16 @@ def scored_filters(params: dict, instrument: str) -> list[str]:
 
 def keep_rules(params: dict, instrument: str) -> dict[str, dict]:
     """{filter name: thresholds} applied to an instrument: its scored filters less those whose rule is null."""
-    where = f"params.yaml filters.keep.{instrument}"
-    rules = (filters_block(params).get("keep") or {}).get(instrument) or {}
-    if not isinstance(rules, dict):
-        raise ConfigError(f"{where} must map filter names to keep rules, got {type(rules).__name__}")
+    where = f"params.yaml instruments.{instrument}.filters.keep"
+    rules = instrument_filters(params, instrument).get("keep") or {}
     unknown = sorted(set(rules) - set(filter_names()))
     if unknown:
         raise ConfigError(f"{where}: unknown filter(s) {', '.join(unknown)}; registered: {', '.join(filter_names())}")
     applied = {}
     for name in scored_filters(params, instrument):
         rule = rules.get(name, {})
-        if rule is None or rule is False:
+        if rule is None:
             continue
-        if not isinstance(rule, dict):
-            raise ConfigError(f"{where}.{name} must be a mapping of thresholds or null, got {rule!r:.40}")
         applied[name] = filter_class(name).thresholds(rule, f"{where}.{name}")
     # inert rules are checked too, so a typo surfaces before the filter is switched on
     for name, rule in rules.items():
@@ -222,12 +215,12 @@ def keep_rules(params: dict, instrument: str) -> dict[str, dict]:
 def check(params: dict) -> list[str]:
     """Every problem in the filters part of params.yaml, for `foilforge check-params`."""
     try:
-        block = filters_block(params)
+        filters_block(params)
     except ConfigError as err:
         return [str(err)]
     problems = []
     used: set[str] = set()
-    for instrument in sorted(set(block.get("run") or {}) | set(block.get("keep") or {})):
+    for instrument in sorted(params.get("instruments") or {}):
         try:
             used.update(scored_filters(params, instrument))
             keep_rules(params, instrument)

@@ -9,7 +9,11 @@ from foilforge.errors import ConfigError, InputError
 DEFAULT_PARAMS = "params.yaml"
 
 
-def load_params(path=DEFAULT_PARAMS) -> dict:
+def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> dict:
+    """params.yaml as a dict, checked against the schema (foilforge/schema.py): a ConfigError lists every problem.
+
+    `validate=False` reads an overlay (a profile), which is only checked once merged into params.yaml.
+    """
     import yaml
 
     path = Path(path)
@@ -21,6 +25,10 @@ def load_params(path=DEFAULT_PARAMS) -> dict:
         raise InputError(path, f"invalid YAML: {err}") from None
     if not isinstance(params, dict):
         raise InputError(path, "expected a mapping at the top level")
+    if validate:
+        from foilforge.schema import validate as check_schema
+
+        check_schema(params, str(path))
     return params
 
 
@@ -34,6 +42,32 @@ def block(params: dict, dotted: str, required: bool = True):
             return None
         node = node[part]
     return node
+
+
+def instrument_block(params: dict, name: str) -> dict:
+    """params.yaml `instruments.<name>`: everything about one instrument (foiler, filters, bias, gate, ...)."""
+    instruments = params.get("instruments") or {}
+    if name not in instruments:
+        raise ConfigError(f"unknown instrument {name!r}; params.yaml instruments: {', '.join(sorted(instruments)) or 'none'}")
+    spec = instruments[name]
+    if not isinstance(spec, dict):
+        raise ConfigError(f"params.yaml instruments.{name} must be a mapping, got {type(spec).__name__}")
+    return spec
+
+
+def instrument_part(params: dict, name: str, key: str, default=None):
+    """One key of an instrument's block (`filters`, `bias`, `gate`, ...); absent (or no such block): `default`.
+
+    Lenient about a missing block, so a stage run on records of an instrument that params.yaml does not
+    name (`foilforge bias x` on a released file) gets the defaults; the foil stage requires the block.
+    """
+    spec = (params.get("instruments") or {}).get(name)
+    if spec is None:
+        return default
+    if not isinstance(spec, dict):
+        raise ConfigError(f"params.yaml instruments.{name} must be a mapping, got {type(spec).__name__}")
+    value = spec.get(key)
+    return default if value is None else value
 
 
 # ---------------------------------------------------------------- profiles
@@ -63,7 +97,7 @@ def merge_profile(params: dict, overlay: dict) -> dict:
 
 
 def load_profile(name_or_path) -> dict:
-    return load_params(profile_path(name_or_path))
+    return load_params(profile_path(name_or_path), validate=False)
 
 
 def profile_overrides(overlay: dict, params: dict, prefix: str = "") -> list[str]:

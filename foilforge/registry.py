@@ -148,11 +148,20 @@ def check_args(factory, args: dict, where: str) -> None:
             if value is None:
                 continue
         if not matches(value, hint):
-            raise ConfigError(f"{where}: argument {key!r} should be {type_name(hint)}, got {type(value).__name__} ({value!r:.40})")
+            raise ConfigError(f"{key_path(where, key)}: expected {type_name(hint)}, got {value!r:.40}{_context(where)}")
     missing = [k for k, p in params.items()
                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and k not in args]
     if missing:
         raise ConfigError(f"{where}: missing required argument(s) {', '.join(missing)}")
+
+
+def key_path(where: str, key: str) -> str:
+    """`params.yaml instruments.b.args (foiler x.v1)` + `n` -> `params.yaml instruments.b.args.n` (the path of one key)."""
+    return f"{where.split(' (', 1)[0]}.{key}"
+
+
+def _context(where: str) -> str:
+    return f" ({where.split(' (', 1)[1]}" if " (" in where else ""
 
 
 def _type_hints(target) -> dict:

@@ -1,7 +1,6 @@
 """docs/add_a_foiler.md works as written: its module is discovered, its params pass check-params, and the
 model-backed foiler it builds passes the test the doc writes (check_foiler, under the foiler's golden_tools)."""
 
-import copy
 import re
 import sys
 from pathlib import Path
@@ -63,16 +62,15 @@ def test_the_module_is_discovered_without_editing_a_list(registered):
 def test_the_params_blocks_pass_check_params(registered):
     from pipeline.stages.check_params import check
 
-    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    doc = yaml.safe_load(code_blocks("yaml")[0])
-    params["instruments"].update(doc["instruments"])
-    for key in ("run", "keep"):
-        params["filters"][key].update(doc["filters"][key])
-    assert check(params) == []
-    # without the filters entries the doc says check-params requires, it fails
-    broken = copy.deepcopy(params)
-    del broken["filters"]["keep"]["colour"]
-    assert any("filters.keep has no entry for instrument(s) colour" in p for p in check(broken))
+    text = (ROOT / "params.yaml").read_text(encoding="utf-8")
+    block = code_blocks("yaml")[0]
+    assert "\ninstruments:\n" in text
+    params = yaml.safe_load(text.replace("\ninstruments:\n", "\ninstruments:\n" + block, 1))  # pasted as the doc says
+    assert params["instruments"]["colour"]["foiler"] == NAME and check(params) == []
+    # without the defaults the doc's block starts with, the keys dvc.yaml tracks are missing
+    broken = yaml.safe_load(text.replace("\ninstruments:\n", "\ninstruments:\n" + block.replace("    <<: *instrument\n", ""), 1))
+    assert ("params.yaml instruments.colour: missing key(s) candidates_per_sample, max_samples, bias, adversarial, gate, "
+            "validation, which dvc.yaml's stages track (start the block with `<<: *instrument`)") in check(broken)
 
 
 def test_the_foiler_passes_the_whole_conformance_suite(registered, tmp_path):

@@ -297,9 +297,9 @@ def write_valse(path: Path, records: list[dict]) -> None:
 
 
 def refilter_params(tmp_path) -> dict:
-    return {"seed": 0, "instruments": {"x": {"foiler": "released.v1", "source": "s"}},
-            "filters": {"run": {"x": ["length"]}, "keep": {"x": {"length": {"max_tokens": 80}}},
-                        "length": {"special_tokens": False}},
+    return {"seed": 0, "instruments": {"x": {"foiler": "released.v1", "source": "s",
+                                             "filters": {"run": ["length"], "keep": {"length": {"max_tokens": 80}}}}},
+            "filters": {"length": {"special_tokens": False}},
             "models": {"length_tokenizer": {"name_or_path": str(tmp_path / "tok")}},
             "attackers": {"word": {"attacker": "word_ngram.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}},
             "gate": {"attackers": ["word", "bayes"], "repeats": 2}}
@@ -331,8 +331,8 @@ def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
     write_valse(source, planted(records[:25]) + records[25:])  # something for the gate to find before
     params = refilter_params(tmp_path)
     params["adversarial"] = {"attackers": ["word"], "rounds": 2, "max_js_rise": None}
-    params["filters"]["run"]["x"] = ["length", "plausibility"]
-    params["filters"]["keep"]["x"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
+    params["instruments"]["x"]["filters"]["run"] = ["length", "plausibility"]
+    params["instruments"]["x"]["filters"]["keep"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
     params["filters"]["plausibility"] = {"scorers": {"tri": {"kind": "ngram", "unit": "word", "order": 3,
                                                             "smoothing": "kneser_ney"}}}
     outputs = []

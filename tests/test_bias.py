@@ -80,21 +80,35 @@ def test_no_votes_means_no_valid_subset():
 
 def test_thresholds_fail_or_warn():
     records = _records([("a", "b"), ("a", "c")])
-    params = {"defaults": {"js_max": 0.5}, "instruments": {"x": {"max_majority_share": 0.9, "min_lexical_items": 5}}}
+    params = {"bias": {"defaults": {"js_max": 0.5}},
+              "instruments": {"x": {"bias": {"max_majority_share": 0.9, "min_lexical_items": 5}}}}
     report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x"))
     assert report["violations"] == ["js 1.000 > 0.5", "caption_majority share 1.000 > 0.9", "n_lexical_items 3 < 5"]
     assert report["status"] == "fail"
-    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings({**params, "on_exceed": "warn"}, "x"))
+    params["bias"]["on_exceed"] = "warn"
+    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x"))
     assert report["status"] == "warn"
 
 
-def test_settings_reject_unknown_keys():
-    with pytest.raises(ConfigError, match=r"bias.instruments.x: unknown key\(s\) js_maxx"):
-        bias.instrument_settings({"instruments": {"x": {"js_maxx": 1}}}, "x")
-    with pytest.raises(ConfigError, match="bias.on_exceed must be fail or warn"):
-        bias.instrument_settings({"on_exceed": "maybe"}, "x")
-    with pytest.raises(ConfigError, match="items must be one of direct, swap"):
-        bias.instrument_settings({"defaults": {"items": "pairs"}}, "x")
+def test_an_instrument_overrides_the_defaults_and_items_default_to_direct():
+    params = {"bias": {"defaults": {"js_max": 0.5, "items": "swap"}}, "instruments": {"x": {"bias": {"js_max": 0.9}}}}
+    assert bias.instrument_settings(params, "x")["js_max"] == 0.9
+    assert bias.instrument_settings(params, "x")["items"] == "swap"
+    assert bias.instrument_settings({}, "x")["items"] == "direct"
+
+
+def test_settings_reject_unknown_keys_and_values():
+    from foilforge.schema import problems
+
+    instrument = {"foiler": "existence.v1", "source": "s"}
+    assert problems({"instruments": {"x": {**instrument, "bias": {"js_maxx": 1}}}}) == [
+        "params.yaml instruments.x.bias.js_maxx: unknown key; allowed: items, js_max, js_valid_max, max_majority_share, "
+        "min_lexical_items"]
+    assert problems({"bias": {"on_exceed": "maybe"}}) == ["params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'maybe'"]
+    assert problems({"bias": {"defaults": {"items": "pairs"}}}) == [
+        "params.yaml bias.defaults.items: expected 'direct' or 'swap', got 'pairs'"]
+    assert problems({"bias": {"instruments": {}}}) == [
+        "params.yaml bias.instruments: unknown key; allowed: defaults, log_base, on_exceed, plot_top_k"]
 
 
 def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
@@ -103,7 +117,8 @@ def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
     records = tmp_path / "relations.jsonl"
     records.write_text("\n".join(json.dumps(r) for _, r in _records([("on", "under"), ("under", "on"), ("on", "in")])) + "\n")
     params = tmp_path / "params.yaml"
-    params.write_text("bias:\n  on_exceed: fail\n  instruments:\n    relations: {js_max: 0.9}\n")
+    instrument = "instruments:\n  relations: {foiler: relations.v1, source: coco, bias: {js_max: %s}}\n"
+    params.write_text("bias:\n  on_exceed: fail\n" + instrument % 0.9)
     out = tmp_path / "bias" / "relations"
     assert main(["bias", "relations", "--params", str(params), "--input", str(records), "--output-dir", str(out)]) == 0
     report = json.loads((out / "bias.json").read_text())
@@ -114,7 +129,7 @@ def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
         "item,side,frequency", "on,caption,0.666667", "on,foil,0.333333", "under,caption,0.333333",
         "under,foil,0.333333", "in,caption,0.000000", "in,foil,0.333333"]
     assert (out / "frequencies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    params.write_text("bias:\n  instruments:\n    relations: {js_max: 0.1}\n")
+    params.write_text(instrument % 0.1)
     assert main(["bias", "relations", "--params", str(params), "--input", str(records), "--output-dir", str(out)]) == 1
     assert json.loads((out / "bias.json").read_text())["status"] == "fail"
 
@@ -140,7 +155,7 @@ def test_js_divergence_on_released_valse_dev_files(capsys):
     for name, (table_name, table_js) in TABLE5_JS.items():
         path = shared_path("data", "valse-dev", f"{name}.json")
         records = bias.read_records(path)
-        settings = bias.instrument_settings({"instruments": {"actant-swap": {"items": "swap"}}}, name)
+        settings = bias.instrument_settings({"instruments": {"actant-swap": {"bias": {"items": "swap"}}}}, name)
         report, _, _ = bias.bias_report(records, name, settings, path=path)
         rows.append((name, report["n_records"], report["n_lexical_items"], report["js"], report["js_valid"], table_name, table_js))
         assert 0.0 <= report["js"] <= 1.0

@@ -20,25 +20,49 @@ def test_repository_params_are_valid(params):
     assert check(params) == []
 
 
-def test_every_instrument_has_a_filters_entry_for_dvc(params):
+def test_every_instrument_spells_out_the_keys_dvc_tracks(params):
     broken = copy.deepcopy(params)
-    del broken["filters"]["run"]["relations"]
-    broken["filters"]["keep"]["relatoins"] = {}
+    del broken["instruments"]["relations"]["bias"]
+    del broken["instruments"]["relations"]["gate"]
     assert check(broken) == [
-        "params.yaml filters.run has no entry for instrument(s) relations (dvc.yaml's score stage reads "
-        "filters.run.<instrument>; use [] or {} for none)",
-        f"params.yaml filters.keep: relatoins is not an instrument ({', '.join(sorted(params['instruments']))})",
-    ]
+        "params.yaml instruments.relations: missing key(s) bias, gate, which dvc.yaml's stages track "
+        "(start the block with `<<: *instrument`)"]
+
+
+def test_an_instrument_name_appears_only_under_instruments():
+    text = PARAMS.read_text(encoding="utf-8")
+    names = yaml.safe_load(text)["instruments"]
+    top = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert "instruments" in top
+    body = text.split("\ninstruments:\n", 1)[1]
+    outside = text.split("\ninstruments:\n", 1)[0] + "\n".join(
+        line for line in body.splitlines() if not line.startswith(" ") and not line.startswith("#"))
+    for name in names:
+        assert not any(f"{name}:" in line.split("#")[0] for line in outside.splitlines()), name
 
 
 def test_a_misspelt_argument_is_named(params):
     broken = copy.deepcopy(params)
     broken["instruments"]["counting_small"]["args"]["max_per_clas"] = 3
-    broken["filters"]["keep"]["plurals"]["grammaticality"] = {"min_scor": 0.8}
+    broken["instruments"]["plurals"]["filters"]["keep"]["grammaticality"] = {"min_scor": 0.8}
     problems = check(broken)
-    assert len(problems) == 2
+    assert len(problems) == 2, problems
     assert problems[0].startswith("params.yaml instruments.counting_small.args (foiler counting.v1): unknown argument(s) max_per_clas;")
-    assert problems[1].startswith("params.yaml filters.keep.plurals.grammaticality: unknown argument(s) min_scor;")
+    assert problems[1].startswith("params.yaml instruments.plurals.filters.keep.grammaticality: unknown argument(s) min_scor;")
+
+
+def test_every_problem_is_listed_with_its_path(params):
+    broken = copy.deepcopy(params)
+    broken["instruments"]["relations"]["candidates_per_sample"] = "3"
+    broken["bias"]["on_exceed"] = "ignore"
+    broken["instruments"]["counting_small"]["args"]["max_per_clas"] = 3
+    problems = check(broken)
+    assert problems == [
+        "params.yaml instruments.relations.candidates_per_sample: expected an integer, got '3'",
+        "params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'ignore'",
+        "params.yaml instruments.counting_small.args (foiler counting.v1): unknown argument(s) max_per_clas; "
+        "allowed: caption_max, caption_min, foil_max, foil_min, max_number, max_per_class",
+    ]
 
 
 def test_the_cli_fails_with_the_count(tmp_path, capsys):
@@ -50,7 +74,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
     path.write_text(yaml.safe_dump(broken), encoding="utf-8")
     assert cli.main(["check-params", "--params", str(path)]) == 2
     out, err = capsys.readouterr()
-    assert "params.yaml instruments.existence.source 'visual8w' is not a key of `sources`" in out
+    assert "params.yaml instruments.existence.source: 'visual8w' is not a key of `sources`" in out
     assert err.strip() == f"foilforge check-params: error: 1 problem(s) in {path}"
 
 
@@ -59,8 +83,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
     (lambda p: p["instruments"]["relations"]["args"].update(top_k=0),
      "params.yaml instruments.relations.args (foiler relations.v1): top_k must be >= 1, got 0"),
     (lambda p: p["instruments"]["bd2bb_decoys"]["args"].update(n_clusters="ten"),
-     "params.yaml instruments.bd2bb_decoys.args (foiler bd2bb_decoys.v1): argument 'n_clusters' should be int | None, "
-     "got str ('ten')"),
+     "params.yaml instruments.bd2bb_decoys.args.n_clusters: expected int | None, got 'ten' (foiler bd2bb_decoys.v1)"),
     (lambda p: p["instruments"]["counting_small"]["args"].update(foil_min=5),
      "params.yaml instruments.counting_small.args (foiler counting.v1): foil_max 3 < foil_min 5"),
     (lambda p: p["instruments"]["predicate_noun"]["args"].update(template="past"),
@@ -70,21 +93,39 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
      "params.yaml instruments.action_replacement.args (foiler action_replacement.v1): proposer.kind must be one of "
      "masked_lm, causal_lm, got 'seq2seq'"),
     (lambda p: p["instruments"]["relations"].update(candidates_per_sample="3"),
-     "params.yaml instruments.relations.candidates_per_sample must be an integer >= 1 or null, got '3'"),
+     "params.yaml instruments.relations.candidates_per_sample: expected an integer, got '3'"),
+    (lambda p: p["instruments"]["relations"].update(max_samples=0),
+     "params.yaml instruments.relations.max_samples: expected a value >= 1, got 0"),
+    (lambda p: p["instruments"]["existence"].update(gate="warn"),
+     "params.yaml instruments.existence.gate: expected 'fail' or 'report', got 'warn'"),
+    (lambda p: p["instruments"]["swap_att"]["bias"].update(items="both"),
+     "params.yaml instruments.swap_att.bias.items: expected 'direct' or 'swap', got 'both'"),
+    (lambda p: p["instruments"]["existence"]["adversarial"].update(target=2),
+     "params.yaml instruments.existence.adversarial.target: expected a value <= 1, got 2"),
+    (lambda p: p["instruments"]["existence"].update(sorce="x"),
+     "params.yaml instruments.existence.sorce: unknown key; allowed: adversarial, args, bias, candidates_per_sample, "
+     "filters, foiler, gate, max_samples, source, validation"),
+    (lambda p: p["gate"].update(attackers=["word_ngram", "nb"]),
+     "params.yaml gate.attackers: 'nb' is not defined under `attackers`"),
+    (lambda p: p["validation"].update(valid_min_caption=5),
+     "params.yaml validation: valid_min_caption (5) cannot exceed annotators_per_item (3)"),
     (lambda p: p["sources"]["coco"].update(format="cocoa"),
      "params.yaml sources.coco.format 'cocoa' is not a known format; formats: "),
     (lambda p: p["sources"]["swig"]["files"].pop("space"),
      "params.yaml sources.swig.files: missing role(s) space; format swig reads "),
-    (lambda p: p["bias"].update(on_exceed="ignore"), "params.yaml bias.on_exceed must be fail or warn, got 'ignore'"),
-    (lambda p: p["bias"]["defaults"].update(js_max="high"), "params.yaml bias (existence): js_max must be a number or null, got 'high'"),
+    (lambda p: p["bias"].update(on_exceed="ignore"), "params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'ignore'"),
+    (lambda p: p["bias"]["defaults"].update(js_max="high"), "params.yaml bias.defaults.js_max: expected a number, got 'high'"),
     (lambda p: p["evaluate"].update(scorers=["text_lm", "clip"]),
      "params.yaml evaluate.scorers: unknown scorer(s) clip; known: image_text, text_lm"),
-    (lambda p: p["evaluate"].update(image_rot="x"), "params.yaml evaluate: unknown key(s) image_rot; allowed: "),
+    (lambda p: p["evaluate"].update(image_rot="x"),
+     "params.yaml evaluate.image_rot: unknown key; allowed: image_root, scorers, scores_threshold"),
     (lambda p: p["models"]["text_baseline"].update(batch_size="16"),
-     "params.yaml models.text_baseline.batch_size must be an integer >= 1, got '16'"),
+     "params.yaml models.text_baseline.batch_size: expected an integer, got '16'"),
     (lambda p: p["models"]["cola"].update(dtype="fp16"),
-     "params.yaml models.cola.dtype must be one of float32, float16, bfloat16, got 'fp16'"),
-    (lambda p: p["models"]["image_text"].update(devise="cpu"), "params.yaml models.image_text: unknown key(s) devise;"),
+     "params.yaml models.cola.dtype: expected 'float32', 'float16' or 'bfloat16', got 'fp16'"),
+    (lambda p: p["models"]["image_text"].update(devise="cpu"), "params.yaml models.image_text.devise: unknown key; allowed: "),
+    (lambda p: p["models"]["image_text"].update(device="gpu"),
+     "params.yaml models.image_text.device: expected cpu, cuda, cuda:N, mps or auto, got 'gpu'"),
 ])
 def test_every_block_is_checked(params, edit, expected):
     broken = copy.deepcopy(params)

@@ -270,37 +270,45 @@ def test_defaults_are_the_paper_models():
     assert build_filter({}, "length")._spec().name_or_path == "bert-base-cased"
 
 
+def instrument(run, keep=None):
+    """A minimal instrument block holding its filters (what check() and the filter lookups read)."""
+    return {"foiler": "existence.v1", "source": "visual7w", "filters": {"run": run, "keep": keep or {}}}
+
+
 @pytest.mark.parametrize("params, where", [
     ({"filters": {"bogus": {}}}, "params.yaml filters: unknown key(s) bogus;"),
-    ({"filters": {"run": {"rel": ["lenght"]}}}, "params.yaml filters.run.rel: unknown filter(s) lenght;"),
-    ({"filters": {"keep": {"rel": {"lenght": {}}}}}, "params.yaml filters.keep.rel: unknown filter(s) lenght;"),
-    ({"filters": {"keep": {"rel": {"length": {"max_token": 3}}}}}, "params.yaml filters.keep.rel.length: unknown argument(s) max_token; allowed: max_tokens"),
-    ({"filters": {"keep": {"rel": {"nli": {"keep": ["contradictoin"]}}}}}, "params.yaml filters.keep.rel.nli.keep must list labels"),
+    ({"instruments": {"rel": instrument(["lenght"])}}, "params.yaml instruments.rel.filters.run: unknown filter(s) lenght;"),
+    ({"instruments": {"rel": instrument(["length"], {"lenght": {}})}},
+     "params.yaml instruments.rel.filters.keep: unknown filter(s) lenght;"),
+    ({"instruments": {"rel": instrument(["length"], {"length": {"max_token": 3}})}},
+     "params.yaml instruments.rel.filters.keep.length: unknown argument(s) max_token; allowed: max_tokens"),
+    ({"instruments": {"rel": instrument(["nli"], {"nli": {"keep": ["contradictoin"]}})}},
+     "params.yaml instruments.rel.filters.keep.nli.keep must list labels"),
     ({"filters": {"grammaticality": {"variant": "grue"}}}, "params.yaml filters.grammaticality.variant must be one of gruen, linkgrammar"),
-    ({"models": {"nli": {"name_or_path": "x", "labelmap": {}}}}, "models.nli: unknown key(s) labelmap;"),
-    ({"models": {"cola": {"name_or_path": "x", "max_len": 3}}}, "models.cola: unknown key(s) max_len;"),
+    ({"models": {"nli": {"name_or_path": "x", "labelmap": {}}}}, "params.yaml models.nli.labelmap: unknown key;"),
+    ({"models": {"cola": {"name_or_path": "x", "max_len": 3}}}, "params.yaml models.cola.max_len: unknown key;"),
 ])
 def test_unknown_keys_are_named(params, where):
-    from foilforge.filter import check
+    from pipeline.stages.check_params import check
 
-    params = {**params, "filters": {"run": {"rel": ["length", "grammaticality", "nli"]}} | params.get("filters", {})}
+    params = {"instruments": {"rel": instrument(["length", "grammaticality", "nli"])}} | params
     problems = check(params)
     assert any(p.startswith(where) for p in problems), problems
 
 
 def test_instrument_filter_lookup():
-    params = {"filters": {"run": {"rel": ["nli", "length", "grammaticality"]},
-                          "keep": {"rel": {"length": {"max_tokens": 5}, "grammaticality": None}}}}
+    params = {"instruments": {"rel": instrument(["nli", "length", "grammaticality"],
+                                                 {"length": {"max_tokens": 5}, "grammaticality": None})}}
     assert scored_filters(params, "rel") == ["length", "grammaticality", "nli"]  # cheapest first
     assert scored_filters(params, "other") == []
     # grammaticality is scored but its rule is null; nli has no rule, so its defaults apply
     assert keep_rules(params, "rel") == {"length": {"max_tokens": 5}, "nli": {"keep": ["contradiction"]}}
     assert keep_rules(params, "other") == {}
     # a rule for a filter that does not run is inert, but still checked
-    params["filters"]["keep"]["swap"] = {"nli": {"keep": ["contradiction"]}}
+    params["instruments"]["swap"] = instrument([], {"nli": {"keep": ["contradiction"]}})
     assert keep_rules(params, "swap") == {}
-    params["filters"]["keep"]["swap"] = {"nli": {"kep": ["contradiction"]}}
-    with pytest.raises(ConfigError, match=r"filters.keep.swap.nli: unknown argument\(s\) kep"):
+    params["instruments"]["swap"] = instrument([], {"nli": {"kep": ["contradiction"]}})
+    with pytest.raises(ConfigError, match=r"instruments.swap.filters.keep.nli: unknown argument\(s\) kep"):
         keep_rules(params, "swap")
 
 
@@ -314,9 +322,9 @@ def write_params(path, tiny_models, rules):
                    "cola": {"name_or_path": str(tiny_models.bert_classifier()), "batch_size": 4},
                    "nli": {"name_or_path": str(tiny_models.albert_nli()), "batch_size": 4, "sanity_check": False},
                    "length_tokenizer": {"name_or_path": str(tiny_models.bert_mlm())}},
-        "filters": {"grammaticality": {"variant": "gruen"}, "keep": rules,
-                    # the filters with a rule run; a null rule here means "not run"
-                    "run": {name: [f for f, r in rule.items() if r is not None] for name, rule in rules.items()}},
+        "filters": {"grammaticality": {"variant": "gruen"}},
+        # the filters with a rule run; a null rule here means "not run"
+        "instruments": {name: instrument([f for f, r in rule.items() if r is not None], rule) for name, rule in rules.items()},
     }
     path.write_text(yaml.safe_dump(params), encoding="utf-8")
 
@@ -373,7 +381,7 @@ def test_score_and_select_cli_end_to_end(tiny_models, tmp_path):
     assert m["filters"]["nli"]["model"] == str(tiny_models.albert_nli())
     assert 0 < len(expected) < len(RECORDS) and len(after_grammar) < len(after_length)
 
-    # an instrument without NLI in filters.run: not run, not recorded; select fails clearly on unscored records
+    # an instrument without NLI in its filters.run: not run, not recorded; select fails clearly on unscored records
     assert cli.main(["score", "swap", "--params", str(params), "--input", str(foils), "--output", str(scored), "--no-progress"]) == 0
     rows = [json.loads(line) for line in scored.read_text().splitlines()]
     assert all(set(r["filters"]) == {"length"} and "nli_scores" not in r for r in rows)

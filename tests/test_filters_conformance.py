@@ -76,7 +76,7 @@ def test_contract(case, check):
 
 def test_scored_filters_and_keep_rules_name_the_filter(case):
     f = case[0]
-    assert scored_filters({"filters": {"run": {"x": [f.name]}}}, "x") == [f.name]
+    assert scored_filters({"instruments": {"x": {"filters": {"run": [f.name]}}}}, "x") == [f.name]
 
 
 # ---------------------------------------------------------------- broken filters fail the checks

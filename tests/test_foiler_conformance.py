@@ -268,7 +268,8 @@ def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
     from pipeline.stages.cli import main
 
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(PARAMS), encoding="utf-8")
+    valid = {**PARAMS, "instruments": {k: v for k, v in PARAMS["instruments"].items() if k in ("existence", "coref-typo")}}
+    params.write_text(yaml.safe_dump(valid), encoding="utf-8")
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     assert main(["foil", "existence", "--params", str(params), "--input", str(source),
                  "--output", str(tmp_path / "out.jsonl")]) == 0
@@ -278,6 +279,13 @@ def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
                  "--output", str(tmp_path / "out2.jsonl")]) == 2
     assert f"{bad}, record x, field 'question': missing field" in capsys.readouterr().err
     assert not (tmp_path / "out2.jsonl").exists()
+    # a params file the schema rejects stops every stage before it reads anything, naming each problem
+    params.write_text(yaml.safe_dump(PARAMS), encoding="utf-8")
+    assert main(["foil", "existence", "--params", str(params), "--input", str(source),
+                 "--output", str(tmp_path / "out3.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"3 problem(s) in {params}:" in err and "instruments.no-foiler.foiler: missing (required)" in err
+    assert not (tmp_path / "out3.jsonl").exists()
 
 
 def test_unknown_instrument_lists_the_known_ones(tmp_path):
@@ -294,11 +302,14 @@ def test_instrument_block_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"instruments.coref-typo.args \(foiler coreference.v1\): unknown "
                                           r"argument\(s\) pronoun; allowed: balance, max_per_image"):
         build_instrument(PARAMS, "coref-typo")
-    with pytest.raises(ConfigError, match="instruments.no-foiler needs a 'foiler' key"):
-        build_instrument(PARAMS, "no-foiler")
-    with pytest.raises(ConfigError, match="instruments.extra-key: unknown key.s. sources; allowed: foiler, source, args, "
-                                          "candidates_per_sample, max_samples"):
-        build_instrument(PARAMS, "extra-key")
+    from foilforge.schema import problems
+
+    assert problems(PARAMS) == [
+        "params.yaml instruments.no-foiler.foiler: missing (required)",
+        "params.yaml instruments.extra-key.source: missing (required)",
+        "params.yaml instruments.extra-key.sources: unknown key; allowed: adversarial, args, bias, candidates_per_sample, "
+        "filters, foiler, gate, max_samples, source, validation",
+    ]
 
 
 def test_missing_id_names_the_line(tmp_path):
@@ -322,14 +333,15 @@ def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
 
     params = {"seed": 0, "instruments": {
         "e": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "candidates_per_sample": 2},
-        "bad": {"foiler": "existence.v1", "candidates_per_sample": 0}}}
+        "bad": {"foiler": "existence.v1", "source": "visual7w", "candidates_per_sample": 0}}}
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     assert foil_file(params, "e", source, tmp_path / "out.jsonl", metrics_path=tmp_path / "m.json") == 2
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["instrument"] == "e" and metrics["foiler"] == "existence.v1"
     assert metrics["counts"] == {"samples": 2, "proposed": 2, "chosen": 2, "records": 2, "cap_per_sample": 2}
-    with pytest.raises(ConfigError, match=r"instruments.bad.candidates_per_sample must be an integer >= 1 or null, got 0"):
-        foil_file(params, "bad", source, tmp_path / "out2.jsonl")
+    from foilforge.schema import problems
+
+    assert problems(params) == ["params.yaml instruments.bad.candidates_per_sample: expected a value >= 1, got 0"]
 
 
 def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
@@ -338,7 +350,7 @@ def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
     params = {"seed": 0, "instruments": {
         "first": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "max_samples": 1},
         "all": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}},
-        "bad": {"foiler": "existence.v1", "max_samples": True}}}
+        "bad": {"foiler": "existence.v1", "source": "visual7w", "max_samples": True}}}
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     assert foil_file(params, "all", source, tmp_path / "all.jsonl", metrics_path=tmp_path / "all.json") == 2
     assert foil_file(params, "first", source, tmp_path / "first.jsonl", metrics_path=tmp_path / "first.json") == 1
@@ -350,5 +362,6 @@ def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
     assert [r["id"] for r in first] == [f"first:{VISUAL7W_SAMPLES[0]['id']}"]
     assert [unnamed(r) for r in first] == [unnamed(r) for r in everything if r["id"] == f"all:{VISUAL7W_SAMPLES[0]['id']}"]
     assert json.loads((tmp_path / "first.json").read_text())["counts"]["samples"] == 1
-    with pytest.raises(ConfigError, match=r"instruments.bad.max_samples must be an integer >= 1 or null, got True"):
-        foil_file(params, "bad", source, tmp_path / "out3.jsonl")
+    from foilforge.schema import problems
+
+    assert problems(params) == ["params.yaml instruments.bad.max_samples: expected an integer, got True"]

@@ -264,16 +264,28 @@ def test_valse_bad_records(tmp_path, out):
      "params.yaml sources.s.files: missing role(s) captions; format coco reads captions (optional: instances)"),
     ({"format": "coco", "root": "x", "files": {"captions": "c.json", "extra": "e.json"}},
      "params.yaml sources.s.files: unknown role(s) extra; format coco reads captions (optional: instances)"),
-    ({"format": "coco", "root": "x", "files": {"captions": "c.json"}, "splits": "val"},
-     "params.yaml sources.s: unknown key(s) splits; allowed: format, root, files, split, dataset, image_file_template"),
     ({"format": "coco", "root": "x", "files": {"captions": "c.json"}, "image_file_template": "{image_id}.jpg"},
      "params.yaml sources.s.image_file_template is not used by format coco (formats that use it: visdial)"),
-    ({"format": "coco", "files": {"captions": "c.json"}}, "params.yaml sources.s.root must be a directory path"),
-    ({"format": "coco", "root": "x", "files": {"captions": "c.json"}, "split": 2017},
-     "params.yaml sources.s.split must be a string, got 2017"),
 ])
 def test_config_errors(tmp_path, out, spec, message):
     assert fails({"sources": {"s": spec}}, "s", out, ConfigError) == message
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"format": "coco", "root": "x", "files": {"captions": "c.json"}, "splits": "val"},
+     "params.yaml sources.s.splits: unknown key; allowed: dataset, files, format, image_file_template, root, split"),
+    ({"format": "coco", "files": {"captions": "c.json"}}, "params.yaml sources.s.root: missing (required)"),
+    ({"format": "coco", "root": "", "files": {"captions": "c.json"}},
+     "params.yaml sources.s.root: string should have at least 1 character, got ''"),
+    ({"format": "coco", "root": "x", "files": {"captions": "c.json"}, "split": 2017},
+     "params.yaml sources.s.split: expected a string, got 2017"),
+    ({"format": "visdial", "root": "x", "files": {"dialogs": "d.json"}, "image_file_template": [3]},
+     "params.yaml sources.s.image_file_template.0: expected a string, got 3"),
+])
+def test_the_schema_checks_a_source_block(spec, message):
+    from foilforge.schema import problems
+
+    assert problems({"sources": {"s": spec}}) == [message]
 
 
 def test_unknown_source_and_missing_block(tmp_path, out):

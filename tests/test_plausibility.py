@@ -274,7 +274,7 @@ def test_a_threshold_change_reruns_only_select_and_later():
     def listing(stage, key):
         return [p for p in stages[stage]["do"].get("params", []) if key.startswith(p.replace("${key}", "relations"))]
 
-    key = "filters.keep.relations.plausibility.bins"
+    key = "instruments.relations.filters.keep.plausibility.bins"
     listed = {name for name in stages if "do" in stages[name] and listing(name, key)}
     assert listed == {"select"}
     # the scorers are the score stage's: a scorer change reruns the models, a threshold change does not
@@ -291,10 +291,10 @@ def test_a_threshold_change_reruns_only_select_and_later():
 def _ngram_params(tmp_path, rules):
     params = {
         "seed": 0,
-        "instruments": {"released": {"foiler": "released.v1", "source": "valse", "args": {"phenomenon": "relations"}}},
+        "instruments": {"released": {"foiler": "released.v1", "source": "valse", "args": {"phenomenon": "relations"},
+                                     "filters": {"run": ["plausibility"], "keep": {"plausibility": rules}}}},
         "filters": {"plausibility": {"scorers": {"word3": {"kind": "ngram", "order": 3},
-                                                 "word2wb": {"kind": "ngram", "order": 2, "smoothing": "witten_bell"}}},
-                    "run": {"released": ["plausibility"]}, "keep": {"released": {"plausibility": rules}}},
+                                                 "word2wb": {"kind": "ngram", "order": 2, "smoothing": "witten_bell"}}}},
         "blind_check": {"held_out": {"kind": "ngram", "unit": "char", "order": 4, "smoothing": "witten_bell"}},
     }
     path = tmp_path / "params.yaml"

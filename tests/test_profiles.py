@@ -32,10 +32,12 @@ def test_paper_profile_sets_the_papers_models():
     assert {instruments[i]["args"]["spacy_model"] for i in ("plurals", "relations", "bd2bb_decoys")} == {"en_core_web_sm"}
     assert params["models"]["text_baseline"]["name_or_path"] == "gpt2"
     assert params["filters"]["grammaticality"] == {"variant": "gruen", "relative_to_caption": False}
-    assert params["filters"]["run"]["plurals"] == ["length", "grammaticality", "nli"]
-    assert params["filters"]["run"]["relations"] == ["length", "grammaticality", "nli"]
-    # untouched keys stay as params.yaml has them
-    assert params["filters"]["run"]["existence"] == load_params("params.yaml")["filters"]["run"]["existence"]
+    assert instruments["plurals"]["filters"]["run"] == ["length", "grammaticality", "nli"]
+    assert instruments["relations"]["filters"]["run"] == ["length", "grammaticality", "nli"]
+    # untouched keys stay as params.yaml has them: the keep rules next to the run list, other instruments
+    shipped = load_params("params.yaml")["instruments"]
+    assert instruments["plurals"]["filters"]["keep"] == shipped["plurals"]["filters"]["keep"]
+    assert instruments["existence"]["filters"] == shipped["existence"]["filters"]
 
 
 def test_check_params_accepts_the_paper_profile(capsys):

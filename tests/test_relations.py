@@ -272,7 +272,7 @@ def test_bad_sample_names_file_record_and_field():
 
 
 def test_args_are_checked():
-    with pytest.raises(ConfigError, match=r"argument 'top_k' should be int, got str"):
+    with pytest.raises(ConfigError, match=r"\.top_k: expected int, got '"):
         build({"top_k": "10"})
     with pytest.raises(ConfigError, match=r"unknown argument\(s\) topk"):
         build({"topk": 10})

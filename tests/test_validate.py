@@ -90,7 +90,7 @@ def test_alpha_is_one_for_perfect_agreement_and_matches_the_package():
 def test_gold_items_exclude_an_annotator_below_the_threshold():
     records = foil_records(4)
     ids = [r["id"] for r in records]
-    settings = validate.settings_from_params({"validation": {"gold": {"relations": ids[:3]}}})
+    settings = validate.settings_from_params({"instruments": {"relations": {"validation": {"gold": ids[:3]}}}})
     votes = []
     for item in ids:
         votes.append({"line": 0, "item_id": item, "worker": "good", "choice": _choice_for(item, "caption")})
@@ -102,14 +102,14 @@ def test_gold_items_exclude_an_annotator_below_the_threshold():
     assert metrics["annotators_without_gold"] == ["nogold"]
     assert records[0]["mturk"] == {"caption": 1, "foil": 0, "other": 0}      # bad's foil votes are not counted
     assert records[3]["mturk"] == {"caption": 1, "foil": 0, "other": 1}
-    with pytest.raises(ConfigError, match="validation.gold.relations: item"):
+    with pytest.raises(ConfigError, match="instruments.relations.validation.gold: item"):
         validate.validate_records(records, votes, validate.settings_from_params(
-            {"validation": {"gold": {"relations": ["relations:nope"]}}}), "relations")
+            {"instruments": {"relations": {"validation": {"gold": ["relations:nope"]}}}}), "relations")
 
 
 def test_no_votes_file_keeps_mturk_null_and_succeeds(tmp_path, caplog):
     write_jsonl(tmp_path / "relations.jsonl", foil_records(2))
-    metrics = validate.validate({"validation": {"votes": {"relations": str(tmp_path / "none.csv")}}}, "relations",
+    metrics = validate.validate({"instruments": {"relations": {"validation": {"votes": str(tmp_path / "none.csv")}}}}, "relations",
                                 tmp_path / "relations.jsonl", tmp_path / "out.jsonl", tmp_path / "m.json")
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["mturk"] for r in out] == [None, None] and all("valid" not in r for r in out)
@@ -138,21 +138,16 @@ def test_bad_votes_file_names_file_line_and_field_and_writes_nothing(tmp_path, r
 
 
 def test_params_block_is_checked():
-    with pytest.raises(ConfigError, match="unknown key"):
-        validate.settings_from_params({"validation": {"annotators": 3}})
-    with pytest.raises(ConfigError, match="export must be one of valid, all"):
-        validate.settings_from_params({"validation": {"export": "some"}})
+    from foilforge.schema import problems
 
-
-def test_check_params_reports_a_bad_validation_block():
-    from pipeline.stages.check_params import validation_problems
-
-    instruments = {"relations": {}}
-    assert validation_problems({"validation": {"votes": {"relatons": "x.csv"}}}, instruments) == [
-        "params.yaml validation.votes: relatons is not an instrument (relations)"]
-    assert validation_problems({"validation": {"annotators_per_item": 0}}, instruments) == [
-        "params.yaml validation.annotators_per_item must be a positive integer, got 0"]
-    assert validation_problems({"validation": {}}, instruments) == []
+    assert problems({"validation": {"annotators": 3}})[0].startswith("params.yaml validation.annotators: unknown key; allowed: ")
+    assert problems({"validation": {"export": "some"}}) == ["params.yaml validation.export: expected 'valid' or 'all', got 'some'"]
+    assert problems({"validation": {"annotators_per_item": 0}}) == [
+        "params.yaml validation.annotators_per_item: expected a value >= 1, got 0"]
+    instrument = {"foiler": "relations.v1", "source": "coco"}
+    assert problems({"instruments": {"relations": {**instrument, "validation": {"vote": "x.csv"}}}}) == [
+        "params.yaml instruments.relations.validation.vote: unknown key; allowed: gold, votes"]
+    assert problems({"validation": {}, "instruments": {"relations": {**instrument, "validation": {"votes": "x.csv"}}}}) == []
 
 
 def test_bias_uses_the_validate_stage_verdict():

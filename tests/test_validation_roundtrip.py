@@ -54,8 +54,8 @@ def _project(tmp: Path, existence_foils: Path) -> Path:
     keep = {name: stages[name] for name in ("validate", "bias", "export")}
     for stage in keep.values():
         body = stage.get("do", stage)
-        # code lives in ROOT: drop the code deps (pipeline/, foilers, filters), keep the data deps
-        body["deps"] = [d for d in body["deps"] if not str(d).startswith(("pipeline/", "foilers", "filters"))]
+        # code lives in ROOT: drop the code deps (foilforge/, pipeline/, foilers, filters), keep the data deps
+        body["deps"] = [d for d in body["deps"] if not str(d).startswith(("foilforge/", "pipeline/", "foilers", "filters"))]
     (project / "dvc.yaml").write_text(yaml.safe_dump({"stages": keep}, sort_keys=False))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["instruments"] = {"existence": params["instruments"]["existence"],

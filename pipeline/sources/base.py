@@ -19,7 +19,6 @@ from foilforge.errors import InputError
 from foilforge.io import require
 from foilforge.registry import Registry
 
-SOURCE_KEYS = ("format", "root", "files", "split", "dataset", "image_file_template")
 COMMON_FIELDS = ("dataset", "original_split", "dataset_idx", "image_file")
 
 

@@ -31,18 +31,15 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from foilforge.errors import ConfigError
 from foilforge.metrics import js_divergence
 from foilforge.io import atomic_write, write_json
-from foilforge.params import load_params
-from foilforge.records import ITEM_MODES, frequencies, is_valid
+from foilforge.params import instrument_part, load_params
+from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
 
 log = logging.getLogger(__name__)
 
 THRESHOLD_KEYS = ("js_max", "js_valid_max", "max_majority_share", "min_lexical_items")
-INSTRUMENT_KEYS = ("items",) + THRESHOLD_KEYS
-TOP_LEVEL_KEYS = ("log_base", "on_exceed", "plot_top_k", "defaults", "instruments")
 
 
 # ---------------------------------------------------------------- distributions
@@ -57,26 +54,14 @@ def majority(counts: Counter) -> dict:
 
 # ---------------------------------------------------------------- settings
 
-def instrument_settings(bias_params: dict | None, instrument: str) -> dict:
-    """Merged settings for one instrument: defaults, then `bias.instruments.<name>`; unknown keys are errors."""
-    bias_params = bias_params or {}
-    unknown = set(bias_params) - set(TOP_LEVEL_KEYS)
-    if unknown:
-        raise ConfigError(f"params.yaml bias: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(TOP_LEVEL_KEYS)}")
+def instrument_settings(params: dict, instrument: str) -> dict:
+    """Merged settings for one instrument: `bias.defaults`, then `instruments.<I>.bias` (shapes: foilforge/schema.py)."""
+    bias_params = params.get("bias") or {}
     settings = {"items": "direct", **{k: None for k in THRESHOLD_KEYS}}
-    for where, block in (("bias.defaults", bias_params.get("defaults")),
-                         (f"bias.instruments.{instrument}", (bias_params.get("instruments") or {}).get(instrument))):
-        block = block or {}
-        unknown = set(block) - set(INSTRUMENT_KEYS)
-        if unknown:
-            raise ConfigError(f"params.yaml {where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(INSTRUMENT_KEYS)}")
-        settings.update(block)
-    if settings["items"] not in ITEM_MODES:
-        raise ConfigError(f"params.yaml bias.instruments.{instrument}.items must be one of {', '.join(ITEM_MODES)}, got {settings['items']!r}")
+    for block in (bias_params.get("defaults"), instrument_part(params, instrument, "bias", {})):
+        settings.update({k: v for k, v in (block or {}).items() if k != "items" or v is not None})
     settings["log_base"] = bias_params.get("log_base", 2)
     settings["on_exceed"] = bias_params.get("on_exceed", "fail")
-    if settings["on_exceed"] not in ("fail", "warn"):
-        raise ConfigError(f"params.yaml bias.on_exceed must be fail or warn, got {settings['on_exceed']!r}")
     settings["plot_top_k"] = int(bias_params.get("plot_top_k", 30))
     return settings
 
@@ -172,7 +157,7 @@ def write_frequency_plot(path, rows: list[dict], instrument: str, js: float | No
 
 
 def run(params: dict, instrument: str, input_path, output_dir) -> dict:
-    settings = instrument_settings(params.get("bias"), instrument)
+    settings = instrument_settings(params, instrument)
     records = read_records(input_path)
     report, caption_counts, foil_counts = bias_report(records, instrument, settings, path=input_path)
     output_dir = Path(output_dir)
@@ -184,7 +169,7 @@ def run(params: dict, instrument: str, input_path, output_dir) -> dict:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("instrument", help="instrument name (its settings: params.yaml bias.instruments.NAME)")
+    parser.add_argument("instrument", help="instrument name (its settings: params.yaml instruments.NAME.bias over bias.defaults)")
     parser.add_argument("--input", required=True, help="filtered foil records (JSONL) or a released VALSE JSON file")
     parser.add_argument("--output-dir", required=True, help="writes bias.json, frequencies.csv, frequencies.png")
 

@@ -11,55 +11,50 @@ def add_arguments(parser) -> None:
                         help="validate params.yaml with a profile applied (profiles/NAME.yaml, e.g. paper)")
 
 
-def check(params: dict) -> list[str]:
+def check(params: dict, where: str = "params.yaml") -> list[str]:
+    """Every problem of a params mapping: the schema's (shape, types, references; foilforge/schema.py), then what
+    the plug-ins check against their own signatures (foiler and filter arguments, readers' files, attackers)."""
+    from foilforge.schema import problems as schema_problems
+
+    found = schema_problems(params, where, dvc_keys=True)
+    for plugin_problems in (instrument_problems, filter_problems, source_problems, evaluate_problems,
+                            blind_check_problems, attacker_problems):
+        try:
+            found += plugin_problems(params)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            if not found:
+                raise
+            # a block the schema already rejected can trip a plug-in check up: its schema problem is reported
+    return sorted(dict.fromkeys(found), key=found.index)
+
+
+def instrument_problems(params: dict) -> list[str]:
+    """Every instrument builds: its foiler is registered and takes its args."""
     from pipeline.stages.foil import build_instrument
 
-    problems = []
-    for name in sorted((params.get("instruments") or {})):
+    found = []
+    for name in sorted(params.get("instruments") or {}):
         try:
             build_instrument(params, name)
         except ConfigError as err:
-            problems.append(str(err))
-    sources = params.get("sources") or {}
-    instruments = params.get("instruments") or {}
-    for name, spec in sorted(instruments.items()):
-        if isinstance(spec, dict) and spec.get("source") and spec["source"] not in sources:
-            problems.append(f"params.yaml instruments.{name}.source {spec['source']!r} is not a key of `sources` ({', '.join(sorted(sources))})")
-    problems += filter_problems(params, instruments)
-    problems += validation_problems(params, instruments)
+            found.append(str(err))
+    return found
 
 
-    problems += source_problems(params)
-    problems += bias_problems(params, instruments)
-    problems += evaluate_problems(params)
-    problems += model_problems(params)
-
-
-    problems += blind_check_problems(params)
-    problems += attacker_problems(params, instruments)
-    return problems
-
-
-def attacker_problems(params: dict, instruments: dict) -> list[str]:
+def attacker_problems(params: dict) -> list[str]:
     """Every attacker block builds; the adversarial filter's and the gate's settings hold for every instrument
-    (the gate keeps a family the filter did not use, and fresh seeds); no per-instrument entry names a stranger."""
+    (the gate keeps a family the filter did not use, and fresh seeds)."""
     from filters.adversarial import gate_settings, settings_for
     from filters.attackers import build_attacker
 
     problems = []
     attackers = params.get("attackers") or {}
-    if not isinstance(attackers, dict):
-        return ["params.yaml attackers must map names to {attacker: <registered name>, args: {...}}"]
+    instruments = params.get("instruments") or {}
     for name, block in sorted(attackers.items()):
         try:
             build_attacker(block, f"params.yaml attackers.{name}")
         except ConfigError as err:
             problems.append(str(err))
-    for key in ("adversarial", "gate"):
-        entries = (params.get(key) or {}).get("instruments") or {} if isinstance(params.get(key), dict) else {}
-        stray = sorted(set(entries) - set(instruments))
-        if stray:
-            problems.append(f"params.yaml {key}.instruments: {', '.join(stray)} is not an instrument")
     seen = set()
     for name in sorted(instruments):
         for check in (settings_for, gate_settings):
@@ -104,38 +99,13 @@ def source_problems(params: dict) -> list[str]:
     from pipeline.stages.ingest import resolve_source
 
     problems = []
-    sources = params.get("sources")
-    if not isinstance(sources, dict):
-        return ["params.yaml sources must map source names to {format, root, files}"]
+    sources = params.get("sources") or {}
     for name in sorted(sources):
         try:
             resolve_source(params, name)
         except ConfigError as err:
             problems.append(str(err))
     return problems
-
-
-def bias_problems(params: dict, instruments: dict) -> list[str]:
-    from pipeline.stages.bias import THRESHOLD_KEYS, instrument_settings
-
-    bias = params.get("bias")
-    if bias is not None and not isinstance(bias, dict):
-        return [f"params.yaml bias must be a mapping, got {type(bias).__name__}"]
-    problems = []
-    for name in sorted(set(instruments) | set((bias or {}).get("instruments") or {})):
-        try:
-            settings = instrument_settings(bias, name)
-        except (ConfigError, TypeError, ValueError) as err:
-            problems.append(str(err) if isinstance(err, ConfigError) else f"params.yaml bias: {err}")
-            continue
-        for key, value in settings.items():
-            if key in THRESHOLD_KEYS and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, (int, float))):
-                problems.append(f"params.yaml bias ({name}): {key} must be a number or null, got {value!r}")
-    stray = sorted(set((bias or {}).get("instruments") or {}) - set(instruments))
-    if stray:
-        problems.append(f"params.yaml bias.instruments: {', '.join(stray)} is not an instrument")
-    return sorted(set(problems), key=problems.index)
 
 
 def evaluate_problems(params: dict) -> list[str]:
@@ -148,74 +118,15 @@ def evaluate_problems(params: dict) -> list[str]:
     return []
 
 
-#: model-block keys beyond ModelSpec's own that a role may carry (nli's label map and sanity check, a pinned revision)
-MODEL_EXTRA_KEYS = ("label_map", "sanity_check", "revision")
-
-
-def model_problems(params: dict) -> list[str]:
-    """Every `models.*` block: keys and types (name_or_path, device, dtype, batch_size), nothing loaded."""
-    from foilforge.models import ModelSpec
-
-    models = params.get("models")
-    if models is None:
-        return []
-    if not isinstance(models, dict):
-        return ["params.yaml models must map model roles to model blocks"]
-    problems = []
-    for role in sorted(models):
-        key = f"models.{role}"
-        block = models[role]
-        if not isinstance(block, (dict, str)):
-            problems.append(f"params.yaml {key} must be a mapping (name_or_path, device, dtype, batch_size), got {block!r:.40}")
-            continue
-        try:
-            spec = ModelSpec.from_params(block, key)
-        except ConfigError as err:
-            problems.append(f"params.yaml {err}")
-            continue
-        if not isinstance(spec.name_or_path, str):
-            problems.append(f"params.yaml {key}.name_or_path must be a string, got {spec.name_or_path!r}")
-        if isinstance(spec.batch_size, bool) or not isinstance(spec.batch_size, int) or spec.batch_size < 1:
-            problems.append(f"params.yaml {key}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
-        unknown = sorted(set(spec.extra) - set(MODEL_EXTRA_KEYS))
-        if unknown:
-            problems.append(f"params.yaml {key}: unknown key(s) {', '.join(unknown)}; allowed: name_or_path, gguf_file, "
-                            f"device, dtype, batch_size, {', '.join(MODEL_EXTRA_KEYS)}")
-    return problems
-
-
-def validation_problems(params: dict, instruments: dict) -> list[str]:
-    """The validation block (human votes): its settings, and instrument names under gold and votes."""
-    from pipeline.stages.validate import settings_from_params
-
-    try:
-        settings = settings_from_params(params)
-    except ConfigError as err:
-        return [str(err)]
-    return [f"params.yaml validation.{key}: {name} is not an instrument ({', '.join(sorted(instruments))})"
-            for key in ("gold", "votes") for name in sorted(set(settings[key]) - set(instruments))]
-
-
-def filter_problems(params: dict, instruments: dict) -> list[str]:
-    """The filters block, plus one entry per instrument in filters.run and filters.keep (dvc.yaml lists both keys)."""
+def filter_problems(params: dict) -> list[str]:
+    """The filters' settings and every instrument's filters.run / filters.keep, against the registered filters."""
     from foilforge.filter import check as check_filters
 
-    problems = check_filters(params)
-    filters = params.get("filters") if isinstance(params.get("filters"), dict) else {}
-    for key in ("run", "keep"):
-        block = filters.get(key) if isinstance(filters.get(key), dict) else {}
-        missing = sorted(set(instruments) - set(block))
-        if missing:
-            problems.append(f"params.yaml filters.{key} has no entry for instrument(s) {', '.join(missing)} "
-                            f"(dvc.yaml's {'score' if key == 'run' else 'select'} stage reads filters.{key}.<instrument>; use [] or {{}} for none)")
-        stray = sorted(set(block) - set(instruments))
-        if stray:
-            problems.append(f"params.yaml filters.{key}: {', '.join(stray)} is not an instrument ({', '.join(sorted(instruments))})")
-    return problems
+    return check_filters(params)
 
 
 def main(args) -> int:
-    params = load_params(args.params)
+    params = load_params(args.params, validate=False)  # every problem is printed below, not only the first
     where = args.params
     if getattr(args, "profile", None):
         params = merge_profile(params, load_profile(args.profile))

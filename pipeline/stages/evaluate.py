@@ -276,30 +276,15 @@ def pair_and_winoground(paired) -> dict:
 
 # ---------------------------------------------------------------- the stage
 
-EVALUATE_KEYS = ("scorers", "image_root", "scores_threshold")
-
 
 def check_settings(params: dict) -> dict:
-    """The `evaluate` block, its keys and types checked (for the stage and `foilforge check-params`)."""
+    """The `evaluate` block, its scorers checked against the registry (its shape is the schema's)."""
     settings = params.get("evaluate") or {}
-    if not isinstance(settings, dict):
-        raise ConfigError(f"params.yaml evaluate must be a mapping, got {type(settings).__name__}")
-    unknown = sorted(set(settings) - set(EVALUATE_KEYS))
-    if unknown:
-        raise ConfigError(f"params.yaml evaluate: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(EVALUATE_KEYS)}")
     names = settings.get("scorers", ["text_lm"])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"params.yaml evaluate.scorers must be a list of scorer names, got {names!r:.60}")
     unknown = [n for n in names if n not in SCORERS.unversioned() and n not in SCORERS.names()]
     if unknown:
         raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; "
                           f"known: {', '.join(SCORERS.unversioned())}")
-    root = settings.get("image_root")
-    if root is not None and not isinstance(root, str):
-        raise ConfigError(f"params.yaml evaluate.image_root must be a directory path, got {root!r}")
-    threshold = settings.get("scores_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ConfigError(f"params.yaml evaluate.scores_threshold must be a number or null, got {threshold!r}")
     return settings
 
 

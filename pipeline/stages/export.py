@@ -12,7 +12,7 @@ Counts per filter come from the records' `filters` field ({name: {model,
 variant, score, passed}}): starting from every record the select stage saw
 (the kept ones plus `--rejected-dir`, when given), each filter's count is the
 number that passed it and every filter before it. Records that failed any
-filter are never exported. Filters listed in params.yaml `filters.run` for an
+filter are never exported. Filters listed in params.yaml `instruments.<I>.filters.run` for an
 instrument but absent from its records, and registered filters not run at
 all, are named in the manifest (`filters_not_run`) and the data card, so a
 reader sees at once that, say, no NLI filter ran on an offline build.
@@ -92,7 +92,7 @@ def filters_not_run(params: dict, instrument: str, ran: dict) -> list[str]:
     from foilforge.filter import filter_names
 
     names = set(filter_names())
-    names |= set(((params.get("filters") or {}).get("run") or {}).get(instrument) or [])
+    names |= set(((params.get("instruments") or {}).get(instrument) or {}).get("filters", {}).get("run") or [])
     return sorted(names - set(ran))
 
 
@@ -332,7 +332,7 @@ def failing_attackers(gate: dict | None) -> list[tuple[str, dict]]:
 
 
 def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
-    """Refuse the export when an instrument fails the gate and is not marked `gate.instruments.<I>: report`."""
+    """Refuse the export when an instrument fails the gate and is not marked `instruments.<I>.gate: report`."""
     if not baseline_dir:
         return
     for path in files:
@@ -350,7 +350,7 @@ def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
         raise GateError(
             f"{report_path}: instrument {path.stem} is not blind-proof: {why} (gate: at most "
             f"{100 * gate['max_accuracy']:.0f}% on at least {MIN_JUDGED_PAIRS} pairs). Rebuild it with the adversarial "
-            f"filter (params.yaml adversarial), or set params.yaml gate.instruments.{path.stem}: report to export it "
+            f"filter (params.yaml adversarial), or set params.yaml instruments.{path.stem}.gate: report to export it "
             f"with a data card that says it is not blind-proof")
 
 
@@ -384,7 +384,7 @@ def not_blind_proof_lines(manifest: dict) -> list[str]:
         return []
     parts = "; ".join(f"{name} ({', '.join(f'{a} {_share(f.get(ACCURACY))}' for a, f in bad)})" for name, bad in failing)
     return [f"**Not blind-proof: {parts}.** A trained text-only attacker solves these instruments above the gate",
-            "(`gate.instruments.<I>: report` in params.yaml let them through); see \"Blind-proof gate\" below.", ""]
+            "(`instruments.<I>.gate: report` in params.yaml let them through); see \"Blind-proof gate\" below.", ""]
 
 
 def _fmt(value, digits=3) -> str:

@@ -43,7 +43,7 @@ from pathlib import Path
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_jsonl
 from foilforge.params import block, load_params
-from pipeline.sources.base import READERS, SOURCE_KEYS, Source, reader_for
+from pipeline.sources.base import READERS, Source, reader_for
 
 log = logging.getLogger(__name__)
 
@@ -51,45 +51,30 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------- the stage
 
 def resolve_source(params: dict, name: str) -> Source:
-    """The Source of params.yaml `sources.NAME`, every key checked."""
+    """The Source of params.yaml `sources.NAME`: its format's reader, the files that reader needs.
+
+    The block's shape (keys, types) is the schema's (foilforge/schema.py); this checks it against the reader.
+    """
     sources = block(params, "sources")
-    if not isinstance(sources, dict) or name not in sources:
-        known = ", ".join(sorted(sources)) if isinstance(sources, dict) else "(none)"
-        raise ConfigError(f"params.yaml has no source {name!r}; sources: {known}")
+    if name not in sources:
+        raise ConfigError(f"params.yaml has no source {name!r}; sources: {', '.join(sorted(sources))}")
     spec = sources[name]
     key = f"params.yaml sources.{name}"
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{key} must be a mapping with format, root and files")
-    unknown = sorted(set(spec) - set(SOURCE_KEYS))
-    if unknown:
-        raise ConfigError(f"{key}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SOURCE_KEYS)}")
     fmt = spec.get("format")
     try:
         read = reader_for(fmt)
     except ConfigError:
         raise ConfigError(f"{key}.format {fmt!r} is not a known format; formats: {', '.join(READERS.unversioned())}") from None
-    root = spec.get("root")
-    if not isinstance(root, str) or not root:
-        raise ConfigError(f"{key}.root must be a directory path")
-    files = spec.get("files")
-    if not isinstance(files, dict) or not all(isinstance(v, str) and v for v in files.values()):
-        raise ConfigError(f"{key}.files must map each role to a file name; format {fmt} reads {', '.join(read.roles)}")
+    root, files = spec["root"], spec["files"]
     missing = [role for role in read.roles if role not in files]
     extra = sorted(set(files) - set(read.roles) - set(read.optional_roles))
     if missing or extra:
         problem = f"missing role(s) {', '.join(missing)}" if missing else f"unknown role(s) {', '.join(extra)}"
         optional = f" (optional: {', '.join(read.optional_roles)})" if read.optional_roles else ""
         raise ConfigError(f"{key}.files: {problem}; format {fmt} reads {', '.join(read.roles)}{optional}")
-    for opt in ("split", "dataset"):
-        if spec.get(opt) is not None and not isinstance(spec[opt], str):
-            raise ConfigError(f"{key}.{opt} must be a string, got {spec[opt]!r}")
     template = spec.get("image_file_template")
     if isinstance(template, list):
-        if not template or not all(isinstance(t, str) and t for t in template):
-            raise ConfigError(f"{key}.image_file_template must be a string or a list of strings, got {template!r}")
         template = tuple(template) if len(template) > 1 else template[0]
-    elif template is not None and not isinstance(template, str):
-        raise ConfigError(f"{key}.image_file_template must be a string or a list of strings, got {template!r}")
     if isinstance(template, tuple) and "images" not in files:
         raise ConfigError(f"{key}.image_file_template lists {len(template)} templates: set {key}.files.images to the "
                           f"directory holding the images, so each image id is named by the template whose file exists")

@@ -5,8 +5,8 @@
 FILE is a VALSE JSON file (`{id: {caption, foil, classes, classes_foil, ...}}`),
 a SugarCrepe JSON file (`{"0": {filename, caption, negative_caption}, ...}`) or
 a foilforge JSONL file (one record a line with `id`, `caption`, `foil`). Every
-pair is scored by the filters of params.yaml `filters.run.INSTRUMENT`, kept or
-dropped by `filters.keep.INSTRUMENT` (the plausibility refinement with the
+pair is scored by the filters of params.yaml `instruments.INSTRUMENT.filters.run`, kept or
+dropped by `instruments.INSTRUMENT.filters.keep` (the plausibility refinement with the
 adversarial filter of params.yaml `adversarial`, as the select stage does) and
 certified by the release gate (params.yaml `gate`; the baseline stage's
 attackers). Writes `DIR/<FILE's name>` in FILE's own format with only the kept
@@ -139,7 +139,7 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     from pipeline.stages.bias import instrument_settings
     from pipeline.stages.select import select
 
-    item_mode = instrument_settings(params.get("bias"), like)["items"]
+    item_mode = instrument_settings(params, like)["items"]
     kept, rejected, metrics = select(scored, keep_rules(params, like), path, item_mode=item_mode,
                                      adversarial=settings_for(params, like), progress=progress)
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}

@@ -2,13 +2,13 @@
 
     foilforge score INSTRUMENT --input data/foils/I.jsonl --output data/scored/I.jsonl
 
-The filters listed in params.yaml `filters.run.INSTRUMENT` (none when the
+The filters listed in params.yaml `instruments.INSTRUMENT.filters.run` (none when the
 instrument is not listed) run cheapest first (length, grammaticality, nli),
 each on every record, so a threshold change needs only `select` again. Each record gets `filters.<name>` = {filter, model, variant,
 score, ...} and VALSE's own fields (`grammaticality_scores`, `nli_scores`).
 A filter not listed is neither run nor recorded. Reads: models.grammar_lm,
 models.cola, models.nli, models.length_tokenizer, filters.<name>, and
-filters.run.INSTRUMENT.
+instruments.INSTRUMENT.filters.run.
 """
 
 from __future__ import annotations
@@ -52,14 +52,14 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     records = read_records(input_path)
     filters = [build_filter(params, name) for name in enabled]
     if not filters:
-        log.info("%s: no filters listed in params.yaml filters.run.%s; records pass through", instrument, instrument)
+        log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
     scored = score_records(filters, records, input_path, progress)
     write_jsonl(output_path, scored, sort_by_id=False)
     return scored
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("instrument", help="instrument name (a key of params.yaml filters.run)")
+    parser.add_argument("instrument", help="instrument name (a key of params.yaml instruments)")
     parser.add_argument("--input", required=True, help="foil records (JSONL), from `foilforge foil`")
     parser.add_argument("--output", required=True, help="scored records (JSONL), same order as the input")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

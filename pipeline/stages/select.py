@@ -3,8 +3,8 @@
     foilforge select INSTRUMENT --input data/scored/I.jsonl --output data/filtered/I.jsonl \\
         --rejected data/rejected/I.jsonl --metrics data/metrics/select/I.json
 
-The rules are params.yaml `filters.keep.INSTRUMENT` for the filters in
-`filters.run.INSTRUMENT` (a filter with a null rule is not applied); those
+The rules are params.yaml `instruments.INSTRUMENT.filters.keep` for the filters in
+`instruments.INSTRUMENT.filters.run` (a filter with a null rule is not applied); those
 filters must have scored the records. Each record's
 `filters.<name>.passed` is set; records passing all filters go to --output,
 the others to --rejected, both in input order. Metrics: {input, kept,
@@ -48,7 +48,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
 
     unused = sorted({n for r in records for n in (r.get("filters") or {}) if n not in enabled})
     if unused:
-        log.info("scores of %s are recorded but not applied (no rule in params.yaml filters.keep)", ", ".join(unused))
+        log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
     marked = []
     for index, record in enumerate(records):
         results = dict(record.get("filters") or {})
@@ -102,7 +102,7 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     from filters.adversarial import settings_for
 
     enabled = keep_rules(params, instrument)
-    item_mode = instrument_settings(params.get("bias"), instrument)["items"]  # as the bias stage counts them
+    item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
     kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
                                      adversarial=settings_for(params, instrument), progress=progress)
@@ -115,7 +115,7 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("instrument", help="instrument name (a key of params.yaml filters.keep)")
+    parser.add_argument("instrument", help="instrument name (a key of params.yaml instruments)")
     parser.add_argument("--input", required=True, help="scored records (JSONL), from `foilforge score`")
     parser.add_argument("--output", required=True, help="kept records (JSONL)")
     parser.add_argument("--rejected", required=True, help="rejected records with their passed flags (JSONL)")

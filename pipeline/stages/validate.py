@@ -9,7 +9,7 @@ five answers: `first` (the first, not the second), `second`, `both`, `neither`,
 
 Each answer is turned into caption / foil / other with the item's order. An
 annotator whose caption preference on the gold items (params.yaml
-`validation.gold`) is below `gold_threshold` is excluded from every count.
+`instruments.<I>.validation.gold`) is below `gold_threshold` is excluded from every count.
 A record gets VALSE's `mturk` = {"caption": n, "foil": n, "other": n} and
 `valid` (caption chosen by at least `valid_min_caption` annotators); without a
 votes file every record keeps `mturk: null` and the stage says so.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
-from foilforge.params import load_params
+from foilforge.params import instrument_part, load_params
 from foilforge.records import valid_by_votes
 
 log = logging.getLogger(__name__)
@@ -38,41 +38,27 @@ CHOICES = ("first", "second", "both", "neither", "cannot_tell")
 # caption-relative categories: what alpha is computed on (annotators of one item saw the same order)
 CATEGORIES = ("caption", "foil", "both", "neither", "cannot_tell")
 VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.choice")
-EXPORT_MODES = ("valid", "all")
 DEFAULTS = {
     "seed": 0,
     "annotators_per_item": 3,
     "valid_min_caption": 2,
-    "gold": {},
     "gold_threshold": 0.7,
-    "votes": {},
     "export": "valid",
 }
+#: an instrument's own validation settings (params.yaml instruments.<I>.validation)
+INSTRUMENT_KEYS = ("gold", "votes")
 
 
 def settings_from_params(params: dict) -> dict:
-    """params.yaml `validation`, merged over the defaults; unknown keys and bad values are ConfigErrors."""
-    block = params.get("validation") or {}
-    if not isinstance(block, dict):
-        raise ConfigError("params.yaml validation must be a mapping")
-    unknown = set(block) - set(DEFAULTS)
-    if unknown:
-        raise ConfigError(f"params.yaml validation: unknown key(s) {', '.join(sorted(unknown))}; "
-                          f"allowed: {', '.join(DEFAULTS)}")
-    settings = {**DEFAULTS, **{k: v for k, v in block.items() if v is not None}}
-    for key in ("annotators_per_item", "valid_min_caption"):
-        if not isinstance(settings[key], int) or settings[key] < 1:
-            raise ConfigError(f"params.yaml validation.{key} must be a positive integer, got {settings[key]!r}")
-    if settings["valid_min_caption"] > settings["annotators_per_item"]:
-        raise ConfigError("params.yaml validation.valid_min_caption cannot exceed validation.annotators_per_item")
-    threshold = settings["gold_threshold"]
-    if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
-        raise ConfigError(f"params.yaml validation.gold_threshold must be a share in [0, 1], got {threshold!r}")
-    if settings["export"] not in EXPORT_MODES:
-        raise ConfigError(f"params.yaml validation.export must be one of {', '.join(EXPORT_MODES)}, got {settings['export']!r}")
-    for key in ("gold", "votes"):
-        if not isinstance(settings[key], dict):
-            raise ConfigError(f"params.yaml validation.{key} must map instrument names to values")
+    """params.yaml `validation` merged over the defaults, with every instrument's gold items and votes file
+    (`instruments.<I>.validation`) as `gold` / `votes` {instrument: value} (shapes: foilforge/schema.py)."""
+    settings = {**DEFAULTS, **{k: v for k, v in (params.get("validation") or {}).items() if v is not None}}
+    settings["gold"], settings["votes"] = {}, {}
+    for instrument in sorted(params.get("instruments") or {}):
+        own = instrument_part(params, instrument, "validation", {})
+        for key in INSTRUMENT_KEYS:
+            if own.get(key):
+                settings[key][instrument] = own[key]
     return settings
 
 
@@ -204,7 +190,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
     gold_ids = {str(g) for g in (settings["gold"].get(instrument) or [])}
     unknown_gold = sorted(gold_ids - ids)
     if unknown_gold:
-        raise ConfigError(f"params.yaml validation.gold.{instrument}: item(s) not in the instrument: {', '.join(unknown_gold)}")
+        raise ConfigError(f"params.yaml instruments.{instrument}.validation.gold: item(s) not in the instrument: {', '.join(unknown_gold)}")
     for vote in votes:
         vote["relative"] = relative_choice(vote["choice"], caption_first(vote["item_id"], settings["seed"]))
     excluded, excluded_report, unchecked = gold_check(votes, gold_ids, settings["gold_threshold"])
@@ -278,7 +264,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="records with mturk/valid, JSONL (data/validated/NAME.jsonl)")
     parser.add_argument("--metrics", required=True, help="Table 5 figures, JSON (data/metrics/validate/NAME.json)")
     parser.add_argument("--votes", default=None,
-                        help="batch-results CSV (default: params.yaml validation.votes.NAME, else data/annotations/NAME.csv)")
+                        help="batch-results CSV (default: params.yaml instruments.NAME.validation.votes, else data/annotations/NAME.csv)")
 
 
 def main(args) -> int:

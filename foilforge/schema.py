@@ -1,0 +1,362 @@
+"""The params.yaml schema: one typed model of the whole file (pydantic v2), checked before anything runs.
+
+`load_params` validates every file it reads against `Params`, and `foilforge check-params` prints every
+problem it finds, each with its path:
+
+    params.yaml instruments.relations.candidates_per_sample: expected an integer, got '3'
+    params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'ignore'
+    params.yaml evaluate.image_rot: unknown key; allowed: image_root, scorers, scores_threshold
+
+The schema holds the file's fixed shape: blocks, keys, types, ranges, choices, and the references
+between blocks (an instrument's source is a key of `sources`; the attackers that `adversarial` and
+`gate` name are defined under `attackers`). What depends on plug-ins (a foiler's or filter's
+arguments, a reader's files, an attacker's family) is checked by the registries against the plug-in's
+own signature (foilforge/registry.py), with the same `params.yaml <path>: ...` messages.
+
+Validation never changes the file's values: stages read the dicts as written.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from foilforge.errors import ConfigError
+from foilforge.models import DTYPES
+from foilforge.records import ITEM_MODES
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class Block(BaseModel):
+    """A params.yaml mapping: unknown keys are errors, values keep their YAML types (no "16" -> 16)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# ---------------------------------------------------------------- sources and models
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class SourceBlock(Block):
+    format: str
+    root: NonEmptyStr
+    files: dict[str, NonEmptyStr]                 # role -> file name under root (the roles are the reader's)
+    split: str | None = None
+    dataset: str | None = None
+    image_file_template: NonEmptyStr | Annotated[list[NonEmptyStr], Field(min_length=1)] | None = None
+
+
+class ModelBlock(Block):
+    """A `models.<role>` block: which model (a hub id, a local directory, or package:<module>) and how to run it."""
+
+    name_or_path: str | None = None
+    gguf_file: str | None = None
+    revision: str | None = None
+    device: Annotated[str, Field(pattern=r"^(cpu|cuda|mps|auto|cuda:\d+)$")] = "auto"
+    dtype: Literal[DTYPES] = "float32"
+    batch_size: PositiveInt = 32
+    # the NLI role's extras: the label order of its checkpoint, and the check of that order before filtering
+    label_map: dict[int, Literal["entailment", "neutral", "contradiction"]] | None = None
+    sanity_check: bool | None = None
+
+
+# ---------------------------------------------------------------- one instrument
+
+class InstrumentFilters(Block):
+    run: list[str] = []                                   # score stage: which filters score it
+    keep: dict[str, dict[str, Any] | None] = {}           # select stage: their keep rules (null: not applied)
+
+
+class BiasSettings(Block):
+    items: Literal[ITEM_MODES] | None = None
+    js_max: float | None = None
+    js_valid_max: float | None = None
+    max_majority_share: Share | None = None
+    min_lexical_items: NonNegativeInt | None = None
+
+
+class AdversarialOverrides(Block):
+    """`adversarial`'s keys, each optional (an instrument's overrides), plus `enabled`."""
+
+    enabled: bool = True
+    attackers: Annotated[list[str], Field(min_length=1)] | None = None
+    target: Share | None = None
+    min_keep: Share | None = None
+    method: Literal["aflite", "balance_features"] | None = None
+    folds: Annotated[int, Field(ge=2)] | None = None
+    rounds: PositiveInt | None = None
+    slice: Annotated[float, Field(gt=0, le=1)] | None = None
+    features_per_round: PositiveInt | None = None
+    max_js_rise: Share | None = None
+    balance: list[str] | None = None          # side features (filters/adversarial.py SIDE_FEATURES)
+    seed: NonNegativeInt | None = None
+    max_iterations: PositiveInt | None = None
+
+
+class InstrumentValidation(Block):
+    gold: list[str | int] = []          # item ids whose caption is known to be right (qualification)
+    votes: str | None = None            # the votes file; null: data/annotations/<instrument>.csv
+
+
+class InstrumentBlock(Block):
+    foiler: str
+    source: str
+    args: dict[str, Any] = {}
+    candidates_per_sample: PositiveInt | None = None
+    max_samples: PositiveInt | None = None
+    filters: InstrumentFilters = InstrumentFilters()
+    bias: BiasSettings = BiasSettings()
+    adversarial: AdversarialOverrides = AdversarialOverrides()
+    gate: Literal["fail", "report"] = "fail"
+    validation: InstrumentValidation = InstrumentValidation()
+
+
+# ---------------------------------------------------------------- shared blocks
+
+class AttackerBlock(Block):
+    attacker: str
+    args: dict[str, Any] = {}
+
+
+class AdversarialBlock(Block):
+    attackers: Annotated[list[str], Field(min_length=1)] = ["word_ngram", "char_ngram"]
+    target: Share = 0.55
+    min_keep: Share = 0.25
+    method: Literal["aflite", "balance_features"] = "aflite"
+    folds: Annotated[int, Field(ge=2)] = 5
+    rounds: PositiveInt = 8
+    slice: Annotated[float, Field(gt=0, le=1)] = 0.05
+    features_per_round: PositiveInt = 5
+    max_js_rise: Share | None = 0.0
+    balance: list[str] = []
+    seed: NonNegativeInt = 0
+    max_iterations: PositiveInt = 60
+
+
+class GateBlock(Block):
+    attackers: Annotated[list[str], Field(min_length=1)] = ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"]
+    max_accuracy: Annotated[float, Field(gt=0, le=1)] = 0.55
+    folds: Annotated[int, Field(ge=2)] = 5
+    repeats: PositiveInt = 5
+    seed: NonNegativeInt = 101
+
+
+class BiasBlock(Block):
+    log_base: Annotated[float, Field(gt=1)] = 2
+    on_exceed: Literal["fail", "warn"] = "fail"
+    plot_top_k: PositiveInt = 30
+    defaults: BiasSettings = BiasSettings()
+
+
+class BlindCheckBlock(Block):
+    held_out: dict[str, Any] | None = None      # a text scorer block (filters/plausibility.py build_text_scorer)
+
+
+class EvaluateBlock(Block):
+    scorers: list[str] = ["text_lm"]
+    image_root: str | None = None
+    scores_threshold: float | None = None
+
+
+class ValidationBlock(Block):
+    seed: NonNegativeInt = 0
+    annotators_per_item: PositiveInt = 3
+    valid_min_caption: PositiveInt = 2
+    gold_threshold: Share = 0.7
+    export: Literal["valid", "all"] = "valid"
+
+    @model_validator(mode="after")
+    def _majority_possible(self):
+        if self.valid_min_caption > self.annotators_per_item:
+            raise ValueError(f"valid_min_caption ({self.valid_min_caption}) cannot exceed annotators_per_item "
+                             f"({self.annotators_per_item})")
+        return self
+
+
+class Params(Block):
+    seed: NonNegativeInt = 0
+    sources: dict[str, SourceBlock] = {}
+    shared: dict[str, Any] = {}                  # values the instrument blocks use by reference (YAML anchors)
+    instruments: dict[str, InstrumentBlock] = {}
+    models: dict[str, ModelBlock] = {}
+    filters: dict[str, dict[str, Any] | None] = {}   # each filter's settings (checked by the filter's signature)
+    blind_check: BlindCheckBlock = BlindCheckBlock()
+    attackers: dict[str, AttackerBlock] = {}
+    adversarial: AdversarialBlock | None = None
+    gate: GateBlock | None = None
+    bias: BiasBlock = BiasBlock()
+    evaluate: EvaluateBlock = EvaluateBlock()
+    validation: ValidationBlock = ValidationBlock()
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def reference_problems(params: dict) -> list[str]:
+    """Names one block uses that another must define: an instrument's source, the attackers named.
+
+    Read off the raw mapping, so they are reported alongside the shape problems, not only once those are fixed.
+    """
+    sources, attackers = _mapping(params.get("sources")), _mapping(params.get("attackers"))
+    defined = ", ".join(sorted(attackers)) or "none"
+    found = []
+    for name, spec in _mapping(params.get("instruments")).items():
+        spec = _mapping(spec)
+        source = spec.get("source")
+        if isinstance(source, str) and sources and source not in sources:
+            found.append(f"instruments.{name}.source: {source!r} is not a key of `sources` ({', '.join(sorted(sources))})")
+        named = _mapping(spec.get("adversarial")).get("attackers")
+        for attacker in named if isinstance(named, list) else []:
+            if attacker not in attackers:
+                found.append(f"instruments.{name}.adversarial.attackers: {attacker!r} is not defined under `attackers` "
+                             f"(defined: {defined})")
+    for key in ("adversarial", "gate"):
+        named = _mapping(params.get(key)).get("attackers")
+        for attacker in named if isinstance(named, list) else []:
+            if attacker not in attackers:
+                found.append(f"{key}.attackers: {attacker!r} is not defined under `attackers` (defined: {defined})")
+    return found
+
+
+#: keys dvc.yaml's per-instrument stages track (DVC fails on a tracked key the file lacks): `<<: *instrument` gives them
+DVC_TRACKED_KEYS = ("foiler", "source", "args", "candidates_per_sample", "max_samples", "filters", "bias",
+                    "adversarial", "gate", "validation")
+
+
+# ---------------------------------------------------------------- messages
+
+def problems(params: dict, where: str = "params.yaml", dvc_keys: bool = False) -> list[str]:
+    """Every schema problem of a params mapping, one line each: `<where> <path>: <what>, got <value>`.
+
+    `dvc_keys`: also require each instrument block to spell out the keys dvc.yaml tracks (`<<: *instrument`).
+    """
+    if not isinstance(params, dict):
+        return [f"{where}: expected a mapping at the top level, got {type(params).__name__}"]
+    found = []
+    try:
+        Params.model_validate(params)
+    except ValidationError as err:
+        errors = err.errors(include_url=False)
+        paths = [_path(error) for error in errors]
+        reported: set[str] = set()
+        for error, path in zip(errors, paths):
+            # a value that fits no member of a union is reported by every member: keep one report, the deepest
+            # (`[3]` for `str | list[str]`: "image_file_template.0: expected a string", not "...: expected a string")
+            deeper = any(other.startswith(path + ".") for other in paths)
+            if not deeper and path not in reported:
+                reported.add(path)
+                found.append(_message(error, where))
+    found += [f"{where} {line}" for line in reference_problems(params)]
+    if dvc_keys:
+        for name, spec in sorted((params.get("instruments") or {}).items()):
+            if isinstance(spec, dict):
+                missing = [k for k in DVC_TRACKED_KEYS if k not in spec]
+                if missing:
+                    found.append(f"{where} instruments.{name}: missing key(s) {', '.join(missing)}, which dvc.yaml's "
+                                 f"stages track (start the block with `<<: *instrument`)")
+    return sorted(dict.fromkeys(found), key=found.index)
+
+
+def validate(params: dict, where: str = "params.yaml") -> dict:
+    """params unchanged, or a ConfigError listing every problem."""
+    found = problems(params, where)
+    if found:
+        raise ConfigError(f"{len(found)} problem(s) in {where}:\n" + "\n".join(found))
+    return params
+
+
+def _path(error: dict) -> str:
+    return ".".join(str(part) for part in error["loc"] if not _is_union_tag(part))
+
+
+def _message(error: dict, where: str) -> str:
+    loc = [part for part in error["loc"] if not _is_union_tag(part)]
+    path = _path(error)
+    kind, value = error["type"], error.get("input")
+    if kind == "value_error":  # a model validator's own message (a rule across keys of one block)
+        return f"{where} {path}: {error.get('ctx', {}).get('error', error['msg'])}"
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        return f"{where} {path}: unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+    if kind == "missing":
+        return f"{where} {path}: missing (required)"
+    return f"{where} {path}: {_expected(error)}, got {value!r:.60}"
+
+
+def _expected(error: dict) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "expected an integer"
+    if kind in ("float_type", "float_parsing"):
+        return "expected a number"
+    if kind in ("string_type",):
+        return "expected a string"
+    if kind in ("bool_type", "bool_parsing"):
+        return "expected true or false"
+    if kind in ("list_type",):
+        return "expected a list"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "expected a mapping"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected', error['msg'])}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        sign = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "")
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"expected a value {sign} {bound}"
+    if kind == "too_short":
+        return "expected a non-empty list"
+    if kind == "string_pattern_mismatch":
+        return "expected cpu, cuda, cuda:N, mps or auto"
+    return error["msg"].lower()
+
+
+def _is_union_tag(part) -> bool:
+    """Union members appear in pydantic's error locations ('int', "literal['fail','warn']"): not keys of the file."""
+    return isinstance(part, str) and (part in ("int", "float", "str", "bool", "list[str]", "none")
+                                      or part.startswith(("literal[", "constrained-", "list[", "dict[", "function-"))
+                                      or part[:1].isupper() and part in _MODEL_NAMES)
+
+
+_MODEL_NAMES = {cls.__name__ for cls in Block.__subclasses__()}
+
+
+def _allowed_keys(loc: list) -> list[str]:
+    """The keys the schema allows at a location (walking Params' annotations), for 'unknown key' messages."""
+    node: Any = Params
+    for part in loc:
+        node = _model_of(node)
+        if node is None:
+            return []
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(part))
+            if field is None:
+                return []
+            node = field.annotation
+        elif typing.get_origin(node) is dict:
+            node = typing.get_args(node)[1]
+    node = _model_of(node)
+    return sorted(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+def _model_of(annotation):
+    """The model (or dict type) inside Optional[...] / Union[...] / Annotated[...]."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _model_of(typing.get_args(annotation)[0])
+    if origin is Union or isinstance(annotation, types.UnionType):
+        for option in typing.get_args(annotation):
+            found = _model_of(option)
+            if found is not None and found is not type(None):
+                return found
+        return None
+    return annotation

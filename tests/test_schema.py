@@ -1,0 +1,94 @@
+"""The params.yaml schema (foilforge/schema.py): one model of the whole file, every problem with its path."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from foilforge.errors import ConfigError
+from foilforge.params import load_params
+from foilforge.schema import DVC_TRACKED_KEYS, problems
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTRUMENT = {"foiler": "existence.v1", "source": "visual7w"}
+
+
+def test_the_shipped_params_and_a_minimal_file_pass():
+    assert problems(yaml.safe_load((ROOT / "params.yaml").read_text()), dvc_keys=True) == []
+    assert problems({}) == []
+    assert problems({"instruments": {"e": INSTRUMENT}}) == []
+
+
+def test_every_problem_is_reported_at_once_with_its_path():
+    params = {"seed": -1, "instruments": {"e": {**INSTRUMENT, "max_samples": "5", "gate": "warn"}},
+              "bias": {"plot_top_k": 0}, "models": {"nli": {"name_or_path": "x", "batch_size": True}}}
+    assert problems(params) == [
+        "params.yaml seed: expected a value >= 0, got -1",
+        "params.yaml instruments.e.max_samples: expected an integer, got '5'",
+        "params.yaml instruments.e.gate: expected 'fail' or 'report', got 'warn'",
+        "params.yaml models.nli.batch_size: expected an integer, got True",
+        "params.yaml bias.plot_top_k: expected a value >= 1, got 0",
+    ]
+
+
+def test_a_value_no_union_member_takes_is_reported_once_at_its_deepest_path():
+    source = {"format": "visdial", "root": "r", "files": {"dialogs": "d.json"}}
+    assert problems({"sources": {"v": {**source, "image_file_template": ["a_{image_id}.jpg", 7]}}}) == [
+        "params.yaml sources.v.image_file_template.1: expected a string, got 7"]
+    assert problems({"sources": {"v": {**source, "image_file_template": 7}}}) == [
+        "params.yaml sources.v.image_file_template: expected a string, got 7"]
+
+
+def test_references_between_blocks_are_checked_even_when_a_shape_is_wrong():
+    params = {"sources": {"coco": {"format": "coco", "root": "r", "files": {"captions": "c.json"}}},
+              "instruments": {"e": {**INSTRUMENT, "max_samples": 0}},
+              "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word", "bayes"]}}
+    assert problems(params) == [
+        "params.yaml instruments.e.max_samples: expected a value >= 1, got 0",
+        "params.yaml instruments.e.source: 'visual7w' is not a key of `sources` (coco)",
+        "params.yaml gate.attackers: 'bayes' is not defined under `attackers` (defined: word)",
+    ]
+
+
+def test_load_params_reads_merge_keys_and_refuses_a_bad_file_naming_every_problem(tmp_path):
+    text = """
+shared:
+  instrument: &instrument {args: {}, candidates_per_sample: null, max_samples: null, filters: {run: [], keep: {}}, bias: {},
+                           adversarial: {}, gate: fail, validation: {gold: [], votes: null}}
+instruments:
+  e:
+    <<: *instrument
+    foiler: existence.v1
+    source: visual7w
+    gate: report
+"""
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    params = load_params(path)
+    assert params["instruments"]["e"]["gate"] == "report" and params["instruments"]["e"]["bias"] == {}
+    assert problems(params, dvc_keys=True) == []
+    path.write_text(text.replace("gate: report", "gate: later").replace("bias: {},", "bias: {js_mx: 1},"))
+    with pytest.raises(ConfigError) as err:
+        load_params(path)
+    assert str(err.value).splitlines() == [
+        f"2 problem(s) in {path}:",
+        f"{path} instruments.e.bias.js_mx: unknown key; allowed: items, js_max, js_valid_max, max_majority_share, "
+        "min_lexical_items",
+        f"{path} instruments.e.gate: expected 'fail' or 'report', got 'later'",
+    ]
+
+
+def test_dvc_tracks_only_keys_every_instrument_block_has():
+    """DVC fails on a params key the file lacks: each per-instrument key dvc.yaml tracks is one the schema
+    asks every block to spell out (check-params reports a block without them)."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    tracked = {m.group(1) for stage in stages.values() for key in (stage.get("do") or {}).get("params") or []
+               if (m := re.match(r"instruments\.\$\{key\}\.(\w+)", str(key)))}
+    assert tracked and tracked <= set(DVC_TRACKED_KEYS)
+    assert problems({"instruments": {"e": INSTRUMENT}}, dvc_keys=True) == [
+        "params.yaml instruments.e: missing key(s) " + ", ".join(k for k in DVC_TRACKED_KEYS if k not in INSTRUMENT)
+        + ", which dvc.yaml's stages track (start the block with `<<: *instrument`)"]
