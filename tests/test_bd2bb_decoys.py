@@ -10,8 +10,10 @@ import pytest
 
 from foilers.lang.action_codes import ActionCodes, action_codes
 from foilforge.foiler import FOILERS
-from foilers.bd2bb_decoys import (CSV_HEADER, BD2BBDecoys, build_sentence_encoder, elbow_k, released_overlap,
-                                  write_bd2bb_csv, write_elbow_report)
+from foilers.bd2bb_decoys import BD2BBDecoys
+from foilers.lang.action_clusters import elbow_k, write_elbow_report
+from foilers.lang.bd2bb_csv import CSV_HEADER, released_overlap, write_bd2bb_csv
+from foilforge.encoders import build_sentence_encoder
 from foilforge.errors import ConfigError, InputError
 from foilforge.nlp import OFFLINE_SPACY, load_spacy
 from tests.conftest import shared_path
