@@ -32,7 +32,7 @@ import re
 import string
 
 from foilforge.filter import CLASSIFIER_HEAD_KEYS
-from filters.batching import length_sorted_batches, pad, progress_bar
+from foilforge.batching import length_sorted_batches, pad, progress_bar
 from foilforge.errors import ConfigError
 
 DEFAULT_LM = "bert-base-cased"

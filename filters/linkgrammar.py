@@ -30,7 +30,7 @@ Null-link search is exponential in n on long run-on texts, hence the caps.
 
 from __future__ import annotations
 
-from filters.batching import progress_bar
+from foilforge.batching import progress_bar
 from filters.gruen import scored_sentences
 from foilforge.errors import ConfigError
 

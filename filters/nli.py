@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 
 from foilforge.filter import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
-from filters.batching import length_sorted_batches, pad, progress_bar
+from foilforge.batching import length_sorted_batches, pad, progress_bar
 from foilforge.errors import ConfigError
 
 DEFAULT_NLI = "ynie/albert-xxlarge-v2-snli_mnli_fever_anli_R1_R2_R3-nli"

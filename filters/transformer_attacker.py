@@ -68,6 +68,7 @@ class TransformerPairAttacker(Attacker):
         import torch
         from transformers import Trainer, TrainingArguments, set_seed
 
+        from foilforge.batching import ensure_pad_token
         from foilforge.models import load_tokenizer, load_transformers_model, torch_device
 
         spec = self.spec()
@@ -78,7 +79,7 @@ class TransformerPairAttacker(Attacker):
             raise ConfigError(f"{spec.param_key}: expected a 2-label classification head, got "
                               f"{self._net.config.num_labels} labels")
         if self._tokenizer.pad_token is None:  # causal LMs: pad with end-of-text
-            self._tokenizer.pad_token = self._tokenizer.eos_token
+            ensure_pad_token(self._tokenizer)
             self._net.config.pad_token_id = self._tokenizer.pad_token_id
         both = list(pairs) + [p.swapped() for p in pairs]
         labels = [1] * len(pairs) + [0] * len(pairs)

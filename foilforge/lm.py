@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from foilforge.batching import ensure_pad_token, pad_ids
 from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
 
 # weight-name fragments of the heads that must be trained
@@ -24,8 +25,7 @@ def use_tokenizer_padding(tokenizer, side: str) -> None:
     score; the side does matter to a causal LM (right padding keeps position ids
     0..n-1 without passing them), so callers choose it.
     """
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    ensure_pad_token(tokenizer)
     tokenizer.padding_side = side
 
 
@@ -55,8 +55,7 @@ class CausalLM:
 
     def pad(self, sequences: list[list[int]]):
         """(input ids, attention mask) as CPU tensors, padded on the right by the tokenizer."""
-        batch = self.tokenizer.pad({"input_ids": sequences}, padding=True, return_tensors="pt")
-        return batch["input_ids"], batch["attention_mask"]
+        return pad_ids(self.tokenizer, sequences)
 
     def sentence_logprobs(self, texts: list[str], batch_size: int | None = None) -> list[tuple[float, int]]:
         """(sum of log p(token | prefix), number of scored tokens) for each text, in input order."""

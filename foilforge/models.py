@@ -36,12 +36,33 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 DTYPES = ("float32", "float16", "bfloat16")
+
+
+class ModelFields(BaseModel):
+    """The typed keys every model block shares: where the model is and how it runs (module docstring).
+
+    The one definition behind params.yaml `models.<role>` (foilforge/schema.py extends it) and every plug-in's
+    model argument (a span scorer, a proposer, an encoder, a plausibility scorer): a plug-in's own keys
+    (`kind`, `prune_to`, ...) pass through as extras for it to check.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name_or_path: str
+    gguf_file: str | None = None
+    revision: str | None = None          # hub models: a branch, tag or commit
+    device: Annotated[str, Field(pattern=r"^(cpu|cuda|mps|auto|cuda:\d+)$")] = "auto"
+    dtype: Literal[DTYPES] = "float32"
+    batch_size: Annotated[int, Field(ge=1)] = 32
 
 
 @dataclass
@@ -61,16 +82,14 @@ class ModelSpec:
             raise ConfigError(f"no model configured: set {param_key}.name_or_path in params.yaml (a hub id or a local path)")
         if isinstance(block, str):
             block = {"name_or_path": block}
-        known = {"name_or_path", "gguf_file", "revision", "device", "dtype", "batch_size"}
-        extra = {k: v for k, v in block.items() if k not in known}
-        spec = cls(param_key=param_key, extra=extra, **{k: v for k, v in block.items() if k in known})
-        if spec.dtype not in DTYPES:
-            raise ConfigError(f"{param_key}.dtype must be one of {', '.join(DTYPES)}, got {spec.dtype!r}")
-        if spec.device not in ("cpu", "cuda", "mps", "auto") and not str(spec.device).startswith("cuda:"):
-            raise ConfigError(f"{param_key}.device must be cpu, cuda, cuda:N, mps or auto, got {spec.device!r}")
-        if spec.revision is not None and not isinstance(spec.revision, str):
-            raise ConfigError(f"{param_key}.revision must be a branch, tag or commit (a string), got {spec.revision!r}")
-        return spec
+        try:
+            fields = ModelFields.model_validate(block)
+        except ValidationError as err:
+            from foilforge.schema import error_lines
+
+            raise ConfigError("\n".join(error_lines(err, param_key))) from None
+        extra = dict(fields.model_extra or {})
+        return cls(param_key=param_key, extra=extra, **fields.model_dump(exclude=set(extra)))
 
     def describe(self) -> str:
         return (self.name_or_path + (f"@{self.revision}" if self.revision else "")
@@ -82,7 +101,7 @@ class ModelSpec:
 
 
 #: the keys every model block takes (ModelSpec's own), in the order error messages list them
-MODEL_BLOCK_KEYS = ("name_or_path", "gguf_file", "device", "dtype", "batch_size")
+MODEL_BLOCK_KEYS = tuple(ModelFields.model_fields)
 
 
 def model_block(block, param_key: str, kinds: tuple[str, ...], default_kind: str | None = None,
@@ -105,8 +124,6 @@ def model_block(block, param_key: str, kinds: tuple[str, ...], default_kind: str
     if spec.extra:
         raise ConfigError(f"{param_key}: unknown key(s) {', '.join(sorted(spec.extra))}; "
                           f"allowed: kind, {', '.join((*MODEL_BLOCK_KEYS, *extra_keys))}")
-    if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
-        raise ConfigError(f"{param_key}.batch_size must be an integer >= 1, got {spec.batch_size!r}")
     return kind, spec, extras
 
 

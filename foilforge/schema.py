@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from foilforge.errors import ConfigError
-from foilforge.models import DTYPES
+from foilforge.models import ModelFields
 from foilforge.records import ITEM_MODES
 
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -53,15 +53,12 @@ class SourceBlock(Block):
     image_file_template: NonEmptyStr | Annotated[list[NonEmptyStr], Field(min_length=1)] | None = None
 
 
-class ModelBlock(Block):
+class ModelBlock(ModelFields):
     """A `models.<role>` block: which model (a hub id, a local directory, or package:<module>) and how to run it."""
 
-    name_or_path: str | None = None
-    gguf_file: str | None = None
-    revision: str | None = None
-    device: Annotated[str, Field(pattern=r"^(cpu|cuda|mps|auto|cuda:\d+)$")] = "auto"
-    dtype: Literal[DTYPES] = "float32"
-    batch_size: PositiveInt = 32
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name_or_path: str | None = None      # absent: the role's documented default (the stage that loads it says so)
     # the NLI role's extras: the label order of its checkpoint, and the check of that order before filtering
     label_map: dict[int, Literal["entailment", "neutral", "contradiction"]] | None = None
     sanity_check: bool | None = None
@@ -271,6 +268,11 @@ def validate(params: dict, where: str = "params.yaml") -> dict:
     if found:
         raise ConfigError(f"{len(found)} problem(s) in {where}:\n" + "\n".join(found))
     return params
+
+
+def error_lines(err: ValidationError, prefix: str) -> list[str]:
+    """A ValidationError of a block at `prefix` (a params key) as `<prefix>.<key>: <what>, got <value>` lines."""
+    return [f"{prefix}.{_message(error, '').lstrip()}" for error in err.errors(include_url=False)]
 
 
 def _path(error: dict) -> str:

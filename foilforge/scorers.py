@@ -89,6 +89,7 @@ import re
 from pathlib import Path
 from typing import Protocol, Sequence
 
+from foilforge.batching import pad_ids
 from foilforge.errors import ConfigError
 from foilforge.lm import token_logprobs
 
@@ -434,8 +435,7 @@ class MaskedSpanScorer(_Pruning):
         order = sorted(range(len(queries)), key=lambda n: len(queries[n][0]))
         with torch.inference_mode():
             for batch in _token_batches(order, lambda n: len(queries[n][0]), self.max_batch_tokens):
-                ids, attention = self.lm.tokenizer.pad({"input_ids": [queries[n][0] for n in batch]}, padding=True,
-                                                       return_tensors="pt").values()
+                ids, attention = pad_ids(self.lm.tokenizer, [queries[n][0] for n in batch])
                 logits = self.lm.model(input_ids=ids.to(self.lm.device), attention_mask=attention.to(self.lm.device)).logits
                 rows = torch.arange(len(batch), device=logits.device)
                 positions = torch.tensor([queries[n][1] for n in batch], device=logits.device)
@@ -516,8 +516,7 @@ class MaskedSpanScorer(_Pruning):
         order = sorted(range(len(probes)), key=lambda n: len(probes[n][0]))
         with torch.inference_mode():
             for batch in _token_batches(order, lambda n: len(probes[n][0]), self.max_batch_tokens):
-                ids, attention = self.lm.tokenizer.pad({"input_ids": [probes[n][0] for n in batch]}, padding=True,
-                                                       return_tensors="pt").values()
+                ids, attention = pad_ids(self.lm.tokenizer, [probes[n][0] for n in batch])
                 logits = self.lm.model(input_ids=ids.to(self.lm.device), attention_mask=attention.to(self.lm.device)).logits
                 rows = torch.arange(len(batch), device=logits.device)
                 positions = torch.tensor([probes[n][1] for n in batch], device=logits.device)

@@ -368,12 +368,12 @@ def check_builds_from_params_and_rejects_unknown_args(f: Filter, params: dict) -
         else:
             raise AssertionError(f"{f.registry_name} accepted an unknown argument")
     try:
-        keep_rules({"filters": {"run": {"x": [name]}, "keep": {"x": {name: {"bogus_threshold": 1}}}}}, "x")
+        keep_rules({"instruments": {"x": {"filters": {"run": [name], "keep": {name: {"bogus_threshold": 1}}}}}}, "x")
     except ConfigError as err:
-        assert f"filters.keep.x.{name}: unknown argument(s) bogus_threshold" in str(err), str(err)
+        assert f"instruments.x.filters.keep.{name}: unknown argument(s) bogus_threshold" in str(err), str(err)
     else:
         raise AssertionError(f"{f.registry_name}'s keep rule accepted an unknown threshold")
-    assert list(keep_rules({"filters": {"run": {"x": [name]}, "keep": {"x": {name: {}}}}}, "x")) == [name]
+    assert list(keep_rules({"instruments": {"x": {"filters": {"run": [name], "keep": {name: {}}}}}}, "x")) == [name]
 
 
 FILTER_CHECKS = (

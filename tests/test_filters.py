@@ -409,10 +409,10 @@ def test_score_reports_a_record_without_foil(tiny_models, tmp_path, capsys):
 
 
 def test_pad_uses_the_tokenizer_and_pads_on_the_right(tiny_models):
-    """filters.batching.pad: the tokenizer's own padding, right side even when the tokenizer says left."""
+    """foilforge.batching.pad: the tokenizer's own padding, right side even when the tokenizer says left."""
     from transformers import AutoTokenizer
 
-    from filters.batching import pad
+    from foilforge.batching import pad
 
     tok = AutoTokenizer.from_pretrained(str(tiny_models.bert_mlm()))
     tok.padding_side = "left"

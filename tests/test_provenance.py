@@ -23,9 +23,9 @@ def test_spec_accepts_revision_and_mps():
 
 
 def test_bad_device_and_revision_name_the_key():
-    with pytest.raises(ConfigError, match=r"models.x.device must be cpu, cuda, cuda:N, mps or auto, got 'tpu'"):
+    with pytest.raises(ConfigError, match=r"models.x.device: expected cpu, cuda, cuda:N, mps or auto, got 'tpu'"):
         ModelSpec.from_params({"name_or_path": "m", "device": "tpu"}, "models.x")
-    with pytest.raises(ConfigError, match=r"models.x.revision must be a branch, tag or commit \(a string\), got 3"):
+    with pytest.raises(ConfigError, match=r"models.x.revision: expected a string, got 3"):
         ModelSpec.from_params({"name_or_path": "m", "revision": 3}, "models.x")
 
 

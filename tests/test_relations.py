@@ -358,7 +358,7 @@ def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
     FOILERS.build("relations.v1", {"scorer": block}, where="params.yaml instruments.relations.args")
     with pytest.raises(ConfigError, match=r"scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"):
         FOILERS.build("relations.v1", {"scorer": dict(block, prune_to=0)}, where="params.yaml instruments.relations.args")
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) prune_too; allowed: kind, name_or_path, gguf_file, device, dtype, "
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) prune_too; allowed: kind, name_or_path, gguf_file, revision, device, dtype, "
                                           r"batch_size, prune_to, lookahead_words, certified, exhaustive, max_batch_tokens"):
         FOILERS.build("relations.v1", {"scorer": dict(block, prune_too=3)}, where="params.yaml instruments.relations.args")
 
