@@ -25,3 +25,16 @@ class ConfigError(Exception):
 
 class GateError(Exception):
     """An instrument a trained text-only attacker still solves: export refuses it (params.yaml `gate`)."""
+
+
+def config_errors(checks) -> list[str]:
+    """Run each check (a callable without arguments); the message of every ConfigError they raise, each once, in
+    order: how `foilforge check-params` reports every problem instead of the first."""
+    found: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as err:
+            if str(err) not in found:
+                found.append(str(err))
+    return found

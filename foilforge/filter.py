@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from foilforge.errors import ConfigError
+from foilforge.errors import ConfigError, config_errors
 from foilforge.io import require
 from foilforge.models import ModelSpec
 from foilforge.params import instrument_part
@@ -214,24 +214,21 @@ def keep_rules(params: dict, instrument: str) -> dict[str, dict]:
 
 def check(params: dict) -> list[str]:
     """Every problem in the filters part of params.yaml, for `foilforge check-params`."""
+    problems = config_errors([lambda: filters_block(params)])
+    if problems:
+        return problems
+    instruments = sorted(params.get("instruments") or {})
+    problems = config_errors(lambda i=i: (scored_filters(params, i), keep_rules(params, i)) for i in instruments)
+    used = sorted({n for i in instruments for n in config_safe(scored_filters, params, i)})
+    return problems + config_errors(lambda n=n: build_filter(params, n) for n in used)
+
+
+def config_safe(lookup, *args) -> list:
+    """`lookup(*args)`, or [] where it raises the ConfigError that `check` already reports."""
     try:
-        filters_block(params)
-    except ConfigError as err:
-        return [str(err)]
-    problems = []
-    used: set[str] = set()
-    for instrument in sorted(params.get("instruments") or {}):
-        try:
-            used.update(scored_filters(params, instrument))
-            keep_rules(params, instrument)
-        except ConfigError as err:
-            problems.append(str(err))
-    for name in sorted(used):
-        try:
-            build_filter(params, name)
-        except ConfigError as err:
-            problems.append(str(err))
-    return problems
+        return lookup(*args)
+    except ConfigError:
+        return []
 
 
 # ---------------------------------------------------------------- the filter funnel (select metrics, export manifest)

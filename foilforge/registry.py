@@ -17,6 +17,7 @@ as spaCy's factories); importing a module runs its `@REGISTRY.register`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import pkgutil
@@ -76,6 +77,17 @@ class Registry:
                     except Exception as err:
                         raise ConfigError(f"{self.kind} entry point {entry.name!r} ({entry.value}) of group "
                                           f"{self._entry_points!r} failed to load: {type(err).__name__}: {err}") from err
+
+    @contextlib.contextmanager
+    def temporarily(self):
+        """Registrations made inside the block are undone after it (tests that register a class for one test)."""
+        self._load()
+        before = dict(self._items)
+        try:
+            yield self
+        finally:
+            self._items.clear()
+            self._items.update(before)
 
     def names(self) -> list[str]:
         self._load()

@@ -427,22 +427,29 @@ class MaskedSpanScorer(_Pruning):
                 flat += 1
         return queries
 
+    def _logits_at(self, entries):
+        """(batch, logits) per forward pass: for each (masked ids, position, ...) entry of the batch, the vocabulary
+        logits at its position; token-budget batches of similar length."""
+        import torch
+
+        order = sorted(range(len(entries)), key=lambda n: len(entries[n][0]))
+        with torch.inference_mode():
+            for batch in _token_batches(order, lambda n: len(entries[n][0]), self.max_batch_tokens):
+                ids, attention = pad_ids(self.lm.tokenizer, [entries[n][0] for n in batch])
+                logits = self.lm.model(input_ids=ids.to(self.lm.device), attention_mask=attention.to(self.lm.device)).logits
+                rows = torch.arange(len(batch), device=logits.device)
+                positions = torch.tensor([entries[n][1] for n in batch], device=logits.device)
+                yield batch, logits[rows, positions]
+
     def _run_queries(self, queries) -> list[float]:
-        """log p(target | masked input) of every query, in token-budget batches of similar length."""
+        """log p(target | masked input) of every query."""
         import torch
 
         out = [0.0] * len(queries)
-        order = sorted(range(len(queries)), key=lambda n: len(queries[n][0]))
-        with torch.inference_mode():
-            for batch in _token_batches(order, lambda n: len(queries[n][0]), self.max_batch_tokens):
-                ids, attention = pad_ids(self.lm.tokenizer, [queries[n][0] for n in batch])
-                logits = self.lm.model(input_ids=ids.to(self.lm.device), attention_mask=attention.to(self.lm.device)).logits
-                rows = torch.arange(len(batch), device=logits.device)
-                positions = torch.tensor([queries[n][1] for n in batch], device=logits.device)
-                targets = torch.tensor([queries[n][2] for n in batch], device=logits.device)
-                picked = token_logprobs(logits[rows, positions], targets).tolist()
-                for n, value in zip(batch, picked):
-                    out[n] = value
+        for batch, logits in self._logits_at(queries):
+            targets = torch.tensor([queries[n][2] for n in batch], device=logits.device)
+            for n, value in zip(batch, token_logprobs(logits, targets).tolist()):
+                out[n] = value
         return out
 
     def _exact(self, items: Sequence[Item]) -> list[list[float]]:
@@ -513,16 +520,9 @@ class MaskedSpanScorer(_Pruning):
         import torch
 
         results = [None] * len(probes)
-        order = sorted(range(len(probes)), key=lambda n: len(probes[n][0]))
-        with torch.inference_mode():
-            for batch in _token_batches(order, lambda n: len(probes[n][0]), self.max_batch_tokens):
-                ids, attention = pad_ids(self.lm.tokenizer, [probes[n][0] for n in batch])
-                logits = self.lm.model(input_ids=ids.to(self.lm.device), attention_mask=attention.to(self.lm.device)).logits
-                rows = torch.arange(len(batch), device=logits.device)
-                positions = torch.tensor([probes[n][1] for n in batch], device=logits.device)
-                logprobs = torch.log_softmax(logits[rows, positions].float(), dim=-1).cpu()
-                for n, row in zip(batch, logprobs):
-                    results[n] = row
+        for batch, logits in self._logits_at(probes):
+            for n, row in zip(batch, torch.log_softmax(logits.float(), dim=-1).cpu()):
+                results[n] = row
         return results  # indexable by token id
 
 
@@ -535,10 +535,10 @@ def scoring_code() -> dict:
     import torch
     import transformers
 
-    from foilforge import lm, models
+    from foilforge import batching, lm, models
 
     digest = hashlib.sha256()
-    for module_file in (__file__, lm.__file__, models.__file__):
+    for module_file in (__file__, lm.__file__, models.__file__, batching.__file__):
         digest.update(Path(module_file).read_bytes())
     return {"foilforge_scoring": digest.hexdigest()[:16], "torch": torch.__version__,
             "transformers": transformers.__version__}

@@ -119,15 +119,9 @@ class _Inverted(_WordCount):
 
 @pytest.fixture
 def register_broken():
-    before = dict(FILTERS._items)
-
-    def register(cls, name):
-        FILTERS.register(name)(cls)
-        return cls
-
-    yield register
-    FILTERS._items.clear()
-    FILTERS._items.update(before)
+    """Register a filter class for one test; the registry is as it was afterwards."""
+    with FILTERS.temporarily():
+        yield lambda cls, name: FILTERS.register(name)(cls)
 
 
 def test_a_well_behaved_filter_passes_check_filter(register_broken):

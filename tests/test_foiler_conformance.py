@@ -170,17 +170,9 @@ class _ChoosesAtRandom(_Words):
 
 @pytest.fixture
 def register():
-    """Register a foiler class for one test, then leave the registry as it was."""
-    FOILERS.names()
-    before = dict(FOILERS._items)
-
-    def add(cls, name):
-        FOILERS.register(name)(cls)
-        return name
-
-    yield add
-    FOILERS._items.clear()
-    FOILERS._items.update(before)
+    """Register a foiler class for one test; the registry is as it was afterwards."""
+    with FOILERS.temporarily():
+        yield lambda cls, name: FOILERS.register(name)(cls).registry_name
 
 
 def test_the_working_example_passes_the_whole_suite(register, tmp_path):

@@ -103,3 +103,15 @@ def test_n_clusters_ten_fails_check_params():
               "sources": {"bd2bb": {"format": "bd2bb", "root": ".", "files": {"actions": "test.csv"}}}}
     assert ("params.yaml instruments.b.args.n_clusters: expected int | None, got 'ten' (foiler bd2bb_decoys.v1)"
             in check(params))
+
+
+def test_temporarily_undoes_registrations_made_inside_it():
+    reg, Blue = make()
+    with reg.temporarily():
+        reg.register("red.v1")(type("Red", (), {}))
+        assert reg.names() == ["blue.v1", "red.v1"]
+    assert reg.names() == ["blue.v1"]
+    with pytest.raises(RuntimeError), reg.temporarily():
+        reg.register("green.v1")(type("Green", (), {}))
+        raise RuntimeError("a failing test")
+    assert reg.names() == ["blue.v1"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from foilforge.errors import ConfigError
+from functools import partial
+
+from foilforge.errors import ConfigError, config_errors
 from foilforge.params import load_params, load_profile, merge_profile
 
 
@@ -32,13 +34,7 @@ def instrument_problems(params: dict) -> list[str]:
     """Every instrument builds: its foiler is registered and takes its args."""
     from pipeline.stages.foil import build_instrument
 
-    found = []
-    for name in sorted(params.get("instruments") or {}):
-        try:
-            build_instrument(params, name)
-        except ConfigError as err:
-            found.append(str(err))
-    return found
+    return config_errors(partial(build_instrument, params, name) for name in sorted(params.get("instruments") or {}))
 
 
 def attacker_problems(params: dict) -> list[str]:
@@ -47,24 +43,10 @@ def attacker_problems(params: dict) -> list[str]:
     from filters.adversarial import gate_settings, settings_for
     from filters.attackers import build_attacker
 
-    problems = []
-    attackers = params.get("attackers") or {}
-    instruments = params.get("instruments") or {}
-    for name, block in sorted(attackers.items()):
-        try:
-            build_attacker(block, f"params.yaml attackers.{name}")
-        except ConfigError as err:
-            problems.append(str(err))
-    seen = set()
-    for name in sorted(instruments):
-        for check in (settings_for, gate_settings):
-            try:
-                check(params, name)
-            except ConfigError as err:
-                if str(err) not in seen:
-                    seen.add(str(err))
-                    problems.append(str(err))
-    return problems
+    attackers = sorted((params.get("attackers") or {}).items())
+    instruments = sorted(params.get("instruments") or {})
+    return config_errors([*(partial(build_attacker, block, f"params.yaml attackers.{name}") for name, block in attackers),
+                          *(partial(check, params, name) for name in instruments for check in (settings_for, gate_settings))])
 
 
 def blind_check_problems(params: dict) -> list[str]:
@@ -77,9 +59,8 @@ def blind_check_problems(params: dict) -> list[str]:
         held_out = build_text_scorer(block, f"params.yaml {HELD_OUT_KEY}") if block is not None else None
     except ConfigError as err:
         return [str(err)]
-    settings = (params.get("filters") or {}).get("plausibility") if isinstance(params.get("filters"), dict) else None
-    scorers = (settings or {}).get("scorers") if isinstance(settings, dict) else None
-    if held_out is None or not isinstance(scorers, dict):
+    scorers = ((params.get("filters") or {}).get("plausibility") or {}).get("scorers")
+    if held_out is None or not scorers:
         return []
     problems = []
     for name, scorer_block in sorted(scorers.items()):
@@ -98,24 +79,13 @@ def source_problems(params: dict) -> list[str]:
     """Every `sources` block: a known format, the files its reader needs named (not read)."""
     from pipeline.stages.ingest import resolve_source
 
-    problems = []
-    sources = params.get("sources") or {}
-    for name in sorted(sources):
-        try:
-            resolve_source(params, name)
-        except ConfigError as err:
-            problems.append(str(err))
-    return problems
+    return config_errors(partial(resolve_source, params, name) for name in sorted(params.get("sources") or {}))
 
 
 def evaluate_problems(params: dict) -> list[str]:
     from pipeline.stages.evaluate import check_settings
 
-    try:
-        check_settings(params)
-    except ConfigError as err:
-        return [str(err)]
-    return []
+    return config_errors([partial(check_settings, params)])
 
 
 def filter_problems(params: dict) -> list[str]:
