@@ -258,7 +258,7 @@ class ActionReplacement(Foiler):
 
     def golden_tools(self) -> "ActionReplacement":
         """The ScorerProposer over `golden_scores`, with the run's own verb vocabulary."""
-        from foilforge.testing import TableScorer
+        from foilforge.fixed_tools import TableScorer
 
         scorer = TableScorer(self.golden_scores)
 

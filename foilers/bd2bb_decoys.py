@@ -130,7 +130,7 @@ class BD2BBDecoys(Foiler):
         return self
 
     def golden_tools(self) -> "BD2BBDecoys":
-        from foilforge.testing import TableEncoder
+        from foilforge.fixed_tools import TableEncoder
 
         return self.use_encoder(TableEncoder(self.golden_vectors))
 

@@ -180,7 +180,7 @@ class Relations(Foiler):
         return self
 
     def golden_tools(self) -> "Relations":
-        from foilforge.testing import TableScorer
+        from foilforge.fixed_tools import TableScorer
 
         return self.use_scorer(TableScorer(self.golden_scores))
 

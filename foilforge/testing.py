@@ -7,7 +7,7 @@ classes, to show that each check can fail. A check raises AssertionError (or the
 own error) naming the broken rule.
 
 Model-backed foilers run their golden examples under deterministic tools they declare
-themselves (`Foiler.golden_tools`: a `TableScorer`, a `TableEncoder` from here), so the
+themselves (`Foiler.golden_tools`: a `TableScorer`, a `TableEncoder` of foilforge/fixed_tools.py), so the
 checks test the foiler's own logic (slot finding, ranking, balancing, pairing), not a model.
 """
 
@@ -27,28 +27,8 @@ import numpy as np
 from foilforge.filter import FILTERS, Filter, build_filter, keep_rules
 from foilforge.foiler import FOILERS, Foiler, RunContext, build_records
 from foilforge.errors import ConfigError
+from foilforge.fixed_tools import TableEncoder, TableScorer  # noqa: F401  (re-exported for tests)
 from foilforge.io import iter_jsonl, write_jsonl
-
-
-class TableScorer:
-    """Span scorer double: a fill's score is its entry in a fixed table (lower-cased), -100 when absent."""
-
-    def __init__(self, table: dict[str, float]):
-        self.table = table
-
-    def score(self, items):
-        return [[float(self.table.get(fill.lower(), -100.0)) for fill in fills] for _, _, fills in items]
-
-
-class TableEncoder:
-    """Sentence-encoder double: each text's vector is its entry in a fixed table (rows normalised)."""
-
-    def __init__(self, table: dict[str, list[float]]):
-        self.table = table
-
-    def encode(self, texts, progress=False):
-        vectors = np.asarray([self.table[t] for t in texts], dtype=np.float32)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 # ---------------------------------------------------------------- building
