@@ -48,10 +48,10 @@ import re
 
 from foilforge.errors import ConfigError
 from foilforge.params import instrument_part
+from foilforge.schema import AdversarialBlock, GateBlock
 
 log = logging.getLogger(__name__)
 
-METHODS = ("aflite", "balance_features")
 NEGATION = re.compile(r"\b(no|not|none|nobody|nothing|never|neither|nor|without|zero)\b|n't\b", re.IGNORECASE)
 
 
@@ -62,9 +62,8 @@ def negation_count(text: str) -> int:
 #: side features that `balance` may name: text -> count
 SIDE_FEATURES = {"negation": negation_count}
 
-DEFAULTS = {"attackers": ["word_ngram", "char_ngram"], "target": 0.55, "min_keep": 0.25, "folds": 5, "rounds": 8,
-            "slice": 0.05, "method": "aflite", "features_per_round": 5, "max_js_rise": 0.0, "balance": [],
-            "seed": 0, "max_iterations": 60}
+#: the `adversarial` block's defaults: the schema's (foilforge/schema.py AdversarialBlock)
+DEFAULTS = AdversarialBlock().model_dump()
 
 
 def settings_for(params: dict, instrument: str) -> dict | None:
@@ -88,8 +87,8 @@ def settings_for(params: dict, instrument: str) -> dict | None:
     return merged
 
 
-GATE_DEFAULTS = {"attackers": ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"], "max_accuracy": 0.55,
-                 "folds": 5, "repeats": 5, "seed": 101}
+#: the `gate` block's defaults: the schema's (foilforge/schema.py GateBlock)
+GATE_DEFAULTS = GateBlock().model_dump()
 
 
 def gate_settings(params: dict, instrument: str | None = None) -> dict | None:

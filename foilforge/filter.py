@@ -39,7 +39,7 @@ import re
 
 from foilforge.errors import ConfigError, config_errors
 from foilforge.io import require
-from foilforge.models import ModelSpec
+from foilforge.models import MODEL_BLOCK_KEYS, ModelSpec
 from foilforge.params import instrument_part
 from foilforge.registry import Registry, check_args
 
@@ -132,8 +132,8 @@ def model_spec(block, param_key: str, default: str, allowed_extra: tuple[str, ..
     spec = ModelSpec.from_params(block, param_key)
     unknown = sorted(set(spec.extra) - set(allowed_extra))
     if unknown:
-        known = ["name_or_path", "gguf_file", "device", "dtype", "batch_size", *allowed_extra]
-        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(known)}")
+        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; "
+                          f"allowed: {', '.join((*MODEL_BLOCK_KEYS, *allowed_extra))}")
     return spec
 
 
@@ -217,18 +217,14 @@ def check(params: dict) -> list[str]:
     problems = config_errors([lambda: filters_block(params)])
     if problems:
         return problems
-    instruments = sorted(params.get("instruments") or {})
-    problems = config_errors(lambda i=i: (scored_filters(params, i), keep_rules(params, i)) for i in instruments)
-    used = sorted({n for i in instruments for n in config_safe(scored_filters, params, i)})
-    return problems + config_errors(lambda n=n: build_filter(params, n) for n in used)
-
-
-def config_safe(lookup, *args) -> list:
-    """`lookup(*args)`, or [] where it raises the ConfigError that `check` already reports."""
-    try:
-        return lookup(*args)
-    except ConfigError:
-        return []
+    used: set[str] = set()
+    for instrument in sorted(params.get("instruments") or {}):
+        try:
+            used.update(scored_filters(params, instrument))
+            keep_rules(params, instrument)
+        except ConfigError as err:
+            problems.append(str(err))
+    return problems + config_errors(lambda n=n: build_filter(params, n) for n in sorted(used))
 
 
 # ---------------------------------------------------------------- the filter funnel (select metrics, export manifest)

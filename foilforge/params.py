@@ -44,17 +44,6 @@ def block(params: dict, dotted: str, required: bool = True):
     return node
 
 
-def instrument_block(params: dict, name: str) -> dict:
-    """params.yaml `instruments.<name>`: everything about one instrument (foiler, filters, bias, gate, ...)."""
-    instruments = params.get("instruments") or {}
-    if name not in instruments:
-        raise ConfigError(f"unknown instrument {name!r}; params.yaml instruments: {', '.join(sorted(instruments)) or 'none'}")
-    spec = instruments[name]
-    if not isinstance(spec, dict):
-        raise ConfigError(f"params.yaml instruments.{name} must be a mapping, got {type(spec).__name__}")
-    return spec
-
-
 def instrument_part(params: dict, name: str, key: str, default=None):
     """One key of an instrument's block (`filters`, `bias`, `gate`, ...); absent (or no such block): `default`.
 

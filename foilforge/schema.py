@@ -182,7 +182,7 @@ class Params(Block):
     sources: dict[str, SourceBlock] = {}
     shared: dict[str, Any] = {}                  # values the instrument blocks use by reference (YAML anchors)
     instruments: dict[str, InstrumentBlock] = {}
-    models: dict[str, ModelBlock] = {}
+    models: dict[str, ModelBlock | str] = {}     # a bare string is a name_or_path (foilforge.models.ModelSpec)
     filters: dict[str, dict[str, Any] | None] = {}   # each filter's settings (checked by the filter's signature)
     blind_check: BlindCheckBlock = BlindCheckBlock()
     attackers: dict[str, AttackerBlock] = {}
@@ -224,8 +224,7 @@ def reference_problems(params: dict) -> list[str]:
 
 
 #: keys dvc.yaml's per-instrument stages track (DVC fails on a tracked key the file lacks): `<<: *instrument` gives them
-DVC_TRACKED_KEYS = ("foiler", "source", "args", "candidates_per_sample", "max_samples", "filters", "bias",
-                    "adversarial", "gate", "validation")
+DVC_TRACKED_KEYS = tuple(InstrumentBlock.model_fields)
 
 
 # ---------------------------------------------------------------- messages
@@ -241,16 +240,7 @@ def problems(params: dict, where: str = "params.yaml", dvc_keys: bool = False) -
     try:
         Params.model_validate(params)
     except ValidationError as err:
-        errors = err.errors(include_url=False)
-        paths = [_path(error) for error in errors]
-        reported: set[str] = set()
-        for error, path in zip(errors, paths):
-            # a value that fits no member of a union is reported by every member: keep one report, the deepest
-            # (`[3]` for `str | list[str]`: "image_file_template.0: expected a string", not "...: expected a string")
-            deeper = any(other.startswith(path + ".") for other in paths)
-            if not deeper and path not in reported:
-                reported.add(path)
-                found.append(_message(error, where))
+        found += _messages(err, f"{where} ")
     found += [f"{where} {line}" for line in reference_problems(params)]
     if dvc_keys:
         for name, spec in sorted((params.get("instruments") or {}).items()):
@@ -272,25 +262,34 @@ def validate(params: dict, where: str = "params.yaml") -> dict:
 
 def error_lines(err: ValidationError, prefix: str) -> list[str]:
     """A ValidationError of a block at `prefix` (a params key) as `<prefix>.<key>: <what>, got <value>` lines."""
-    return [f"{prefix}.{_message(error, '').lstrip()}" for error in err.errors(include_url=False)]
+    return _messages(err, f"{prefix}.")
 
 
-def _path(error: dict) -> str:
-    return ".".join(str(part) for part in error["loc"] if not _is_union_tag(part))
+def _messages(err: ValidationError, prefix: str) -> list[str]:
+    """One line per problem, `<prefix><path>: ...`. A value that fits no member of a union is reported by every
+    member: one report is kept, the deepest (`[3]` for `str | list[str]`: "image_file_template.0: expected a
+    string", not "image_file_template: expected a string")."""
+    errors = err.errors(include_url=False)
+    locs = [[part for part in error["loc"] if not _is_union_tag(part)] for error in errors]
+    paths = [".".join(map(str, loc)) for loc in locs]
+    found, reported = [], set()
+    for error, loc, path in zip(errors, locs, paths):
+        if path not in reported and not any(other.startswith(path + ".") for other in paths):
+            reported.add(path)
+            found.append(f"{prefix}{path}: {_problem(error, loc)}")
+    return found
 
 
-def _message(error: dict, where: str) -> str:
-    loc = [part for part in error["loc"] if not _is_union_tag(part)]
-    path = _path(error)
+def _problem(error: dict, loc: list) -> str:
     kind, value = error["type"], error.get("input")
     if kind == "value_error":  # a model validator's own message (a rule across keys of one block)
-        return f"{where} {path}: {error.get('ctx', {}).get('error', error['msg'])}"
+        return str(error.get("ctx", {}).get("error", error["msg"]))
     if kind == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
-        return f"{where} {path}: unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        return "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     if kind == "missing":
-        return f"{where} {path}: missing (required)"
-    return f"{where} {path}: {_expected(error)}, got {value!r:.60}"
+        return "missing (required)"
+    return f"{_expected(error)}, got {value!r:.60}"
 
 
 def _expected(error: dict) -> str:
@@ -329,7 +328,7 @@ def _is_union_tag(part) -> bool:
                                       or part[:1].isupper() and part in _MODEL_NAMES)
 
 
-_MODEL_NAMES = {cls.__name__ for cls in Block.__subclasses__()}
+_MODEL_NAMES = {name for name, obj in dict(globals()).items() if isinstance(obj, type) and issubclass(obj, BaseModel)}
 
 
 def _allowed_keys(loc: list) -> list[str]:

@@ -36,10 +36,11 @@ from foilforge.io import atomic_write, write_json
 from foilforge.params import instrument_part, load_params
 from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
+from foilforge.schema import BiasSettings
 
 log = logging.getLogger(__name__)
 
-THRESHOLD_KEYS = ("js_max", "js_valid_max", "max_majority_share", "min_lexical_items")
+THRESHOLD_KEYS = tuple(k for k in BiasSettings.model_fields if k != "items")
 
 
 # ---------------------------------------------------------------- distributions

@@ -31,6 +31,7 @@ from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
 from foilforge.params import instrument_part, load_params
 from foilforge.records import valid_by_votes
+from foilforge.schema import InstrumentValidation, ValidationBlock
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,9 @@ CHOICES = ("first", "second", "both", "neither", "cannot_tell")
 # caption-relative categories: what alpha is computed on (annotators of one item saw the same order)
 CATEGORIES = ("caption", "foil", "both", "neither", "cannot_tell")
 VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.choice")
-DEFAULTS = {
-    "seed": 0,
-    "annotators_per_item": 3,
-    "valid_min_caption": 2,
-    "gold_threshold": 0.7,
-    "export": "valid",
-}
-#: an instrument's own validation settings (params.yaml instruments.<I>.validation)
-INSTRUMENT_KEYS = ("gold", "votes")
+#: the `validation` block's defaults, and an instrument's own keys (instruments.<I>.validation): the schema's
+DEFAULTS = ValidationBlock().model_dump()
+INSTRUMENT_KEYS = tuple(InstrumentValidation.model_fields)
 
 
 def settings_from_params(params: dict) -> dict:
