@@ -62,6 +62,8 @@ class ModelBlock(ModelFields):
     # the NLI role's extras: the label order of its checkpoint, and the check of that order before filtering
     label_map: dict[int, Literal["entailment", "neutral", "contradiction"]] | None = None
     sanity_check: bool | None = None
+    # the open_clip role's extra: a pretrained tag of open_clip (e.g. openai, laion2b_s34b_b79k) or a checkpoint file
+    pretrained: str | None = None
 
 
 # ---------------------------------------------------------------- one instrument
@@ -162,6 +164,15 @@ class EvaluateBlock(Block):
     scores_threshold: float | None = None
 
 
+#: the export stage's harness formats (pipeline/emitters); VALSE JSON, the HF rows and the manifest are always written
+EXPORT_FORMATS = ("sugarcrepe", "lmms_eval", "vlmevalkit", "parquet")
+
+
+class ExportBlock(Block):
+    formats: list[Literal[EXPORT_FORMATS]] = list(EXPORT_FORMATS)
+    image_root: str = "data/images"             # where image_file lives: the harness files name images under it
+
+
 class ValidationBlock(Block):
     seed: NonNegativeInt = 0
     annotators_per_item: PositiveInt = 3
@@ -190,6 +201,7 @@ class Params(Block):
     gate: GateBlock | None = None
     bias: BiasBlock = BiasBlock()
     evaluate: EvaluateBlock = EvaluateBlock()
+    export: ExportBlock = ExportBlock()
     validation: ValidationBlock = ValidationBlock()
 
 

@@ -13,6 +13,9 @@ instrument:
 | `linguistic_phenomena`, `dataset`, `original_split`, `image_file`, `caption`, `foil` | string or null | as in the VALSE file; a value of another type is JSON-encoded |
 | `dataset_idx` | string or null | the source's id, as a string |
 | `classes`, `classes_foil`, `mturk`, `extras` | string (JSON) | JSON text of the value (`"null"` when absent); `extras` holds every other field of the VALSE record, foilforge's provenance included |
+| `images` | string or null | the image's path, params.yaml `export.image_root` / `image_file` (MTEB's image column: `ds.cast_column("images", datasets.Image())` decodes it) |
+| `negative_caption` | string or null | the foil, under the name MTEB's image-text pair classification and SugarCrepe use |
+| `option_a`, `option_b`, `correct_option` | string or null | the pair as a two-option question (lmms-eval, VLMEvalKit): caption and foil in an order fixed by the record id, and the letter of the caption (`A` or `B`); null for a multiple-choice record |
 
 `README.md` next to them is a Hugging Face dataset card whose YAML header
 declares one config per instrument (split `test`) and a default config `all`,
@@ -22,11 +25,20 @@ so `load_dataset("data/benchmark")` and `load_dataset("data/benchmark",
 
 from __future__ import annotations
 
+import hashlib
 import json
+import posixpath
+from pathlib import Path
+
+from foilforge.errors import InputError
+from foilforge.io import read_json
 
 TEXT_COLUMNS = ("linguistic_phenomena", "dataset", "original_split", "image_file", "caption", "foil")
 JSON_COLUMNS = ("classes", "classes_foil", "mturk")
-COLUMNS = ("id", "instrument", *TEXT_COLUMNS, "dataset_idx", *JSON_COLUMNS, "extras")
+#: the columns harnesses read: MTEB's image-text pair classification (images, caption, negative_caption), the
+#: two-option question of lmms-eval and VLMEvalKit (option_a, option_b, correct_option)
+HARNESS_COLUMNS = ("images", "negative_caption", "option_a", "option_b", "correct_option")
+COLUMNS = ("id", "instrument", *TEXT_COLUMNS, "dataset_idx", *JSON_COLUMNS, "extras", *HARNESS_COLUMNS)
 ROWS_DIR = "rows"
 DEFAULT_CONFIG = "all"
 
@@ -50,7 +62,24 @@ def _text(value):
     return value if value is None or isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def to_row(record_id: str, instrument: str, valse_record: dict) -> dict:
+def caption_goes_first(instrument: str, record_id: str) -> bool:
+    """Whether the caption is option A: a hash of the record, so the order is fixed and about half are each way."""
+    return hashlib.sha256(f"{instrument}/{record_id}".encode()).digest()[0] % 2 == 0
+
+
+def harness_columns(record_id: str, instrument: str, valse_record: dict, image_root: str) -> dict:
+    image_file, caption, foil = (valse_record.get(k) for k in ("image_file", "caption", "foil"))
+    pair = "candidates" not in valse_record and isinstance(caption, str) and isinstance(foil, str)
+    columns = {"images": posixpath.join(image_root, image_file) if isinstance(image_file, str) and image_file else None,
+               "negative_caption": foil if pair else None, "option_a": None, "option_b": None, "correct_option": None}
+    if pair:
+        first = caption_goes_first(instrument, record_id)
+        columns.update(option_a=caption if first else foil, option_b=foil if first else caption,
+                       correct_option="A" if first else "B")
+    return columns
+
+
+def to_row(record_id: str, instrument: str, valse_record: dict, image_root: str = "data/images") -> dict:
     """One row with the columns of COLUMNS, the same types for every record of every instrument."""
     row = {"id": str(record_id), "instrument": instrument}
     for column in TEXT_COLUMNS:
@@ -61,6 +90,7 @@ def to_row(record_id: str, instrument: str, valse_record: dict) -> dict:
         row[column] = json.dumps(valse_record.get(column), sort_keys=True)
     rest = {k: v for k, v in valse_record.items() if k not in COLUMNS}
     row["extras"] = json.dumps(rest, sort_keys=True)
+    row.update(harness_columns(str(record_id), instrument, valse_record, image_root))
     return row
 
 
@@ -116,3 +146,47 @@ def source_family(source: dict | None, name: str) -> str:
     """The citation key of a params.yaml source (its format, e.g. visdial for visdial_train)."""
     fmt = (source or {}).get("format") or name
     return fmt
+
+
+# ---------------------------------------------------------------- the export, read back (evaluate, export --format)
+
+NON_INSTRUMENT_FILES = {"manifest.json"}
+
+
+def instrument_files(directory: Path) -> list[Path]:
+    """The instrument files of a benchmark: those the export manifest lists, else every *.json (a VALSE release).
+
+    The manifest matters because an export also writes other JSON (predicate-noun's eval_set.json, elbow curves).
+    """
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        return [p for p in sorted(directory.glob("*.json")) if p.name not in NON_INSTRUMENT_FILES]
+    manifest = read_json(manifest_path)
+    entries = manifest.get("instruments") if isinstance(manifest, dict) else None
+    if not isinstance(entries, dict):
+        raise InputError(manifest_path, "expected an object with 'instruments'", field="instruments")
+    files = []
+    for name, entry in sorted(entries.items()):
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise InputError(manifest_path, "expected the instrument's benchmark file name", record=name, field="file")
+        path = directory / entry["file"]
+        if not path.is_file():
+            raise InputError(manifest_path, f"lists {entry['file']}, which is not in {directory}", record=name, field="file")
+        files.append(path)
+    return files
+
+
+def read_benchmark(directory) -> dict[str, tuple[Path, dict[str, dict]]]:
+    """{instrument: (file, {id: record})} from the export's VALSE-format files."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(directory, "benchmark directory not found")
+    benchmark = {}
+    for path in instrument_files(directory):
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise InputError(path, f"expected a JSON object {{id: record}}, got {type(data).__name__}")
+        benchmark[path.stem] = (path, data)
+    if not benchmark:
+        raise InputError(directory, "no benchmark files (*.json) found")
+    return benchmark

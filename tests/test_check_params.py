@@ -116,7 +116,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
     (lambda p: p["bias"].update(on_exceed="ignore"), "params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'ignore'"),
     (lambda p: p["bias"]["defaults"].update(js_max="high"), "params.yaml bias.defaults.js_max: expected a number, got 'high'"),
     (lambda p: p["evaluate"].update(scorers=["text_lm", "clip"]),
-     "params.yaml evaluate.scorers: unknown scorer(s) clip; known: image_text, text_lm"),
+     "params.yaml evaluate.scorers: unknown scorer(s) clip; known: image_text, open_clip, text_lm"),
     (lambda p: p["evaluate"].update(image_rot="x"),
      "params.yaml evaluate.image_rot: unknown key; allowed: image_root, scorers, scores_threshold"),
     (lambda p: p["models"]["text_baseline"].update(batch_size="16"),

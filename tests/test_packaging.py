@@ -38,7 +38,7 @@ def pins() -> dict[str, str]:
     return out
 
 
-def declared(extras=("offline", "dev")) -> list[Requirement]:
+def declared(extras=("offline", "dev", "harness")) -> list[Requirement]:
     reqs = [Requirement(r) for r in PYPROJECT["dependencies"]]
     for extra in extras:
         reqs += [Requirement(r) for r in PYPROJECT["optional-dependencies"][extra]]
@@ -62,7 +62,7 @@ def test_every_third_party_import_is_a_declared_dependency():
     import ast
 
     optional = {"tensorflow_hub": "use extra", "coreferee": "optional resolver", "linkgrammar": "Debian package"}
-    names = {canonicalize_name(r.name) for r in declared(extras=("offline", "dev", "use"))}
+    names = {canonicalize_name(r.name) for r in declared(extras=("offline", "dev", "harness", "use"))}
     dists_of = metadata.packages_distributions()
     stdlib = set(sys.stdlib_module_names)
     missing = set()

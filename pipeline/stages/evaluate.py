@@ -8,6 +8,17 @@ Scorers (params.yaml `evaluate.scorers`, plus every `--scores` file):
   `logits_per_image` (scaled cosine). Runs on the records whose image file
   exists under `evaluate.image_root`; with no image there it is skipped and
   says so in metrics.json.
+* `open_clip`: an open_clip model (`models.open_clip`: `name_or_path` an
+  open_clip model name with `pretrained` one of its tags from
+  `open_clip.list_pretrained()`, e.g. ViT-B-32 + openai, or `hf-hub:org/repo`,
+  or `local-dir:/path` holding open_clip_config.json and the weights); score =
+  the cosine of the L2-normalised image and text embeddings, the image through
+  open_clip's eval transform: CLIP_benchmark's image_caption_selection
+  (SugarCrepe), so acc_r is its text_acc on the same files (except that a tie
+  is a miss here). Runs on the records with an image, as `image_text`. A model
+  that cannot load (an unknown name or tag, weights not downloaded on an
+  offline machine, a directory without weights) is a ConfigError naming
+  `models.open_clip`, never random weights.
 * a scores file (`--scores FILE`, repeatable), for models run elsewhere:
   JSONL lines `{"id": ..., "caption_score": x, "foil_score": y}` or a CSV with
   the header `id,caption_score,foil_score`; multiple-choice items give
@@ -20,6 +31,18 @@ that carry a `pair_id` also give pair accuracy (both members right) and, when
 the two members swap caption and foil (I1: C1 vs C2; I2: C2 vs C1), the
 Winoground text/image/group scores; records with `candidates` (list of texts)
 and `label` (index) give multiple-choice accuracy.
+
+Results as they are reported: each scorer's block in metrics.json has `model`,
+`instruments` (the metrics) and `config`, what pins the numbers: the library,
+name_or_path, revision, pretrained (open_clip), the dtype the model ran in, its
+image preprocessing (open_clip's preprocess config: size, mean, std,
+interpolation, resize mode; for transformers the processor classes and image
+size, mean, std), the score, and the library versions (open_clip or
+transformers, torch); a scores file's config is its path and sha256.
+`--items-output FILE` also writes the per-item scores (JSONL, one line per
+scorer, instrument and record, sorted so): `{"scorer", "instrument", "id",
+"scores": [caption, foil] or the candidates' scores, "correct": true/false}`,
+`scores` and `correct` null for a record the scorer did not score (no image).
 """
 
 from __future__ import annotations
@@ -31,59 +54,20 @@ from pathlib import Path
 
 from foilforge import metrics
 from foilforge.errors import ConfigError, InputError
-from foilforge.io import iter_csv, iter_jsonl, read_json, require, write_json
-from foilforge.models import ModelSpec, load_transformers_model, resolve_path, torch_device
+from foilforge.io import file_sha256, iter_csv, iter_jsonl, require, write_json, write_jsonl
+from foilforge.models import ModelSpec, load_transformers_model, resolve_path, torch_device, torch_dtype
 from foilforge.params import load_params
 from foilforge.registry import Registry
+from pipeline.loadable import read_benchmark  # noqa: F401  (the benchmark's files, read back; tests)
 
 log = logging.getLogger(__name__)
 
 #: scorers `evaluate.scorers` may name ("text_lm" means the newest text_lm.vN); others: `foilforge.evaluate_scorers`
 #: entry points. A factory takes (params, settings, skipped) and returns a scorer, or None after noting in `skipped` why not.
 SCORERS = Registry("evaluate scorer", entry_points="foilforge.evaluate_scorers")
-NON_INSTRUMENT_FILES = {"manifest.json"}
 
 
 # ---------------------------------------------------------------- the benchmark
-
-def instrument_files(directory: Path) -> list[Path]:
-    """The instrument files of a benchmark: those the export manifest lists, else every *.json (a VALSE release).
-
-    The manifest matters because an export also writes other JSON (predicate-noun's eval_set.json, elbow curves).
-    """
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file():
-        return [p for p in sorted(directory.glob("*.json")) if p.name not in NON_INSTRUMENT_FILES]
-    manifest = read_json(manifest_path)
-    entries = manifest.get("instruments") if isinstance(manifest, dict) else None
-    if not isinstance(entries, dict):
-        raise InputError(manifest_path, "expected an object with 'instruments'", field="instruments")
-    files = []
-    for name, entry in sorted(entries.items()):
-        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            raise InputError(manifest_path, "expected the instrument's benchmark file name", record=name, field="file")
-        path = directory / entry["file"]
-        if not path.is_file():
-            raise InputError(manifest_path, f"lists {entry['file']}, which is not in {directory}", record=name, field="file")
-        files.append(path)
-    return files
-
-
-def read_benchmark(directory) -> dict[str, tuple[Path, dict[str, dict]]]:
-    """{instrument: (file, {id: record})} from the export's VALSE-format files."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(directory, "benchmark directory not found")
-    benchmark = {}
-    for path in instrument_files(directory):
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise InputError(path, f"expected a JSON object {{id: record}}, got {type(data).__name__}")
-        benchmark[path.stem] = (path, data)
-    if not benchmark:
-        raise InputError(directory, "no benchmark files (*.json) found")
-    return benchmark
-
 
 def record_texts(path, record_id, record: dict) -> list[str]:
     """The texts to score for one record: [caption, foil], or the candidates of a multiple-choice item."""
@@ -98,12 +82,54 @@ def record_texts(path, record_id, record: dict) -> list[str]:
 
 # ---------------------------------------------------------------- scorers
 
+def _plain(value):
+    """`value` as JSON data: tuples to lists, a dataclass (transformers' SizeDict) to a dict without its unset
+    (None) fields, anything else to its str."""
+    import dataclasses
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def model_config(spec: ModelSpec, dtype, library: str, versions: dict, **more) -> dict:
+    """What pins a model scorer's results (the `config` of its block in metrics.json): the model as configured,
+    the dtype it ran in, its preprocessing (`more`) and the versions of the libraries that ran it."""
+    import torch
+
+    return {"library": library, "name_or_path": spec.name_or_path, "revision": spec.revision,
+            **({"gguf_file": spec.gguf_file} if spec.gguf_file else {}), "dtype": _dtype_name(dtype),
+            **{key: _plain(value) for key, value in more.items()},
+            "versions": {**versions, "torch": torch.__version__}}
+
+
+def _transformers_versions() -> dict:
+    import transformers
+
+    return {"transformers": transformers.__version__}
+
+
 class TextLMScorer:
     name = "text_lm"
 
     def __init__(self, lm):
         self.lm = lm
         self.model_id = lm.spec.describe()
+
+    def config(self) -> dict:
+        model = getattr(self.lm, "model", None)
+        return model_config(self.lm.spec, getattr(model, "dtype", self.lm.spec.dtype), "transformers",
+                            _transformers_versions(), score="-perplexity")
 
     def score(self, items) -> list[list[float] | None]:
         from pipeline.stages.baseline import perplexities
@@ -117,19 +143,19 @@ class TextLMScorer:
         return out
 
 
-class ImageTextScorer:
-    """CLIP-style scoring: one image, several texts, score = logits_per_image."""
+class ImageScorer:
+    """What the scorers that look at a record's image share: where the image is, and batches of the records that
+    have one (`spec.batch_size` records a batch; a record without an image file gets None).
 
-    name = "image_text"
-    PARAM_KEY = "models.image_text"
+    A subclass sets `name` and gives `similarities(paths, texts)`: the [images, texts] score matrix of one batch
+    (the batch's images, and every text of its records in order)."""
+
+    name = "image"
 
     def __init__(self, spec: ModelSpec, image_root):
         self.spec = spec
         self.model_id = spec.describe()
         self.image_root = Path(image_root)
-        self.model = load_transformers_model(spec, "AutoModel",
-                                             refuse_new_weights=("text_projection", "visual_projection", "logit_scale"))
-        self.processor = _load_processor(spec)
         self.device = torch_device(spec)
 
     def image_path(self, record: dict) -> Path | None:
@@ -139,31 +165,59 @@ class ImageTextScorer:
         path = self.image_root / name
         return path if path.is_file() else None
 
+    def similarities(self, paths: list[Path], texts: list[str]):
+        raise NotImplementedError
+
     def score(self, items) -> list[list[float] | None]:
         import torch
-        from PIL import Image
         from tqdm import tqdm
 
         out: list[list[float] | None] = [None] * len(items)
         present = [k for k, (_, record, _) in enumerate(items) if self.image_path(record) is not None]
         batch = max(1, self.spec.batch_size)
         with torch.inference_mode():
-            for start in tqdm(range(0, len(present), batch), desc="image_text", disable=len(present) <= batch):
+            for start in tqdm(range(0, len(present), batch), desc=self.name, disable=len(present) <= batch):
                 chunk = present[start : start + batch]
-                images = []
-                for k in chunk:
-                    with Image.open(self.image_path(items[k][1])) as image:
-                        images.append(image.convert("RGB"))
-                texts = [t for k in chunk for t in items[k][2]]
-                inputs = self.processor(text=texts, images=images, return_tensors="pt", padding=True, truncation=True)
-                inputs = {key: value.to(self.device) for key, value in inputs.items()}
-                logits = self.model(**inputs).logits_per_image.float().cpu()  # [images, texts]
+                scores = self.similarities([self.image_path(items[k][1]) for k in chunk],
+                                           [t for k in chunk for t in items[k][2]]).float().cpu()
                 offset = 0
-                for row, k in enumerate(chunk):
+                for row, k in enumerate(chunk):  # each image against its own record's texts
                     n = len(items[k][2])
-                    out[k] = logits[row, offset : offset + n].tolist()
+                    out[k] = scores[row, offset : offset + n].tolist()
                     offset += n
         return out
+
+
+class ImageTextScorer(ImageScorer):
+    """CLIP-style scoring through transformers: one image, several texts, score = logits_per_image."""
+
+    name = "image_text"
+    PARAM_KEY = "models.image_text"
+
+    def __init__(self, spec: ModelSpec, image_root):
+        super().__init__(spec, image_root)
+        self.model = load_transformers_model(spec, "AutoModel",
+                                             refuse_new_weights=("text_projection", "visual_projection", "logit_scale"))
+        self.processor = _load_processor(spec)
+
+    def config(self) -> dict:
+        images = getattr(self.processor, "image_processor", self.processor)
+        preprocessing = {"processor": type(self.processor).__name__, "image_processor": type(images).__name__}
+        for key in ("size", "crop_size", "image_mean", "image_std"):
+            preprocessing[key] = getattr(images, key, None)
+        return model_config(self.spec, self.model.dtype, "transformers", _transformers_versions(),
+                            preprocessing=preprocessing, score="logits_per_image")
+
+    def similarities(self, paths, texts):
+        from PIL import Image
+
+        images = []
+        for path in paths:
+            with Image.open(path) as image:
+                images.append(image.convert("RGB"))
+        inputs = self.processor(text=texts, images=images, return_tensors="pt", padding=True, truncation=True)
+        inputs = {key: value.to(self.device) for key, value in inputs.items()}
+        return self.model(**inputs).logits_per_image  # [images, texts]
 
 
 def _load_processor(spec: ModelSpec):
@@ -178,6 +232,128 @@ def _load_processor(spec: ModelSpec):
                           f"to a hub id or a local directory holding the model and its processor.") from err
 
 
+#: open_clip's `precision` for each params.yaml dtype (fp16/bf16: open_clip's own mixed precision, as OpenAI's CLIP)
+OPEN_CLIP_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+OPEN_CLIP_SCHEMAS = ("hf-hub:", "local-dir:")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth")
+
+
+class OpenClipScorer(ImageScorer):
+    """An open_clip model scored as CLIP_benchmark's image_caption_selection (SugarCrepe, Winoground) does: the
+    cosine of the L2-normalised `encode_image` and `encode_text` embeddings, the image through open_clip's eval
+    transform (`preprocess_val`, which converts it to RGB itself)."""
+
+    name = "open_clip"
+    PARAM_KEY = "models.open_clip"
+
+    def __init__(self, spec: ModelSpec, image_root):
+        try:
+            import open_clip
+        except ImportError as err:
+            raise ConfigError(f"evaluate.scorers names open_clip but open_clip cannot be imported ({err}): install "
+                              f"open-clip-torch (`pip install -e .[harness]`), or take open_clip out of "
+                              f"evaluate.scorers") from err
+
+        super().__init__(spec, image_root)
+        self.pretrained = _open_clip_pretrained(spec)
+        if self.pretrained:
+            self.model_id = f"{spec.name_or_path} ({self.pretrained})"
+        self.dtype = torch_dtype(spec, self.device)
+        self.precision = OPEN_CLIP_PRECISION[_dtype_name(self.dtype)]
+        try:
+            if spec.name_or_path.startswith("hf-hub:"):
+                # open_clip builds an hf-hub model with random weights when they fail to download: fetch them first
+                from open_clip.pretrained import download_pretrained_from_hf
+
+                download_pretrained_from_hf(spec.name_or_path.split(":", 1)[1])
+            self.model, _, self.preprocess = open_clip.create_model_and_transforms(
+                spec.name_or_path, pretrained=self.pretrained or None, precision=self.precision, device=self.device)
+            self.tokenizer = open_clip.get_tokenizer(spec.name_or_path)
+        except Exception as err:
+            raise _open_clip_error(spec, self.pretrained, err) from err
+        self.model.eval()
+        self.input_dtype = open_clip.get_input_dtype(self.precision)
+
+    def config(self) -> dict:
+        import open_clip
+
+        return model_config(self.spec, self.dtype, "open_clip", {"open_clip": open_clip.__version__},
+                            pretrained=self.pretrained, preprocessing=self.model.visual.preprocess_cfg, score="cosine")
+
+    def similarities(self, paths, texts):
+        import torch
+        import torch.nn.functional as F
+        from PIL import Image
+
+        pixels = []
+        for path in paths:
+            with Image.open(path) as image:  # as CLIP_benchmark's SugarCrepe dataset: no convert before the transform
+                pixels.append(self.preprocess(image))
+        images = torch.stack(pixels).to(self.device, dtype=self.input_dtype)
+        image_emb = F.normalize(self.model.encode_image(images).float(), dim=-1)
+        text_emb = F.normalize(self.model.encode_text(self.tokenizer(texts).to(self.device)).float(), dim=-1)
+        return image_emb @ text_emb.t()
+
+
+def _open_clip_pretrained(spec: ModelSpec) -> str | None:
+    """The spec's `pretrained` once checked: a load that would give random weights or ignore a setting is refused."""
+    key = spec.param_key
+    unknown = sorted(set(spec.extra) - {"pretrained"})
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {', '.join(unknown)}; allowed: name_or_path, pretrained, device, "
+                          f"dtype, batch_size")
+    if spec.revision or spec.gguf_file:
+        raise ConfigError(f"{key}: open_clip takes no revision or gguf_file; pin a hub model by downloading it and "
+                          f"setting {key}.name_or_path to local-dir:/path")
+    pretrained = spec.extra.get("pretrained")
+    if pretrained is not None and not isinstance(pretrained, str):
+        raise ConfigError(f"{key}.pretrained: expected a pretrained tag or a checkpoint file, got {pretrained!r:.60}")
+    name = spec.name_or_path
+    if name.startswith("local-dir:"):
+        directory = Path(name.split(":", 1)[1])
+        if directory.is_dir() and not any(p.suffix in WEIGHT_SUFFIXES for p in directory.iterdir()):
+            raise ConfigError(f"{key}.name_or_path is {name!r} but that directory holds no weights (*.safetensors, "
+                              f"*.bin, *.pth): open_clip would build the model with random weights. Put the "
+                              f"checkpoint (open_clip_model.safetensors) beside open_clip_config.json there")
+    if name.startswith(OPEN_CLIP_SCHEMAS):
+        if pretrained:
+            log.warning("%s.pretrained (%s) is ignored: open_clip takes the weights of %s from there",
+                        key, pretrained, name)
+        return None
+    if not pretrained:
+        tags = _open_clip_tags(name, " (", ")")
+        raise ConfigError(f"{key}.pretrained is not set: open_clip would build {name} with random weights. Set "
+                          f"{key}.pretrained to a tag of open_clip.list_pretrained() for {name}{tags}, or to a "
+                          f"checkpoint file")
+    return pretrained
+
+
+def _open_clip_tags(name: str, before: str, after: str = "") -> str:
+    """The first pretrained tags open_clip ships for model `name` (openai first, as open_clip lists them) between
+    `before` and `after`; '' for a name without tags."""
+    import open_clip
+
+    try:
+        tags = list(open_clip.list_pretrained_tags_by_model(name))
+    except Exception:  # a name open_clip does not know
+        return ""
+    return f"{before}{', '.join(tags[:8])}{', ...' if len(tags) > 8 else ''}{after}" if tags else ""
+
+
+def _open_clip_error(spec: ModelSpec, pretrained: str | None, err: Exception) -> ConfigError:
+    key = spec.param_key
+    line = (str(err).splitlines() or [""])[0][:300]
+    what = repr(spec.name_or_path) + (f" with pretrained {pretrained!r}" if pretrained else "")
+    return ConfigError(
+        f"could not load open_clip model {what} for {key}: {type(err).__name__}: {line}. Set {key}.name_or_path "
+        f"and {key}.pretrained to a model name and pretrained tag from open_clip.list_pretrained() "
+        f"(e.g. ViT-B-32 and openai{_open_clip_tags(spec.name_or_path, f'; tags for {spec.name_or_path}: ')}; "
+        f"offline, the tag's weights must already be "
+        f"in the Hugging Face cache, and HF_HUB_OFFLINE=1 saves the retries), or {key}.name_or_path to "
+        f"hf-hub:org/repo or to local-dir:/path (a directory holding open_clip_config.json and the weights, "
+        f"e.g. open_clip_model.safetensors)")
+
+
 class ScoresFileScorer:
     """Scores computed elsewhere, read from a documented CSV/JSONL file."""
 
@@ -186,6 +362,9 @@ class ScoresFileScorer:
         self.name = f"scores_{self.path.stem}"
         self.model_id = str(self.path)
         self.scores = read_scores_file(self.path)
+
+    def config(self) -> dict:
+        return {"library": "scores file", "path": str(self.path), "sha256": file_sha256(self.path)}
 
     def score(self, items) -> list[list[float] | None]:
         return [self.scores.get(record_id) for record_id, _, _ in items]
@@ -303,15 +482,25 @@ def has_images(root) -> bool:
     return any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in Path(root).rglob("*"))
 
 
-@SCORERS.register("image_text.v1")
-def image_text_scorer(params: dict, settings: dict, skipped: dict):
+def _image_scorer(cls, params: dict, settings: dict, skipped: dict):
+    """An ImageScorer subclass built from its `models.<role>` block, or None (noted in `skipped`) without images."""
     root = settings.get("image_root")
     if not root or not Path(root).is_dir() or not has_images(root):
-        skipped["image_text"] = f"no image files under evaluate.image_root ({root!r})"
-        log.info("image_text scorer skipped: %s", skipped["image_text"])
+        skipped[cls.name] = f"no image files under evaluate.image_root ({root!r})"
+        log.info("%s scorer skipped: %s", cls.name, skipped[cls.name])
         return None
-    block = (params.get("models") or {}).get("image_text")
-    return ImageTextScorer(ModelSpec.from_params(block, ImageTextScorer.PARAM_KEY), root)
+    block = (params.get("models") or {}).get(cls.PARAM_KEY.split(".", 1)[1])
+    return cls(ModelSpec.from_params(block, cls.PARAM_KEY), root)
+
+
+@SCORERS.register("image_text.v1")
+def image_text_scorer(params: dict, settings: dict, skipped: dict):
+    return _image_scorer(ImageTextScorer, params, settings, skipped)
+
+
+@SCORERS.register("open_clip.v1")
+def open_clip_scorer(params: dict, settings: dict, skipped: dict):
+    return _image_scorer(OpenClipScorer, params, settings, skipped)
 
 
 def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
@@ -325,7 +514,24 @@ def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
     return scorers, skipped
 
 
-def evaluate(benchmark: dict, scorers, threshold_for) -> dict:
+def record_correct(record: dict, scores: list[float] | None) -> bool | None:
+    """Whether the model got one record right, as the metrics count it: the caption strictly above the foil, or the
+    labelled candidate strictly above every other (a tie is a miss); None when the record was not scored."""
+    if scores is None:
+        return None
+    target = record["label"] if "candidates" in record else 0
+    return all(scores[target] > s for k, s in enumerate(scores) if k != target)
+
+
+def scorer_config(scorer) -> dict:
+    """The `config` block of a scorer's results; {} for a scorer (an entry point's) that does not say."""
+    config = getattr(scorer, "config", None)
+    return config() if callable(config) else {}
+
+
+def evaluate(benchmark: dict, scorers, threshold_for, item_rows: list | None = None) -> dict:
+    """{scorer: {model, config, instruments: {instrument: metrics}}}; with `item_rows`, one row per scored-or-not
+    record is appended to it (the items file's lines: scorer, instrument, id, scores, correct)."""
     # texts are checked once, before any model runs, so a bad record fails fast
     items_by_instrument = {instrument: [(rid, r, record_texts(path, rid, r)) for rid, r in records.items()]
                            for instrument, (path, records) in benchmark.items()}
@@ -335,14 +541,25 @@ def evaluate(benchmark: dict, scorers, threshold_for) -> dict:
         for instrument, (path, _) in benchmark.items():
             items = items_by_instrument[instrument]
             try:
-                per_instrument[instrument] = instrument_metrics(items, scorer.score(items), threshold_for(scorer))
+                scores = scorer.score(items)
+                per_instrument[instrument] = instrument_metrics(items, scores, threshold_for(scorer))
             except ValueError as err:
                 raise InputError(path, f"{scorer.name}: {err}") from None
-        out[scorer.name] = {"model": scorer.model_id, "instruments": per_instrument}
+            if item_rows is not None:
+                item_rows.extend({"scorer": scorer.name, "instrument": instrument, "id": record_id,
+                                  "scores": item_scores, "correct": record_correct(record, item_scores)}
+                                 for (record_id, record, _), item_scores in zip(items, scores))
+        out[scorer.name] = {"model": scorer.model_id, "config": scorer_config(scorer), "instruments": per_instrument}
     return out
 
 
-def run(params: dict, benchmark_dir, output, scores_files=(), scorers=None) -> dict:
+def write_items(path, rows: list[dict]) -> int:
+    """The per-item scores file (JSONL, written atomically): sorted by scorer, instrument and id."""
+    rows = sorted(rows, key=lambda r: (r["scorer"], r["instrument"], str(r["id"])))
+    return write_jsonl(path, rows, sort_by_id=False)
+
+
+def run(params: dict, benchmark_dir, output, scores_files=(), scorers=None, items_output=None) -> dict:
     benchmark = read_benchmark(benchmark_dir)
     skipped = {}
     if scorers is None:
@@ -354,9 +571,12 @@ def run(params: dict, benchmark_dir, output, scores_files=(), scorers=None) -> d
         # only probabilities from a scores file have a meaningful threshold; LM and CLIP scores only rank
         return scores_threshold if isinstance(scorer, ScoresFileScorer) else None
 
-    result = evaluate(benchmark, scorers, threshold_for)
+    item_rows = [] if items_output is not None else None
+    result = evaluate(benchmark, scorers, threshold_for, item_rows)
     for name, reason in skipped.items():
         result[name] = {"skipped": reason}
+    if items_output is not None:
+        write_items(items_output, item_rows)
     write_json(output, result)
     return result
 
@@ -366,10 +586,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scores", action="append", default=[],
                         help="scores file (CSV or JSONL: id, caption_score, foil_score); repeatable")
     parser.add_argument("--output", required=True, help="metrics JSON (for `dvc metrics show`)")
+    parser.add_argument("--items-output", default=None,
+                        help="per-item scores (JSONL: scorer, instrument, id, scores, correct), one line per record "
+                             "and scorer")
 
 
 def main(args) -> int:
-    result = run(load_params(args.params), args.benchmark_dir, args.output, args.scores)
+    result = run(load_params(args.params), args.benchmark_dir, args.output, args.scores,
+                 items_output=getattr(args, "items_output", None))
     for scorer, block in result.items():
         for instrument, values in (block.get("instruments") or {}).items():
             acc = values.get("acc_r")

@@ -20,6 +20,11 @@ reader sees at once that, say, no NLI filter ran on an offline build.
 An instrument whose foiler has a release format of its own (predicate-noun's
 eval_set.json, BD2BB's CSV) also gets that file: the foiler class's
 `write_native(records, output_dir, instrument)` writes it.
+
+The harness formats of params.yaml `export.formats` (pipeline/emitters: SugarCrepe JSON, an lmms-eval
+task, a VLMEvalKit TSV, Parquet) are written from the same rows as the HF dataset; the manifest lists
+each format's files and what it left out (`formats`). `foilforge export --format NAME` writes one format
+again from an existing export, without rerunning anything else.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from foilforge.errors import GateError, InputError
+from foilforge.errors import ConfigError, GateError, InputError
 from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
 from foilforge.params import load_params
@@ -132,7 +137,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             raise InputError(path, "duplicate record ids")
         out_path = output_dir / f"{instrument}.json"
         write_json(out_path, benchmark)
-        write_loadable_rows(output_dir, instrument, benchmark)
+        rows = write_loadable_rows(output_dir, instrument, benchmark, export_settings(params))
         bias = _optional_json(Path(bias_dir) / instrument / "bias.json") if bias_dir else None
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
         ran = models_and_variants(funnel_records)
@@ -142,6 +147,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             **ran,
             "filters_not_run": filters_not_run(params, instrument, ran["filters"]),
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
+            "formats": emit_formats(params, output_dir, instrument, rows),
             "bias": bias,
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
@@ -226,11 +232,52 @@ def validation_limitation_lines(manifest: dict) -> list[str]:
             "  until votes are collected (`foilforge annotate`, README \"Human validation\")."]
 
 
-def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict) -> None:
+def export_settings(params: dict) -> dict:
+    from foilforge.schema import ExportBlock
+
+    return ExportBlock.model_validate(params.get("export") or {}).model_dump()
+
+
+def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, settings: dict) -> list[dict]:
     """rows/<instrument>.jsonl: one type-stable row per record, for `datasets.load_dataset` (pipeline/loadable.py)."""
     from pipeline.loadable import rows_path, to_row
 
-    write_jsonl(output_dir / rows_path(instrument), [to_row(key, instrument, rec) for key, rec in benchmark.items()])
+    rows = sorted((to_row(key, instrument, rec, settings["image_root"]) for key, rec in benchmark.items()),
+                  key=lambda row: row["id"])
+    write_jsonl(output_dir / rows_path(instrument), rows)
+    return rows
+
+
+def emit_formats(params: dict, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
+    """Each harness format's files and left-out records for one instrument ({format: Emitted.as_manifest()})."""
+    from pipeline.emitters import emit
+
+    settings = export_settings(params)
+    return {name: emit(name, output_dir, instrument, rows, settings).as_manifest()
+            for name in (settings["formats"] if formats is None else formats)}
+
+
+def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
+    """`foilforge export --format NAME`: write formats again from an export's VALSE files; the manifest is updated."""
+    from pipeline.emitters import EMITTERS
+    from pipeline.loadable import read_benchmark, to_row
+
+    unknown = [name for name in formats if name not in EMITTERS.unversioned() and name not in EMITTERS.names()]
+    if unknown:
+        raise ConfigError(f"--format: unknown format(s) {', '.join(unknown)}; known: {', '.join(EMITTERS.unversioned())}")
+    output_dir = Path(output_dir)
+    manifest_path = output_dir / "manifest.json"
+    manifest = read_json(manifest_path) if manifest_path.is_file() else None
+    image_root = export_settings(params)["image_root"]
+    written = {}
+    for instrument, (_, benchmark) in read_benchmark(output_dir).items():
+        rows = sorted((to_row(key, instrument, rec, image_root) for key, rec in benchmark.items()), key=lambda r: r["id"])
+        written[instrument] = emit_formats(params, output_dir, instrument, rows, formats)
+        if manifest is not None and instrument in manifest.get("instruments", {}):
+            manifest["instruments"][instrument].setdefault("formats", {}).update(written[instrument])
+    if manifest is not None:
+        write_json(manifest_path, manifest)
+    return written
 
 
 def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
@@ -387,6 +434,22 @@ def not_blind_proof_lines(manifest: dict) -> list[str]:
             "(`instruments.<I>.gate: report` in params.yaml let them through); see \"Blind-proof gate\" below.", ""]
 
 
+def format_lines(manifest: dict) -> list[str]:
+    """The data card's harness section: per instrument and format, the records written and what was left out."""
+    rows = [(name, fmt, entry) for name, inst in manifest["instruments"].items()
+            for fmt, entry in (inst.get("formats") or {}).items()]
+    if not rows:
+        return []
+    lines = ["", "## Harness formats", "",
+             "Files evaluation harnesses load as they are (README \"Evaluation harnesses\"). A two-text format holds",
+             "the caption/foil pairs that have an image; what it cannot hold is left out and counted here.", "",
+             "| instrument | format | records | files | left out |", "|---|---|---|---|---|"]
+    for name, fmt, entry in rows:
+        left_out = "; ".join(f"{n} {why}" for why, n in entry["left_out"].items()) or "none"
+        lines.append(f"| {name} | {fmt} | {entry['records']} | {', '.join(entry['files']) or 'none'} | {left_out} |")
+    return lines
+
+
 def _fmt(value, digits=3) -> str:
     if value is None:
         return "n/a"
@@ -429,6 +492,7 @@ def datacard_text(manifest: dict) -> str:
         lines.append(f"- **{name}**: " + ("; ".join(parts) if parts else "no provenance recorded"))
     lines += blind_check_lines(manifest)
     lines += gate_lines(manifest)
+    lines += format_lines(manifest)
     lines += ["", "## Sources", "", "| source | file | sha256 |", "|---|---|---|"]
     for source, files in manifest["sources"].items():
         for key, info in files.items():
@@ -460,7 +524,11 @@ def write_datacard(path, manifest: dict) -> None:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--filtered-dir", required=True, help="directory of filtered foil records, <instrument>.jsonl")
+    parser.add_argument("--filtered-dir", default=None,
+                        help="directory of filtered foil records, <instrument>.jsonl (required unless --format)")
+    parser.add_argument("--format", action="append", default=[], dest="formats", metavar="NAME",
+                        help="write only this harness format (sugarcrepe, lmms_eval, vlmevalkit, parquet) again from "
+                             "the export in --output-dir; repeatable")
     parser.add_argument("--bias-dir", default=None, help="directory with <instrument>/bias.json")
     parser.add_argument("--baseline-dir", default=None, help="directory with <instrument>.json (text-only baseline)")
     parser.add_argument("--rejected-dir", default=None,
@@ -474,6 +542,13 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    if args.formats:
+        for instrument, formats in emit_again(load_params(args.params), args.output_dir, args.formats).items():
+            for name, entry in formats.items():
+                log.info("%s: %s: %d records in %s", instrument, name, entry["records"], ", ".join(entry["files"]) or "no file")
+        return 0
+    if not args.filtered_dir:
+        raise ConfigError("foilforge export: --filtered-dir is required (or --format NAME to write one format again)")
     export(load_params(args.params), args.filtered_dir, args.bias_dir, args.baseline_dir, args.output_dir, args.rejected_dir,
            validation_dir=args.validation_dir, foil_metrics_dir=args.foil_metrics_dir,
            select_metrics_dir=args.select_metrics_dir)

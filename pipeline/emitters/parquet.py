@@ -1,0 +1,33 @@
+"""The canonical table as Parquet: `parquet/<instrument>.parquet`, one row per record, every column a string.
+
+The same rows and columns as `rows/<instrument>.jsonl` (pipeline/loadable.py), typed by an explicit schema
+so an instrument whose column holds only nulls still reads as strings, and in one fixed row order (by id).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foilforge.io import atomic_write
+from pipeline.emitters import EMITTERS, Emitted
+
+FOLDER = "parquet"
+
+
+def arrow_table(rows: list[dict]):
+    import pyarrow as pa
+
+    from pipeline.loadable import COLUMNS
+
+    schema = pa.schema([(column, pa.string()) for column in COLUMNS])
+    return pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)
+
+
+@EMITTERS.register("parquet.v1")
+def emit_parquet(output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+    import pyarrow.parquet as pq
+
+    relative = f"{FOLDER}/{instrument}.parquet"
+    with atomic_write(Path(output_dir) / relative, mode="wb") as handle:
+        pq.write_table(arrow_table(rows), handle)
+    return Emitted(files=[relative], records=len(rows))
