@@ -32,6 +32,10 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 	$(BIN)/python scripts/link_linkgrammar.py
 	touch $@
 
+# ENGINE=ray: the score stage on a local Ray (params.yaml engine.ray; same outputs, so DVC's cache holds)
+ENGINE ?=
+export FOILFORGE_ENGINE := $(ENGINE)
+
 # PROFILE=paper: the paper's models (profiles/paper.yaml) as a DVC experiment (`dvc exp show`)
 PROFILE ?=
 

@@ -164,6 +164,22 @@ class EvaluateBlock(Block):
     scores_threshold: float | None = None
 
 
+class RayEngineBlock(Block):
+    address: str | None = None                  # null: start a local Ray here; else a cluster ("ray://host:10001", "auto")
+    num_cpus: PositiveInt | None = None         # a local Ray's CPUs (null: all of this machine's)
+    workers: PositiveInt = 2                    # actors in each stage's pool; each loads the models once
+    cpus_per_worker: Annotated[float, Field(gt=0)] = 1.0
+    gpus_per_worker: Annotated[float, Field(ge=0)] = 0.0
+
+
+class EngineBlock(Block):
+    """Where the per-batch stage work runs (pipeline/engine.py). Only batch_size changes the output."""
+
+    name: Literal["local", "ray"] = "local"
+    batch_size: PositiveInt = 4096              # records a batch, for both engines: batched model scores depend on it
+    ray: RayEngineBlock = RayEngineBlock()
+
+
 #: the export stage's harness formats (pipeline/emitters); VALSE JSON, the HF rows and the manifest are always written
 EXPORT_FORMATS = ("sugarcrepe", "lmms_eval", "vlmevalkit", "parquet")
 
@@ -202,6 +218,7 @@ class Params(Block):
     bias: BiasBlock = BiasBlock()
     evaluate: EvaluateBlock = EvaluateBlock()
     export: ExportBlock = ExportBlock()
+    engine: EngineBlock = EngineBlock()
     validation: ValidationBlock = ValidationBlock()
 
 

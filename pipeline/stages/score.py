@@ -9,6 +9,10 @@ score, ...} and VALSE's own fields (`grammaticality_scores`, `nli_scores`).
 A filter not listed is neither run nor recorded. Reads: models.grammar_lm,
 models.cola, models.nli, models.length_tokenizer, filters.<name>, and
 instruments.INSTRUMENT.filters.run.
+
+The record-level filters run batch by batch on the engine of params.yaml `engine` (pipeline/engine.py:
+this process, or a Ray actor pool whose actors load the models once); a corpus-level filter (one whose
+score depends on the other records, e.g. plausibility) runs once here, on the whole instrument.
 """
 
 from __future__ import annotations
@@ -26,14 +30,21 @@ def read_records(path) -> list[dict]:
     return read_jsonl(path, allow_empty=True)
 
 
-def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False) -> list[dict]:
-    """Copies of `records` with each filter's result and VALSE extras added; inputs are not changed."""
+def check_texts(filters, records: list[dict], path) -> None:
     from foilforge.filter import texts_of
 
     for f in filters:
         for field in f.fields:
             texts_of(records, field, path)  # fail on a bad record before any model loads
-    out = [dict(r, filters=dict(r.get("filters") or {})) for r in records]
+
+
+def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False,
+                  out: list[dict] | None = None) -> list[dict]:
+    """Copies of `records` (or `out`, copies made earlier) with each filter's result and VALSE extras added;
+    inputs are not changed."""
+    check_texts(filters, records, path)
+    if out is None:
+        out = [dict(r, filters=dict(r.get("filters") or {})) for r in records]
     for f in filters:
         log.info("scoring %d records with %s", len(records), f.registry_name)
         results = f.score(records, progress=progress)
@@ -45,15 +56,36 @@ def score_records(filters: list, records: list[dict], path="<records>", progress
     return out
 
 
+class ScoreWorker:
+    """The score stage's work on one batch: the record-level filters, built (models loaded) once per worker."""
+
+    def __init__(self, params: dict, names: list[str], path: str, progress: bool = False):
+        from foilforge.filter import build_filter
+
+        self.filters = [build_filter(params, name) for name in names]
+        self.path, self.progress = path, progress
+
+    def __call__(self, records: list[dict]) -> list[dict]:
+        return score_records(self.filters, records, self.path, self.progress)
+
+
 def run(params: dict, instrument: str, input_path, output_path, progress: bool = False) -> list[dict]:
     from foilforge.filter import build_filter, scored_filters
+    from pipeline.engine import engine_settings, map_batches
 
     enabled = scored_filters(params, instrument)
     records = read_records(input_path)
-    filters = [build_filter(params, name) for name in enabled]
-    if not filters:
+    # built here for the checks (a filter loads its model when it first scores); the engine's workers build their own
+    filters = {name: build_filter(params, name) for name in enabled}
+    check_texts(filters.values(), records, input_path)
+    if not enabled:
         log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
-    scored = score_records(filters, records, input_path, progress)
+    per_record = [name for name, f in filters.items() if not f.corpus_level]
+    corpus = [f for f in filters.values() if f.corpus_level]
+    scored = map_batches(records, ScoreWorker, (params, per_record, str(input_path), progress), engine_settings(params),
+                         desc=f"score {instrument}")
+    if corpus:
+        scored = score_records(corpus, records, input_path, progress, out=scored)
     write_jsonl(output_path, scored, sort_by_id=False)
     return scored
 
