@@ -127,6 +127,53 @@ def test_acc_r_is_clip_benchmarks_sugarcrepe_text_acc(setup, tmp_path):
     assert sum(r["correct"] for r in items.values()) / len(items) == pytest.approx(ours["acc_r"])
 
 
+def test_the_exported_sugarcrepe_file_gives_the_evaluate_stages_acc_r(setup, shared, tmp_path, monkeypatch):
+    """The export's own SugarCrepe file (pipeline/emitters/sugarcrepe.py) of VALSE's released relations pairs,
+    through CLIP_benchmark, equals the evaluate stage on the exported benchmark (images generated under the
+    released file names: the real images are not shipped)."""
+    import numpy as np
+    import open_clip
+    from clip_benchmark.datasets.builder import image_captions_collate_fn
+    from clip_benchmark.datasets.sugar_crepe import SugarCrepe
+    from clip_benchmark.metrics import image_caption_selection
+    from PIL import Image
+    from torch.utils.data import DataLoader
+
+    from pipeline.stages import export
+
+    released = json.loads(shared("data", "valse-dev", "relations.json").read_text())
+    chosen = sorted(released.items())[:24]
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.RandomState(3)
+    for _, record in chosen:
+        Image.fromarray(rng.randint(0, 256, (36, 36, 3), dtype=np.uint8), "RGB").save(images / record["image_file"])
+    filtered = tmp_path / "filtered"
+    filtered.mkdir()
+    (filtered / "relations.jsonl").write_text("".join(json.dumps(
+        {"id": f"relations:{key}", "caption": r["caption"], "foil": r["foil"], "image_file": r["image_file"],
+         "linguistic_phenomena": "relations", "filters": {"length": {"score": 5, "passed": True}}}) + "\n"
+        for key, r in chosen))
+    monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
+    bench = tmp_path / "benchmark"
+    export.export({"sources": {}, "instruments": {}, "export": {"formats": ["sugarcrepe"], "image_root": str(images)}},
+                  filtered, None, None, bench)
+
+    model_dir = setup[0]
+    ours = evaluate.run(_params(model_dir, images), bench, tmp_path / "metrics.json",
+                        items_output=tmp_path / "items.jsonl")["open_clip"]["instruments"]["relations"]
+    assert ours["n_scored"] == len(chosen)
+    assert all(abs(r["scores"][0] - r["scores"][1]) > 1e-4 for r in _read_items(tmp_path / "items.jsonl"))
+    model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{model_dir}", device="cpu")
+    model.eval()
+    dataset = SugarCrepe(root=str(images), ann_file=str(bench / "sugarcrepe" / "relations.json"), transform=preprocess)
+    loader = DataLoader(dataset, batch_size=8, shuffle=False, collate_fn=image_captions_collate_fn)
+    theirs = image_caption_selection.evaluate(model, loader, open_clip.get_tokenizer(f"local-dir:{model_dir}"),
+                                              device="cpu", amp=False)["text_acc"]
+    assert len(dataset) == len(chosen) and 0.0 < ours["acc_r"] < 1.0
+    assert ours["acc_r"] == pytest.approx(theirs, abs=1e-6)
+
+
 def test_items_file_and_config(setup, tmp_path):
     import open_clip
     import torch
