@@ -49,7 +49,7 @@ def batches(records: list, size: int) -> list[list]:
     return [records[start : start + size] for start in range(0, len(records), size)]
 
 
-def map_batches(records: list[dict], worker_class, args: tuple, settings: dict, desc: str = "batches") -> list[dict]:
+def map_batches(records: list[dict], worker_class, args: tuple, settings: dict) -> list[dict]:
     """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; results in input order."""
     parts = batches(records, settings["batch_size"])
     if not parts:

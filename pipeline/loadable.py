@@ -94,6 +94,12 @@ def to_row(record_id: str, instrument: str, valse_record: dict, image_root: str 
     return row
 
 
+def canonical_rows(instrument: str, benchmark: dict, image_root: str) -> list[dict]:
+    """The rows of one instrument's VALSE-format records ({id: record}), sorted by id: the canonical table."""
+    return sorted((to_row(key, instrument, record, image_root) for key, record in benchmark.items()),
+                  key=lambda row: row["id"])
+
+
 def rows_path(instrument: str) -> str:
     return f"{ROWS_DIR}/{instrument}.jsonl"
 

@@ -5,12 +5,11 @@ import os
 import signal
 
 import pytest
+import ray
 
 from foilforge.errors import ConfigError
 from pipeline import engine
 from pipeline.stages import score
-
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,6 @@ import pytest
 from foilforge.errors import ConfigError
 from pipeline.stages import evaluate
 
-pytest.importorskip("open_clip", reason="open-clip-torch is an optional dependency (pip install -e .[harness])")
-pytest.importorskip("clip_benchmark", reason="clip-benchmark is an optional dependency (pip install -e .[harness])")
 
 MEAN = [0.48145466, 0.4578275, 0.40821073]
 STD = [0.26862954, 0.26130258, 0.27577711]

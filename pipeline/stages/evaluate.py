@@ -519,8 +519,9 @@ def record_correct(record: dict, scores: list[float] | None) -> bool | None:
     labelled candidate strictly above every other (a tie is a miss); None when the record was not scored."""
     if scores is None:
         return None
-    target = record["label"] if "candidates" in record else 0
-    return all(scores[target] > s for k, s in enumerate(scores) if k != target)
+    # a caption/foil pair is a two-candidate item whose target is the caption: one rule, the metrics' own
+    label = record["label"] if "candidates" in record else 0
+    return metrics.multiple_choice_accuracy([(scores, label)])["accuracy"] == 1.0
 
 
 def scorer_config(scorer) -> dict:

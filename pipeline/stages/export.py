@@ -121,6 +121,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     from foilforge import provenance
 
     check_gates(params, files, baseline_dir)  # before anything is written: a refused build leaves no half export
+    settings = export_settings(params)
     manifest = {"instruments": {}, "params": params, "sources": source_hashes(params),
                 "environment": provenance.environment(params), "models": provenance.models(params),
                 "text_only_roles": text_only_roles(params)}
@@ -137,7 +138,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             raise InputError(path, "duplicate record ids")
         out_path = output_dir / f"{instrument}.json"
         write_json(out_path, benchmark)
-        rows = write_loadable_rows(output_dir, instrument, benchmark, export_settings(params))
+        rows = write_loadable_rows(output_dir, instrument, benchmark, settings["image_root"])
         bias = _optional_json(Path(bias_dir) / instrument / "bias.json") if bias_dir else None
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
         ran = models_and_variants(funnel_records)
@@ -147,7 +148,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             **ran,
             "filters_not_run": filters_not_run(params, instrument, ran["filters"]),
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
-            "formats": emit_formats(params, output_dir, instrument, rows),
+            "formats": emit_formats(settings, output_dir, instrument, rows),
             "bias": bias,
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
@@ -238,21 +239,20 @@ def export_settings(params: dict) -> dict:
     return ExportBlock.model_validate(params.get("export") or {}).model_dump()
 
 
-def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, settings: dict) -> list[dict]:
+def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, image_root: str) -> list[dict]:
     """rows/<instrument>.jsonl: one type-stable row per record, for `datasets.load_dataset` (pipeline/loadable.py)."""
-    from pipeline.loadable import rows_path, to_row
+    from pipeline.loadable import canonical_rows, rows_path
 
-    rows = sorted((to_row(key, instrument, rec, settings["image_root"]) for key, rec in benchmark.items()),
-                  key=lambda row: row["id"])
-    write_jsonl(output_dir / rows_path(instrument), rows)
+    rows = canonical_rows(instrument, benchmark, image_root)
+    write_jsonl(output_dir / rows_path(instrument), rows, sort_by_id=False)
     return rows
 
 
-def emit_formats(params: dict, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
-    """Each harness format's files and left-out records for one instrument ({format: Emitted.as_manifest()})."""
+def emit_formats(settings: dict, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
+    """Each harness format's files and left-out records for one instrument ({format: Emitted.as_manifest()});
+    `settings`: the export block (export_settings), `formats` when not its own list."""
     from pipeline.emitters import emit
 
-    settings = export_settings(params)
     return {name: emit(name, output_dir, instrument, rows, settings).as_manifest()
             for name in (settings["formats"] if formats is None else formats)}
 
@@ -260,7 +260,7 @@ def emit_formats(params: dict, output_dir: Path, instrument: str, rows: list[dic
 def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
     """`foilforge export --format NAME`: write formats again from an export's VALSE files; the manifest is updated."""
     from pipeline.emitters import EMITTERS
-    from pipeline.loadable import read_benchmark, to_row
+    from pipeline.loadable import canonical_rows, read_benchmark
 
     unknown = [name for name in formats if name not in EMITTERS.unversioned() and name not in EMITTERS.names()]
     if unknown:
@@ -268,11 +268,11 @@ def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
     output_dir = Path(output_dir)
     manifest_path = output_dir / "manifest.json"
     manifest = read_json(manifest_path) if manifest_path.is_file() else None
-    image_root = export_settings(params)["image_root"]
+    settings = export_settings(params)
     written = {}
     for instrument, (_, benchmark) in read_benchmark(output_dir).items():
-        rows = sorted((to_row(key, instrument, rec, image_root) for key, rec in benchmark.items()), key=lambda r: r["id"])
-        written[instrument] = emit_formats(params, output_dir, instrument, rows, formats)
+        rows = canonical_rows(instrument, benchmark, settings["image_root"])
+        written[instrument] = emit_formats(settings, output_dir, instrument, rows, formats)
         if manifest is not None and instrument in manifest.get("instruments", {}):
             manifest["instruments"][instrument].setdefault("formats", {}).update(written[instrument])
     if manifest is not None:

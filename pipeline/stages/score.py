@@ -82,8 +82,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
     per_record = [name for name, f in filters.items() if not f.corpus_level]
     corpus = [f for f in filters.values() if f.corpus_level]
-    scored = map_batches(records, ScoreWorker, (params, per_record, str(input_path), progress), engine_settings(params),
-                         desc=f"score {instrument}")
+    scored = map_batches(records, ScoreWorker, (params, per_record, str(input_path), progress), engine_settings(params))
     if corpus:
         scored = score_records(corpus, records, input_path, progress, out=scored)
     write_jsonl(output_path, scored, sort_by_id=False)
