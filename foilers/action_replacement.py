@@ -257,26 +257,27 @@ class ActionReplacement(Foiler):
         return self
 
     def golden_tools(self) -> "ActionReplacement":
-        """The ScorerProposer over `golden_scores`, with the run's own verb vocabulary."""
+        """The ScorerProposer over `golden_scores`, with the golden run's verbs as its vocabulary (as a real
+        proposer's is the run's, whichever batch it is scoring)."""
         from foilforge.fixed_tools import TableScorer
 
-        scorer = TableScorer(self.golden_scores)
+        golden_samples = [sample for sample, _ in self.golden] + list(self.golden_corpus)
+        verbs = {slot.verb for slot in map(verb_slot, golden_samples) if slot is not None}
+        return self.use_proposer(ScorerProposer(TableScorer(self.golden_scores), verbs))
 
-        class TableProposer:
-            def propose(self, slots, top_k):
-                return ScorerProposer(scorer, {slot.verb for slot in slots}).propose(slots, top_k)
+    def corpus_pass(self, samples: list[dict], context: RunContext) -> set[str]:
+        """The SWiG verb vocabulary: a given list, or the verbs of the run's captions."""
+        if self.verb_list:
+            return read_verb_list(self.verb_list)
+        return {slot.verb for slot in map(verb_slot, samples) if slot is not None}
 
-        return self.use_proposer(TableProposer())
-
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+    def propose_batch(self, samples: list[dict], context: RunContext, verbs: set[str]) -> list[Foil]:
         """Up to `proposals_per_sample` admissible verbs per caption, in the proposer's order (one batched call)."""
         slots = {s["id"]: verb_slot(s) for s in samples}
         slots = {sid: slot for sid, slot in slots.items() if slot is not None}
         context.stats["samples_with_verb_slot"] = len(slots)
         if not slots:
             return []
-        # the SWiG verb vocabulary: a given list, or the verbs of the captions themselves
-        verbs = read_verb_list(self.verb_list) if self.verb_list else {slot.verb for slot in slots.values()}
         proposer = getattr(self, "_proposer", None)
         if proposer is None:  # a loaded model: a tool cached across runs, named by this instrument's params key
             proposer = self._proposer = build_proposer(self.proposer, context.key("proposer"), verbs)

@@ -207,12 +207,16 @@ class BD2BBDecoys(Foiler):
         log.info("bd2bb_decoys: %d actions, k=%d (%s)", len(pool.actions), pool.clustering["k"], pool.clustering["chosen_by"])
         return pool
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+    def corpus_pass(self, samples: list[dict], context: RunContext) -> ActionPool:
+        """The clustered pool of every action of the run (the decoys come from anywhere in it)."""
         pool = self.build_pool(samples, context)
+        context.stats.update(actions=len(pool.actions), clustering=pool.clustering)
+        return pool
+
+    def propose_batch(self, samples: list[dict], context: RunContext, pool: ActionPool) -> list[Foil]:
         foils = propose_per_sample(self, samples, context, lambda sample, rng: self.foils_in(pool, sample, rng))
-        context.stats.update(actions=len(pool.actions), samples_with_decoys=len({f.sample_id for f in foils}),
-                             samples_without_enough_decoys=len(samples) - len({f.sample_id for f in foils}),
-                             clustering=pool.clustering)
+        context.stats.update(samples_with_decoys=len({f.sample_id for f in foils}),
+                             samples_without_enough_decoys=len(samples) - len({f.sample_id for f in foils}))
         return foils
 
     def _eligible(self, pool: ActionPool, t: int, *, same_cluster: bool, excluded: set[int]):

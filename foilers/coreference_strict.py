@@ -189,7 +189,7 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
                      or RuleBasedResolver.agrees(doc[n], doc[p])}
         return found
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+    def propose_batch(self, samples: list[dict], context: RunContext, corpus=None) -> list[Foil]:
         """The turns whose pronoun corefers (one foil each); the kept and dropped counts go to the run's stats."""
         self.load_tools(context)
         stats: Counter = Counter()

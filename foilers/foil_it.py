@@ -94,12 +94,7 @@ class FoilItFoiler(CaptionFoiler):
 
     def index_corpus(self, samples: list[dict], nlp, progress: bool = False) -> "CorpusIndex":
         """The run's parses (one batch) and image -> categories its captions mention / its instances show."""
-        from tqdm import tqdm
-
-        texts = sorted({s["caption"] for s in samples})
-        docs = nlp.pipe(texts, batch_size=256)
-        index = CorpusIndex(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions",
-                                                      disable=len(texts) < 1000))))
+        index = self.parsed(samples, nlp, progress)
         for sample in samples:
             shown = index.image_categories[self.image_key(sample)]
             if self.use_other_captions:
@@ -107,6 +102,16 @@ class FoilItFoiler(CaptionFoiler):
             if self.use_instances:
                 shown.update(sample.get("instance_category_ids") or ())
         return index
+
+    @staticmethod
+    def parsed(samples: list[dict], nlp, progress: bool = False) -> "CorpusIndex":
+        """An index holding the samples' caption parses (one nlp.pipe) and no image categories yet."""
+        from tqdm import tqdm
+
+        texts = sorted({s["caption"] for s in samples})
+        docs = nlp.pipe(texts, batch_size=256)
+        return CorpusIndex(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions",
+                                                     disable=not progress or len(texts) < 1000))))
 
     def mentions(self, caption: str, index: "CorpusIndex") -> list[tuple[int, int, int, str]]:
         """(first token, end token, category id, "sg"|"pl") of each category mention, longest match first."""
@@ -133,9 +138,15 @@ class FoilItFoiler(CaptionFoiler):
 
     # ---- foils ----
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Every sample's candidates (up to CANDIDATES_PER_SAMPLE, or the cap when higher), over the run's index."""
+    def corpus_pass(self, samples: list[dict], context: RunContext) -> dict:
+        """image -> the categories the run's captions of it mention (and its instances show): what no foil may name."""
         index = self.index_corpus(samples, self.load_nlp(context.key("spacy_model")), context.progress)
+        return dict(index.image_categories)
+
+    def propose_batch(self, samples: list[dict], context: RunContext, image_categories: dict) -> list[Foil]:
+        """Every sample's candidates (up to CANDIDATES_PER_SAMPLE, or the cap when higher), over the run's index."""
+        index = self.parsed(samples, self.load_nlp(context.key("spacy_model")), context.progress)
+        index.image_categories.update(image_categories)
         stats: Counter = Counter()
         # `choose` picks among the candidates: propose keeps more than the per-sample cap
         wide = dataclasses.replace(context, candidates_per_sample=max(self.cap(context), CANDIDATES_PER_SAMPLE))

@@ -192,7 +192,7 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
         docs = self.nlp.pipe(texts, batch_size=256)
         return dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000)))
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
+    def propose_batch(self, samples: list[dict], context: RunContext, corpus=None) -> list[Foil]:
         docs = self.parse_all(samples, context.progress)
         stats: Counter = Counter()
         foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, stats, docs))

@@ -333,7 +333,8 @@ class PredicateNoun(Foiler):
 
     # ------------------------------------------------------------ corpus-level pairing
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Every triplet of the run, already matched with its counter-example on another image."""
+        """Every triplet of the run, already matched with its counter-example on another image (so the whole run
+        in one call: no batch holds its own pairs)."""
         counts = self.label_counts(samples)
         by_key: dict[tuple, list[tuple[str, dict]]] = {}
         for sample in samples:

@@ -208,18 +208,29 @@ class Relations(Foiler):
         balance = ", matched distribution" if self.balance else ""
         return f"{self.registry_name}: {model} span scores (max span={self.max_span_words} words, topk={self.top_k}, attested{balance})"
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Every caption's `top_k` proposals per slot, best first (one batched scoring pass over the run)."""
+    def corpus_pass(self, samples: list[dict], context: RunContext) -> list:
+        """The fills every slot is scored with: the spans attested in the run's captions (or `attested_path`)."""
+        if self.attested_path:
+            attested = read_attested(self.attested_path)
+        else:
+            docs = parse([s["caption"] for s in samples], self._nlp(context), progress=context.progress)
+            attested = attested_spans(docs, self.non_spatial)
+        candidates = candidate_spans(attested, self.max_span_words, self.min_count)
+        context.stats["attested_candidates"] = len(candidates)
+        return candidates
+
+    def _nlp(self, context: RunContext):
         from foilforge.nlp import load_spacy
 
-        nlp = load_spacy(self.spacy_model, param_key=context.key("spacy_model"))
-        docs = parse([s["caption"] for s in samples], nlp, progress=context.progress)
-        attested = read_attested(self.attested_path) if self.attested_path else attested_spans(docs, self.non_spatial)
-        candidates = candidate_spans(attested, self.max_span_words, self.min_count)
+        return load_spacy(self.spacy_model, param_key=context.key("spacy_model"))
+
+    def propose_batch(self, samples: list[dict], context: RunContext, candidates: list) -> list[Foil]:
+        """Every caption's `top_k` proposals per slot, best first (one batched scoring pass over the batch)."""
+        docs = parse([s["caption"] for s in samples], self._nlp(context), progress=context.progress)
         slots = [Slot(sample["id"], sample["caption"], span)
                  for sample, doc in zip(samples, docs)
                  for span in preposition_spans(doc, self.non_spatial) if span.words <= self.max_span_words]
-        context.stats.update(slots=len(slots), attested_candidates=len(candidates))
+        context.stats["slots"] = len(slots)
         if not slots or not candidates:
             log.info("relations: %d preposition slots, %d attested candidates: nothing to foil", len(slots), len(candidates))
             return []

@@ -7,9 +7,16 @@ A foiler turns samples of one source into caption/foil pairs in two phases:
   default loops over `foils_for(sample, rng)` (the candidates of one sample,
   in order of preference; may be empty: a sample with nothing to foil is not an
   error) with a generator derived from the seed, the instrument and the sample
-  id, and keeps up to the per-sample cap. Corpus-level foilers (a model scoring
-  every slot of the run in shared batches, clusters over all actions, pairs
-  across images) override `propose` instead, batched over all samples.
+  id, and keeps up to the per-sample cap. A foiler whose candidates need
+  something of the whole run (the spans attested in it, a verb vocabulary, the
+  categories each image's captions mention, a cluster pool) splits `propose`
+  into `corpus_pass(samples, context)`, run once, and `propose_batch(batch,
+  context, corpus)`, run on each batch of samples (the foil stage runs the
+  batches on pipeline/engine.py: this process or a Ray actor pool; a model
+  scores a batch's slots in shared calls). The counts a batch puts in
+  `context.stats` are summed over the batches (`merge_stats`); anything else
+  belongs to `corpus_pass`. A foiler whose candidates cannot be made batch by
+  batch (pairs across images) overrides `propose` itself, which then runs once.
 * `choose(foils, context) -> list[Foil]`: the instrument-level choice among all
   candidates (class balance, direction pairing, 50/50 splits); default: all.
   It may drop, reorder and replace foils (a new `Foil` with another `foil`
@@ -110,7 +117,16 @@ class Foiler:
         raise NotImplementedError(f"{type(self).__name__} implements neither foils_for nor propose")
 
     def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        """Candidates for every sample (sorted by id): `foils_for` per sample, up to the cap, identities dropped."""
+        """Candidates for every sample of the run: `propose_batch` over all of them, after `corpus_pass`."""
+        return self.propose_batch(samples, context, self.corpus_pass(samples, context))
+
+    def corpus_pass(self, samples: list[dict], context: RunContext):
+        """What every batch's proposal needs from the whole run (a vocabulary, an index, a pool), computed once
+        in the stage process and handed to each `propose_batch` (so it must pickle); default: nothing."""
+        return None
+
+    def propose_batch(self, samples: list[dict], context: RunContext, corpus) -> list[Foil]:
+        """Candidates for one batch of the run's samples: `foils_for` per sample, up to the cap, identities dropped."""
         return propose_per_sample(self, samples, context, self.foils_for)
 
     def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
@@ -139,15 +155,17 @@ class Foiler:
         return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
 
     def run(self, samples: list[dict], *, seed: int = 0, instrument: str | None = None, progress: bool = False,
-            context: RunContext | None = None) -> list[dict]:
-        """Records for `samples`: propose, choose, then identities, duplicates and the cap, ids, sort."""
+            context: RunContext | None = None, propose=None) -> list[dict]:
+        """Records for `samples`: propose, choose, then identities, duplicates and the cap, ids, sort.
+
+        `propose(samples, context)` replaces `self.propose` (the foil stage's: batches on the engine)."""
         if context is None:
             context = RunContext(instrument or self.registry_name, seed=seed, progress=progress)
         samples = sorted(samples, key=lambda s: str(s["id"]))
         context.samples = {s["id"]: s for s in samples}
         if not context.params_key:
             context.params_key = f"instruments.{context.instrument}"
-        proposed = self.propose(samples, context)
+        proposed = (propose or self.propose)(samples, context)
         # `choose` sees candidates in the order of the ids they would get as proposed (sample, then rank)
         proposed = sorted(proposed, key=_proposal_order(context.instrument))
         chosen = self.choose(proposed, context)
@@ -216,6 +234,34 @@ def propose_per_sample(foiler: Foiler, samples: list[dict], context: RunContext,
             if kept >= cap:
                 break
     return proposed
+
+
+def proposes_in_batches(foiler: Foiler) -> bool:
+    """Whether the foil stage may cut the run into batches: `propose` is the base class's (corpus_pass, then
+    propose_batch); a foiler that overrides `propose` needs its whole run in one call."""
+    return type(foiler).propose is Foiler.propose
+
+
+def merge_stats(total: dict, part: dict, where: str = "stats") -> dict:
+    """`part` (one batch's context.stats) added into `total`: counts summed, nested dicts merged; any other
+    value (a resolver's name, a setting) must be the same in every batch."""
+    for key, value in part.items():
+        if key not in total:
+            total[key] = {} if isinstance(value, dict) else value
+            if isinstance(value, dict):
+                merge_stats(total[key], value, f"{where}.{key}")
+        elif isinstance(value, dict) and isinstance(total[key], dict):
+            merge_stats(total[key], value, f"{where}.{key}")
+        elif _is_count(value) and _is_count(total[key]):
+            total[key] += value
+        elif total[key] != value:
+            raise ValueError(f"{where}.{key}: batches disagree ({total[key]!r} vs {value!r}); a value that is not a "
+                             "count belongs in the foiler's `corpus_pass`")
+    return total
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _proposal_order(instrument: str):

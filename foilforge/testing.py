@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from foilforge.filter import FILTERS, Filter, build_filter, keep_rules
-from foilforge.foiler import FOILERS, Foiler, RunContext, build_records
+from foilforge.foiler import FOILERS, Foiler, RunContext, build_records, proposes_in_batches
 from foilforge.errors import ConfigError
 from foilforge.fixed_tools import TableEncoder, TableScorer  # noqa: F401  (re-exported for tests)
 from foilforge.io import iter_jsonl, write_jsonl
@@ -91,6 +91,25 @@ def check_keeps_the_contract(name: str) -> None:
         f"{name}: max_foils_per_sample must be a plain int class attribute, got {cap!r}"
     for legacy in ("select", "prepare"):
         assert not hasattr(cls, legacy), f"{name} still has `{legacy}`: use propose / choose on Foil objects"
+
+
+def check_batches_give_the_runs_proposals(name: str) -> None:
+    """Proposing batch by batch (one sample a batch, after one `corpus_pass` over all) gives what `propose` gives
+    over the whole run: the foil stage may cut a run into batches anywhere (engine.batch_size, Ray actors)."""
+    foiler = build_golden(name)
+    if not proposes_in_batches(foiler):
+        return
+    samples = sorted(golden_inputs(name), key=lambda s: str(s["id"]))
+
+    def context():
+        return RunContext(name, seed=0, samples={s["id"]: s for s in samples})
+
+    whole = foiler.propose(samples, context())
+    corpus = foiler.corpus_pass(samples, context())
+    batched = [foil for sample in samples for foil in foiler.propose_batch([sample], context(), corpus)]
+    pairs = [(f.sample_id, f.caption, f.foil, f.rank) for f in whole]
+    assert [(f.sample_id, f.caption, f.foil, f.rank) for f in batched] == pairs, \
+        f"{name}: proposals batch by batch differ from the whole run's: keep run-wide work in corpus_pass"
 
 
 def check_declares_golden_examples(name: str) -> None:
@@ -209,9 +228,9 @@ def check_jsonl_round_trip(name: str, tmp_path) -> None:
 CHECKS = (
     check_declares_what_it_is, check_rejects_unknown_args, check_init_only_stores_its_arguments,
     check_keeps_the_contract, check_declares_golden_examples, check_golden_examples_pass,
-    check_validate_sample_accepts_golden_inputs, check_records_and_ids, check_no_identity_or_duplicate_foils,
-    check_the_cap, check_text_outside_the_span_is_unchanged, check_deterministic, check_input_is_not_mutated,
-    check_jsonl_round_trip,
+    check_batches_give_the_runs_proposals, check_validate_sample_accepts_golden_inputs, check_records_and_ids,
+    check_no_identity_or_duplicate_foils, check_the_cap, check_text_outside_the_span_is_unchanged,
+    check_deterministic, check_input_is_not_mutated, check_jsonl_round_trip,
 )
 
 

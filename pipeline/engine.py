@@ -1,9 +1,9 @@
 """Where a stage's per-batch work runs: in this process, or on a Ray Data actor pool (params.yaml `engine`).
 
-A stage hands `map_batches` its records and a worker: a class whose constructor loads what the work needs
-once (the filters' models, spaCy) and whose call maps one batch of records to their results, the same
-number in the same order. The records are cut into batches of `engine.batch_size`, in input order, and
-each batch is one call whichever engine runs it:
+A stage hands the engine its records and a worker: a class whose constructor loads what the work needs
+once (the filters' models, spaCy, a foiler) and whose call maps one batch of records to its result. The
+records are cut into batches of `engine.batch_size`, in input order, and each batch is one call whichever
+engine runs it:
 
 * `local` (the default, what `make repro` runs): one worker in this process, batch after batch;
 * `ray`: Ray Data's `map_batches` over a pool of `engine.ray.workers` actors (each with
@@ -12,17 +12,28 @@ each batch is one call whichever engine runs it:
   (`auto`, `ray://head:10001`) sends the work there. An actor that dies is restarted and its batch run
   again (`max_restarts`, `max_task_retries`), so no record is lost or counted twice.
 
+`map_batches` is for work that maps each record to one result (the score stage); `map_parts` returns one
+result per batch, whatever its shape (the foil stage: a batch's candidates and its counts).
+
 The batches are the same for both engines, so are the records, byte for byte: a model that pads a batch
 gives the same bits for the same batch. That is why `batch_size` is a tracked parameter of the stages and
 the engine's name is not: `FOILFORGE_ENGINE=ray` (what `make repro ENGINE=ray` sets) picks Ray without
 changing anything DVC tracks.
+
+A `BatchJournal` makes a stage resumable: each batch's result is appended to it as it comes back, and a
+rerun of the stage after a kill (a preempted node, Ctrl-C, the OOM killer) takes the batches it finds there
+instead of running them again, so only the batches that were in flight are redone.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import logging
 import os
+import pickle
+from pathlib import Path
 
 from foilforge.errors import ConfigError
 
@@ -49,17 +60,112 @@ def batches(records: list, size: int) -> list[list]:
     return [records[start : start + size] for start in range(0, len(records), size)]
 
 
-def map_batches(records: list[dict], worker_class, args: tuple, settings: dict) -> list[dict]:
-    """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; results in input order."""
+class BatchJournal:
+    """The finished batches of one stage run, on disk: a stream of length-prefixed pickled (key, result) entries.
+
+    A batch's key is the sha256 of the run's `identity` (what else decides the result: the worker, its
+    settings, the whole input when the work reads corpus-level state) and the batch itself, so a changed
+    setting or input never reuses a stale result. An entry is appended and fsynced as its batch comes back; a
+    kill loses at most the entry being written, whose torn tail is cut off when the journal is opened. The
+    file is this machine's own cache (`--cache-dir`), read only by the stage that wrote it.
+    """
+
+    def __init__(self, path, identity: str):
+        self.path = Path(path)
+        self.identity = identity
+        self.reused = self.written = 0
+        self._done: dict[str, object] = {}
+        if self.path.exists():
+            with self.path.open("r+b") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                data = handle.read()
+                good = 0
+                # each entry: its length (8 bytes, big-endian), then the pickled (key, result)
+                while good + 8 <= len(data):
+                    size = int.from_bytes(data[good : good + 8], "big")
+                    if good + 8 + size > len(data):
+                        break
+                    key, result = pickle.loads(data[good + 8 : good + 8 + size])
+                    self._done[key] = result
+                    good += 8 + size
+                if good < len(data):
+                    handle.truncate(good)  # the entry a kill cut short, or the next append would follow it
+
+    def key(self, batch: list) -> str:
+        payload = json.dumps([self.identity, batch], sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def get(self, key: str):
+        if key in self._done:
+            self.reused += 1
+            return True, self._done[key]
+        return False, None
+
+    def put(self, key: str, result) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            blob = pickle.dumps((key, result), protocol=4)
+            handle.write(len(blob).to_bytes(8, "big") + blob)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._done[key] = result
+        self.written += 1
+
+    def finish(self) -> None:
+        """The stage's output is written: the journal has done its job (DVC's cache keeps the output)."""
+        log.info("journal %s: %d batches reused, %d run", self.path, self.reused, self.written)
+        self.path.unlink(missing_ok=True)
+
+
+def journal_identity(*parts) -> str:
+    """A run's identity for BatchJournal from JSON-able parts (params, names, the input's records)."""
+    payload = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def map_batches(records: list[dict], worker_class, args: tuple, settings: dict,
+                journal: BatchJournal | None = None, progress: str | None = None) -> list[dict]:
+    """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; one result per
+    record, in input order."""
     parts = batches(records, settings["batch_size"])
-    if not parts:
-        return []
-    if settings["name"] == "ray":
-        results = _ray_map(parts, worker_class, args, settings["ray"])
-    else:
-        worker = worker_class(*args)
-        results = [_checked(worker(part), part, worker_class) for part in parts]
-    return [record for part in results for record in part]
+    results = map_parts(records, worker_class, args, settings, journal, progress)
+    return [record for part, result in zip(parts, results) for record in _checked(result, part, worker_class)]
+
+
+def map_parts(records: list, worker_class, args: tuple, settings: dict,
+              journal: BatchJournal | None = None, progress: str | None = None) -> list:
+    """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; one result per
+    batch, in batch order. Batches found in `journal` are not run again; the others are added to it."""
+    parts = batches(records, settings["batch_size"])
+    results: list = [None] * len(parts)
+    keys = [journal.key(part) if journal is not None else None for part in parts]
+    todo = []
+    for k, part in enumerate(parts):
+        found, result = journal.get(keys[k]) if journal is not None else (False, None)
+        if found:
+            results[k] = result
+        else:
+            todo.append(k)
+    if journal is not None and len(todo) < len(parts):
+        log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, len(parts) - len(todo),
+                 len(parts), journal.path)
+    if todo:
+        run = _ray_parts if settings["name"] == "ray" else _local_parts
+        for k, result in _progress(run([(k, parts[k]) for k in todo], worker_class, args, settings["ray"]),
+                                   progress, len(todo)):
+            if journal is not None:
+                journal.put(keys[k], result)
+            results[k] = result
+    return results
+
+
+def _progress(iterator, desc: str | None, total: int):
+    if desc is None or total < 2:
+        return iterator
+    from tqdm import tqdm
+
+    return tqdm(iterator, total=total, desc=desc, unit="batch")
 
 
 def _checked(results: list, part: list, worker_class) -> list:
@@ -68,21 +174,24 @@ def _checked(results: list, part: list, worker_class) -> list:
     return results
 
 
+def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _ray_settings):
+    worker = worker_class(*args)
+    for k, part in numbered:
+        yield k, worker(part)
+
+
 class _RayWorker:
     """One actor of the pool: builds the stage's worker once, then maps Ray rows (one row = one batch)."""
 
     def __init__(self, worker_class, args):
-        self.worker_class = worker_class
         self.worker = worker_class(*args)
 
     def __call__(self, rows: dict) -> dict:
         import numpy as np
 
-        out = []
-        for text in rows["records"]:
-            part = json.loads(text)
-            out.append(json.dumps(_checked(self.worker(part), part, self.worker_class)))
-        return {"batch": rows["batch"], "records": np.array(out, dtype=object)}
+        # pickled, not JSON: a batch's result may hold objects (a foiler's candidates), and tuples stay tuples
+        out = [pickle.dumps(self.worker(pickle.loads(blob)), protocol=4) for blob in rows["part"]]
+        return {"batch": rows["batch"], "result": np.array(out, dtype=object)}
 
 
 def start_ray(ray_settings: dict):
@@ -96,20 +205,26 @@ def start_ray(ray_settings: dict):
     return ray
 
 
-def _ray_map(parts: list[list[dict]], worker_class, args: tuple, ray_settings: dict) -> list[list[dict]]:
+def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict):
+    """(batch number, result) as the pool finishes them, streamed: each is journaled the moment it is back."""
     ray = start_ray(ray_settings)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
-    # one row per batch: the batches are foilforge's, not Ray's block sizes, so both engines score the same ones
-    rows = ray.data.from_items([{"batch": k, "records": json.dumps(part)} for k, part in enumerate(parts)],
-                               override_num_blocks=len(parts))
+    # one row per batch: the batches are foilforge's, not Ray's block sizes, so both engines run the same ones
+    rows = ray.data.from_items([{"batch": k, "part": pickle.dumps(part, protocol=4)} for k, part in numbered],
+                               override_num_blocks=len(numbered))
     mapped = rows.map_batches(
         _RayWorker, fn_constructor_args=(worker_class, args), batch_size=1, batch_format="numpy",
-        concurrency=ray_settings["workers"], num_cpus=ray_settings["cpus_per_worker"],
+        compute=ray.data.ActorPoolStrategy(size=ray_settings["workers"]), num_cpus=ray_settings["cpus_per_worker"],
         num_gpus=ray_settings["gpus_per_worker"] or None,
         # a killed actor comes back and its batch runs again: nothing is lost, nothing is written twice
         max_restarts=-1, max_task_retries=-1)
-    done = sorted(mapped.take_all(), key=lambda row: int(row["batch"]))
-    if [int(row["batch"]) for row in done] != list(range(len(parts))):
-        raise RuntimeError(f"Ray returned batches {[int(r['batch']) for r in done]} for {len(parts)} batches")
-    return [json.loads(row["records"]) for row in done]
+    seen = set()
+    for row in mapped.iter_rows():
+        k = int(row["batch"])
+        if k in seen:
+            raise RuntimeError(f"Ray returned batch {k} twice")
+        seen.add(k)
+        yield k, pickle.loads(row["result"])
+    if seen != {k for k, _ in numbered}:
+        raise RuntimeError(f"Ray returned batches {sorted(seen)} for {sorted(k for k, _ in numbered)}")

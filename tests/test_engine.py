@@ -1,8 +1,10 @@
-"""The Ray engine gives the local engine's records byte for byte, and loses nothing when an actor dies."""
+"""The Ray engine gives the local engine's records byte for byte, loses nothing when an actor dies, and a killed stage
+resumes from the batches it had finished."""
 
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import ray
@@ -110,3 +112,151 @@ def test_the_engine_comes_from_params_and_the_environment(monkeypatch):
     monkeypatch.setenv(engine.ENGINE_ENV, "spark")
     with pytest.raises(ConfigError, match=r"\$FOILFORGE_ENGINE is 'spark'; expected one of local, ray"):
         engine.engine_settings({})
+
+
+# ---------------------------------------------------------------- the foil stage on the engine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def coco_sample(tmp_path, monkeypatch):
+    """The repository's COCO sample (432 captions of val 2017), ingested as the pipeline does."""
+    from foilforge.params import load_params
+    from pipeline.stages.ingest import ingest
+
+    monkeypatch.chdir(ROOT)  # params.yaml's source roots are relative to the repository
+    params = load_params(ROOT / "params.yaml")
+    path = tmp_path / "coco.jsonl"
+    ingest(params, "coco", path)
+    return params, path
+
+
+def _foil(params, instrument, samples, tmp_path, name):
+    from pipeline.stages.foil import foil_file
+
+    out, metrics = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.metrics.json"
+    foil_file(params, instrument, samples, out, metrics_path=metrics, cache_dir=tmp_path / f"cache-{name}")
+    assert not (tmp_path / f"cache-{name}" / "batches" / "foil" / f"{instrument}.pickle").exists()  # done: dropped
+    return out.read_bytes(), json.loads(metrics.read_text())
+
+
+def test_the_foil_stage_on_ray_writes_the_local_engines_bytes(coco_sample, tmp_path, monkeypatch, local_ray):
+    """foil_it on 432 real captions in batches of 50: its corpus pass (the categories each image's captions name)
+    spans the batches, the counts of the batches add up, and Ray's 2 actors write the local engine's bytes."""
+    params, samples = coco_sample
+    whole, whole_stats = _foil(params, "foil_it", samples, tmp_path, "whole")   # batch_size 4096: one batch
+    params = {**params, "engine": {"batch_size": 50, "ray": {"num_cpus": 2, "workers": 2}}}
+    local, local_stats = _foil(params, "foil_it", samples, tmp_path, "local")
+    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+    ray_out, ray_stats = _foil(params, "foil_it", samples, tmp_path, "ray")
+    assert ray_out == local and ray_stats == local_stats
+    # foil_it's candidates depend on the batch only through the corpus pass: 9 batches give the one batch's foils
+    assert local == whole and local_stats == whole_stats
+    assert local_stats["counts"]["samples"] == 432 and local_stats["counts"]["records"] > 100
+    assert local_stats["skipped"]["no_mention"] > 0   # summed over 9 batches, equal to the one batch's count above
+
+
+def test_relations_on_ray_scores_in_the_local_engines_batches(coco_sample, tiny_models, tmp_path, monkeypatch,
+                                                            local_ray):
+    """A model-backed foiler: each Ray actor loads the span scorer once and journals into the shared journal."""
+    params, samples = coco_sample
+    relations = dict(params["instruments"]["relations"], max_samples=60)
+    relations["args"] = dict(relations["args"], scorer={"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()),
+                                                        "device": "cpu", "batch_size": 8})
+    params = {**params, "instruments": {**params["instruments"], "relations": relations},
+              "engine": {"batch_size": 20, "ray": {"num_cpus": 2, "workers": 2}}}
+    local, local_stats = _foil(params, "relations", samples, tmp_path, "local")
+    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+    ray_out, ray_stats = _foil(params, "relations", samples, tmp_path, "ray")
+    assert ray_out == local and ray_stats == local_stats
+    assert local_stats["counts"]["samples"] == 60 and local_stats["slots"] > 40 and local_stats["counts"]["records"]
+
+
+def test_batch_stats_add_up_and_settings_must_agree():
+    from foilforge.foiler import merge_stats
+
+    total = merge_stats({}, {"kept": 2, "dropped": {"a": 1}, "resolver": "rules"})
+    merge_stats(total, {"kept": 3, "dropped": {"a": 1, "b": 4}, "resolver": "rules"})
+    assert total == {"kept": 5, "dropped": {"a": 2, "b": 4}, "resolver": "rules"}
+    with pytest.raises(ValueError, match=r"stats\.resolver: batches disagree \('rules' vs 'neural'\)"):
+        merge_stats(total, {"resolver": "neural"})
+
+
+# ---------------------------------------------------------------- a killed stage resumes from its journal
+
+def test_a_journal_keeps_the_finished_batches_and_cuts_a_torn_tail(tmp_path):
+    path = tmp_path / "j.pickle"
+    journal = engine.BatchJournal(path, "identity")
+    key = journal.key([{"id": 1}])
+    journal.put(key, [{"id": 1, "score": 0.5}])
+    finished = path.read_bytes()
+    journal.put(journal.key([{"id": 2}]), [{"id": 2, "score": 0.25}])
+    path.write_bytes(path.read_bytes()[:-5])   # what a kill in the middle of the second entry's write leaves
+    again = engine.BatchJournal(path, "identity")
+    assert again.get(key) == (True, [{"id": 1, "score": 0.5}])
+    assert again.get(again.key([{"id": 2}])) == (False, None)
+    assert path.read_bytes() == finished   # the torn entry was cut off: the next one appends after a whole entry
+    assert engine.BatchJournal(path, "other identity").get(engine.BatchJournal(path, "other identity").key(
+        [{"id": 1}])) == (False, None)
+
+
+RUNNER = '''
+import os, signal, sys
+from pathlib import Path
+
+from filters.grammaticality import Grammaticality
+
+calls, kill_at = Path(os.environ["CALLS"]), int(os.environ.get("KILL_AT", "0"))
+score = Grammaticality.score
+
+
+def counted(self, records, progress=False):
+    """Count every model call (one a batch); die, as a preempted node would, at call KILL_AT."""
+    with calls.open("a") as handle:
+        handle.write(records[0]["id"] + "\\n")
+    if kill_at and len(calls.read_text().splitlines()) == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return score(self, records, progress=progress)
+
+
+Grammaticality.score = counted
+from pipeline.stages.cli import main
+
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_a_killed_score_stage_rerun_scores_only_what_it_had_not_finished(tiny_models, real_pairs, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from foilforge.params import load_params
+
+    params = _params(tiny_models, batch_size=5)   # 30 records: 6 batches
+    full = load_params(ROOT / "params.yaml")      # the CLI checks the whole file: the repository's, these changed
+    full["models"].update(params["models"])
+    full["instruments"]["relations"]["filters"]["run"] = ["grammaticality"]
+    full["engine"] = params["engine"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(full))
+    source = tmp_path / "foils.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in real_pairs))
+    (tmp_path / "runner.py").write_text(RUNNER)
+    calls, out = tmp_path / "calls.txt", tmp_path / "out" / "scored.jsonl"
+    command = [sys.executable, str(tmp_path / "runner.py"), "score", "relations", "--params", str(tmp_path / "params.yaml"),
+               "--input", str(source), "--output", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    env = {**os.environ, "CALLS": str(calls), "PYTHONPATH": str(ROOT)}
+
+    killed = subprocess.run(command, env={**env, "KILL_AT": "4"}, cwd=tmp_path, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    assert not out.exists() and not list((tmp_path / "out").glob("*"))   # no output, no half-written file
+    firsts = [r["id"] for r in real_pairs[::5]]
+    assert calls.read_text().splitlines() == firsts[:4]
+
+    subprocess.run(command, env=env, cwd=tmp_path, check=True, capture_output=True)
+    # the rerun scored the batch that was in flight and the two never started: 4 + 3 calls for 6 batches
+    assert calls.read_text().splitlines() == firsts[:4] + firsts[3:]
+    assert not (tmp_path / "cache" / "batches" / "score" / "relations.pickle").exists()
+    assert out.read_bytes() == _score(full, real_pairs, tmp_path, "uninterrupted")

@@ -16,7 +16,7 @@ three exclusions that VALSE lacked:
 
 The *attested list* is corpus-level: the lower-cased span texts with their
 counts over all captions of the input (computed once per run, in the foiler's
-`prepare`), or read from a JSON file `{span: count}` made by `attested_spans`.
+`corpus_pass`), or read from a JSON file `{span: count}` made by `attested_spans`.
 """
 
 from __future__ import annotations

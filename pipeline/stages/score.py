@@ -18,6 +18,7 @@ score depends on the other records, e.g. plausibility) runs once here, on the wh
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from foilforge.io import read_jsonl, write_jsonl
 from foilforge.params import load_params
@@ -69,9 +70,12 @@ class ScoreWorker:
         return score_records(self.filters, records, self.path, self.progress)
 
 
-def run(params: dict, instrument: str, input_path, output_path, progress: bool = False) -> list[dict]:
+def run(params: dict, instrument: str, input_path, output_path, progress: bool = False,
+        cache_dir=None) -> list[dict]:
+    """Score the records of `input_path` into `output_path`; with `cache_dir`, a killed run resumes from the
+    batches it had scored (pipeline/engine.py BatchJournal)."""
     from foilforge.filter import build_filter, scored_filters
-    from pipeline.engine import engine_settings, map_batches
+    from pipeline.engine import BatchJournal, engine_settings, journal_identity, map_batches
 
     enabled = scored_filters(params, instrument)
     records = read_records(input_path)
@@ -82,10 +86,20 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
     per_record = [name for name, f in filters.items() if not f.corpus_level]
     corpus = [f for f in filters.values() if f.corpus_level]
-    scored = map_batches(records, ScoreWorker, (params, per_record, str(input_path), progress), engine_settings(params))
+    args = (params, per_record, str(input_path), progress)
+    journal = None
+    if cache_dir is not None and per_record:
+        # everything a batch's scores depend on: the filters' and models' settings, the batching; not the engine
+        settings = {key: params.get(key) for key in ("filters", "models")}
+        identity = journal_identity("score", settings, per_record, engine_settings(params)["batch_size"])
+        journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
+    scored = map_batches(records, ScoreWorker, args, engine_settings(params), journal=journal,
+                         progress=f"score {instrument}" if progress else None)
     if corpus:
         scored = score_records(corpus, records, input_path, progress, out=scored)
     write_jsonl(output_path, scored, sort_by_id=False)
+    if journal is not None:
+        journal.finish()
     return scored
 
 
@@ -94,9 +108,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True, help="foil records (JSONL), from `foilforge foil`")
     parser.add_argument("--output", required=True, help="scored records (JSONL), same order as the input")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--cache-dir", default=None,
+                        help="journal each scored batch here, so a killed run rescores only the unfinished batches")
 
 
 def main(args) -> int:
-    scored = run(load_params(args.params), args.instrument, args.input, args.output, progress=not args.no_progress)
+    scored = run(load_params(args.params), args.instrument, args.input, args.output, progress=not args.no_progress,
+                 cache_dir=getattr(args, "cache_dir", None))
     log.info("%s: scored %d records -> %s", args.instrument, len(scored), args.output)
     return 0
