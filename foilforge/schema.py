@@ -173,10 +173,12 @@ class RayEngineBlock(Block):
 
 
 class EngineBlock(Block):
-    """Where the per-batch stage work runs (pipeline/engine.py). Only batch_size changes the output."""
+    """Where the per-batch stage work runs (pipeline/engine.py). Only batch_size and threads_per_worker change
+    the output (a CPU model's float sums depend on both)."""
 
     name: Literal["local", "ray"] = "local"
     batch_size: PositiveInt = 4096              # records a batch, for both engines: batched model scores depend on it
+    threads_per_worker: PositiveInt | None = None  # torch threads in every worker (null: the stage process's own)
     ray: RayEngineBlock = RayEngineBlock()
 
 

@@ -16,9 +16,14 @@ engine runs it:
 result per batch, whatever its shape (the foil stage: a batch's candidates and its counts).
 
 The batches are the same for both engines, so are the records, byte for byte: a model that pads a batch
-gives the same bits for the same batch. That is why `batch_size` is a tracked parameter of the stages and
-the engine's name is not: `FOILFORGE_ENGINE=ray` (what `make repro ENGINE=ray` sets) picks Ray without
-changing anything DVC tracks.
+gives the same bits for the same batch. So do torch's threads: a CPU matrix product sums in an order that
+depends on how many threads share it, and Ray starts each actor with one thread where the stage process has
+one per core. Every worker therefore runs with `engine.threads_per_worker` torch threads, on both engines
+(null: the stage process's own count, handed to the actors). That is why `batch_size` and
+`threads_per_worker` are tracked parameters of the stages and the engine's name is not:
+`FOILFORGE_ENGINE=ray` (what `make repro ENGINE=ray` sets) picks Ray without changing anything DVC tracks.
+The bits also depend on the CPU's instruction set: a cluster of other CPUs gives the same records up to
+the last bits of the model scores.
 
 A `BatchJournal` makes a stage resumable: each batch's result is appended to it as it comes back, and a
 rerun of the stage after a kill (a preempted node, Ctrl-C, the OOM killer) takes the batches it finds there
@@ -152,8 +157,9 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
                  len(parts), journal.path)
     if todo:
         run = _ray_parts if settings["name"] == "ray" else _local_parts
-        for k, result in _progress(run([(k, parts[k]) for k in todo], worker_class, args, settings["ray"]),
-                                   progress, len(todo)):
+        threads = settings.get("threads_per_worker")
+        numbered = [(k, parts[k]) for k in todo]
+        for k, result in _progress(run(numbered, worker_class, args, settings["ray"], threads), progress, len(todo)):
             if journal is not None:
                 journal.put(keys[k], result)
             results[k] = result
@@ -174,7 +180,27 @@ def _checked(results: list, part: list, worker_class) -> list:
     return results
 
 
-def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _ray_settings):
+def set_torch_threads(threads: int | None) -> None:
+    """torch's intra-op threads in this process (None: leave them), before a worker builds its models."""
+    if threads is None:
+        return
+    try:
+        import torch
+    except ImportError:  # a stage whose work has no torch model: nothing sums in threads
+        return
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def stage_threads() -> int:
+    """The torch threads of this process (what the local engine's worker runs with when the params leave it)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _ray_settings, threads):
+    set_torch_threads(threads)
     worker = worker_class(*args)
     for k, part in numbered:
         yield k, worker(part)
@@ -183,7 +209,8 @@ def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _r
 class _RayWorker:
     """One actor of the pool: builds the stage's worker once, then maps Ray rows (one row = one batch)."""
 
-    def __init__(self, worker_class, args):
+    def __init__(self, worker_class, args, threads):
+        set_torch_threads(threads)   # Ray starts an actor with 1 thread: the local engine's count, for its bits
         self.worker = worker_class(*args)
 
     def __call__(self, rows: dict) -> dict:
@@ -205,8 +232,9 @@ def start_ray(ray_settings: dict):
     return ray
 
 
-def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict):
+def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict, threads):
     """(batch number, result) as the pool finishes them, streamed: each is journaled the moment it is back."""
+    threads = threads or stage_threads()
     ray = start_ray(ray_settings)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
@@ -214,8 +242,10 @@ def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_
     rows = ray.data.from_items([{"batch": k, "part": pickle.dumps(part, protocol=4)} for k, part in numbered],
                                override_num_blocks=len(numbered))
     mapped = rows.map_batches(
-        _RayWorker, fn_constructor_args=(worker_class, args), batch_size=1, batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=ray_settings["workers"]), num_cpus=ray_settings["cpus_per_worker"],
+        _RayWorker, fn_constructor_args=(worker_class, args, threads), batch_size=1, batch_format="numpy",
+        # no more actors than batches: each one loads the models
+        compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbered))),
+        num_cpus=ray_settings["cpus_per_worker"],
         num_gpus=ray_settings["gpus_per_worker"] or None,
         # a killed actor comes back and its batch runs again: nothing is lost, nothing is written twice
         max_restarts=-1, max_task_retries=-1)

@@ -93,6 +93,36 @@ def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, loca
     assert out == [{"id": f"r{k}", "value": 2 * k + 1} for k in range(40)]   # every record once, in order
 
 
+class _Threads:
+    """Reports the torch threads its process scores with."""
+
+    def __init__(self):
+        pass
+
+    def __call__(self, batch):
+        import torch
+
+        return [torch.get_num_threads() for _ in batch]
+
+
+def test_every_worker_sums_with_the_same_torch_threads(local_ray):
+    """Ray starts an actor with one thread; a CPU model's float sums depend on the count, so the actors take the
+    stage process's count (or engine.threads_per_worker, on both engines)."""
+    import torch
+
+    stage = torch.get_num_threads()
+    records = [{"id": k} for k in range(4)]
+    ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
+    ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": None, "ray": ray_settings}
+    assert engine.map_batches(records, _Threads, (), ray_engine) == [stage] * 4
+    assert engine.map_batches(records, _Threads, (), {**ray_engine, "threads_per_worker": 3}) == [3] * 4
+    try:
+        local = {"name": "local", "batch_size": 2, "threads_per_worker": 3, "ray": ray_settings}
+        assert engine.map_batches(records, _Threads, (), local) == [3] * 4
+    finally:
+        torch.set_num_threads(stage)
+
+
 def test_a_worker_that_drops_records_is_an_error(local_ray):
     class Drops(_doubler()):
         def __call__(self, batch):
