@@ -14,8 +14,9 @@ at chance. Here:
   (filters.ngram: order, unit, smoothing, folds, unk_cutoff) is a blind
   caption prior estimated on the captions of the records being scored,
   cross-fitted. The n-gram is a corpus statistic, so a record's scores depend
-  on the other records of the call (the score stage scores an instrument in
-  one call).
+  on the other records of the call (the score stage fits it once on the whole
+  instrument); the language models score each text on its own (`score_batch`),
+  batch by batch on the score stage's engine.
 * `keep` (select stage, no model runs): the refinement of filters/refinement.py, which keeps
   a subset on which every scorer is at chance.
 
@@ -125,13 +126,27 @@ class Plausibility(Filter):
     def validate(self) -> None:
         self.built()
 
-    def score(self, records: list[dict], progress: bool = False) -> list[dict]:
+    def score_batch(self, records: list[dict]) -> list[dict]:
+        """The language models' (caption, foil) scores of a batch's records: each text on its own, so they can be
+        computed on the engine's workers; the n-gram prior, fitted on all the records, waits for `score`."""
+        pairs = list(zip(texts_of(records, "caption"), texts_of(records, "foil")))
+        per_model = {name: scorer.score_pairs(pairs) for name, scorer in self.built().items()
+                     if isinstance(scorer, CausalLMScorer)}
+        return [{name: rows[k] for name, rows in per_model.items()} for k in range(len(records))]
+
+    def score(self, records: list[dict], progress: bool = False, batch_parts: list[dict] | None = None) -> list[dict]:
+        """`batch_parts`: `score_batch`'s values for these records (the engine ran them); without them the models
+        score here."""
         captions, foils = texts_of(records, "caption"), texts_of(records, "foil")
         if not records:
             return []
         pairs = list(zip(captions, foils))
-        per_scorer = {name: scorer.score_pairs(pairs, corpus=captions, progress=progress)
-                      for name, scorer in self.built().items()}
+        per_scorer = {}
+        for name, scorer in self.built().items():
+            if batch_parts is not None and isinstance(scorer, CausalLMScorer):
+                per_scorer[name] = [part[name] for part in batch_parts]
+            else:
+                per_scorer[name] = scorer.score_pairs(pairs, corpus=captions, progress=progress)
         model = "; ".join(f"{name}: {scorer.describe()}" for name, scorer in self.built().items())
         results = []
         for k in range(len(records)):

@@ -71,6 +71,12 @@ class Filter:
     def score(self, records: list[dict], progress: bool = False) -> list[dict]:
         raise NotImplementedError
 
+    def score_batch(self, records: list[dict]) -> list | None:
+        """A corpus-level filter's part that needs only a batch's own records (a model's per-text scores): one
+        picklable value a record, computed on the engine's workers with the record-level filters and handed
+        back to `score(records, progress, batch_parts=...)` in record order. None: no such part (default)."""
+        return None
+
     @staticmethod
     def keep(result: dict, /) -> bool:
         raise NotImplementedError
@@ -180,6 +186,11 @@ def build_filter(params: dict, name: str) -> Filter:
     built = FILTERS.build(reg, cls.args_from_params(params), where=f"params.yaml filters.{name}")
     built.validate()
     return built
+
+
+def has_batch_part(f: Filter) -> bool:
+    """Whether a corpus-level filter has work the engine's workers can do batch by batch (`score_batch`)."""
+    return f.corpus_level and type(f).score_batch is not Filter.score_batch
 
 
 def scored_filters(params: dict, instrument: str) -> list[str]:

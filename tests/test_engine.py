@@ -290,3 +290,26 @@ def test_a_killed_score_stage_rerun_scores_only_what_it_had_not_finished(tiny_mo
     assert calls.read_text().splitlines() == firsts[:4] + firsts[3:]
     assert not (tmp_path / "cache" / "batches" / "score" / "relations.pickle").exists()
     assert out.read_bytes() == _score(full, real_pairs, tmp_path, "uninterrupted")
+
+
+def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pairs, tmp_path, monkeypatch, local_ray):
+    """A corpus-level filter's per-text part (plausibility's causal LM) runs batch by batch on the workers; its
+    n-gram prior, fitted on all the captions, runs once; both engines write the same bytes."""
+    from filters.plausibility import Plausibility
+
+    params = {"models": {}, "filters": {"plausibility": {"scorers": {
+                  "lm": {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4},
+                  "prior": {"kind": "ngram", "unit": "word", "order": 2, "folds": 2}}}},
+              "instruments": {"relations": {"filters": {"run": ["plausibility"]}}},
+              "engine": {"batch_size": 7, "ray": {"num_cpus": 2, "workers": 2}}}
+    calls = []
+    score_batch = Plausibility.score_batch
+    monkeypatch.setattr(Plausibility, "score_batch", lambda self, records: calls.append(len(records)) or
+                        score_batch(self, records))
+    local = _score(params, real_pairs, tmp_path, "local")
+    assert calls == [7, 7, 7, 7, 2]   # the LM scored batch by batch, each text once
+    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+    assert _score(params, real_pairs, tmp_path, "ray") == local
+    rows = [json.loads(line) for line in local.decode().splitlines()]
+    scores = rows[0]["filters"]["plausibility"]["scores"]
+    assert set(scores) == {"lm", "prior"} and all(isinstance(scores[n]["gap"], float) for n in scores)

@@ -11,8 +11,10 @@ models.cola, models.nli, models.length_tokenizer, filters.<name>, and
 instruments.INSTRUMENT.filters.run.
 
 The record-level filters run batch by batch on the engine of params.yaml `engine` (pipeline/engine.py:
-this process, or a Ray actor pool whose actors load the models once); a corpus-level filter (one whose
-score depends on the other records, e.g. plausibility) runs once here, on the whole instrument.
+this process, or a Ray actor pool whose actors load the models once), and so does the per-text part of a
+corpus-level filter (`Filter.score_batch`: plausibility's language models); what needs the whole
+instrument (plausibility's n-gram prior, fitted on all its captions) runs once here. With `--cache-dir`,
+each scored batch is journaled, so a killed run rescores only the batches it had not finished.
 """
 
 from __future__ import annotations
@@ -40,15 +42,18 @@ def check_texts(filters, records: list[dict], path) -> None:
 
 
 def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False,
-                  out: list[dict] | None = None) -> list[dict]:
+                  out: list[dict] | None = None, batch_parts: dict | None = None) -> list[dict]:
     """Copies of `records` (or `out`, copies made earlier) with each filter's result and VALSE extras added;
-    inputs are not changed."""
+    inputs are not changed. `batch_parts`: filter name -> its `score_batch` values, one a record."""
     check_texts(filters, records, path)
     if out is None:
         out = [dict(r, filters=dict(r.get("filters") or {})) for r in records]
     for f in filters:
         log.info("scoring %d records with %s", len(records), f.registry_name)
-        results = f.score(records, progress=progress)
+        if batch_parts and f.name in batch_parts:
+            results = f.score(records, progress=progress, batch_parts=batch_parts[f.name])
+        else:
+            results = f.score(records, progress=progress)
         if len(results) != len(records):
             raise RuntimeError(f"{f.registry_name} returned {len(results)} results for {len(records)} records")
         for record, result in zip(out, results):
@@ -58,23 +63,29 @@ def score_records(filters: list, records: list[dict], path="<records>", progress
 
 
 class ScoreWorker:
-    """The score stage's work on one batch: the record-level filters, built (models loaded) once per worker."""
+    """The score stage's work on one batch: the record-level filters and the batch parts of the corpus-level
+    ones (`Filter.score_batch`: plausibility's language models), built (models loaded) once per worker.
+    Returns, per record, (the scored record, {corpus-level filter: its batch part})."""
 
-    def __init__(self, params: dict, names: list[str], path: str, progress: bool = False):
+    def __init__(self, params: dict, names: list[str], path: str, progress: bool = False,
+                 batch_part_names: tuple = ()):
         from foilforge.filter import build_filter
 
         self.filters = [build_filter(params, name) for name in names]
+        self.batch_filters = [build_filter(params, name) for name in batch_part_names]
         self.path, self.progress = path, progress
 
-    def __call__(self, records: list[dict]) -> list[dict]:
-        return score_records(self.filters, records, self.path, self.progress)
+    def __call__(self, records: list[dict]) -> list[tuple[dict, dict]]:
+        scored = score_records(self.filters, records, self.path, self.progress)
+        parts = {f.name: f.score_batch(records) for f in self.batch_filters}
+        return [(record, {name: values[k] for name, values in parts.items()}) for k, record in enumerate(scored)]
 
 
 def run(params: dict, instrument: str, input_path, output_path, progress: bool = False,
         cache_dir=None) -> list[dict]:
     """Score the records of `input_path` into `output_path`; with `cache_dir`, a killed run resumes from the
     batches it had scored (pipeline/engine.py BatchJournal)."""
-    from foilforge.filter import build_filter, scored_filters
+    from foilforge.filter import build_filter, has_batch_part, scored_filters
     from pipeline.engine import BatchJournal, engine_settings, journal_identity, map_batches
 
     enabled = scored_filters(params, instrument)
@@ -86,17 +97,23 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
     per_record = [name for name, f in filters.items() if not f.corpus_level]
     corpus = [f for f in filters.values() if f.corpus_level]
-    args = (params, per_record, str(input_path), progress)
+    # a corpus-level filter's per-text model scores run on the engine too; only what needs all records runs here
+    batch_part_names = tuple(f.name for f in corpus if has_batch_part(f))
+    args = (params, per_record, str(input_path), progress, batch_part_names)
+    engine = engine_settings(params)
     journal = None
-    if cache_dir is not None and per_record:
-        # everything a batch's scores depend on: the filters' and models' settings, the batching; not the engine
+    if cache_dir is not None and (per_record or batch_part_names):
+        # everything a batch's scores depend on: the filters' and models' settings, the batches, the threads
         settings = {key: params.get(key) for key in ("filters", "models")}
-        identity = journal_identity("score", settings, per_record, engine_settings(params)["batch_size"])
+        identity = journal_identity("score", settings, per_record, batch_part_names, engine["batch_size"],
+                                    engine["threads_per_worker"])
         journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
-    scored = map_batches(records, ScoreWorker, args, engine_settings(params), journal=journal,
+    mapped = map_batches(records, ScoreWorker, args, engine, journal=journal,
                          progress=f"score {instrument}" if progress else None)
+    scored = [record for record, _ in mapped]
     if corpus:
-        scored = score_records(corpus, records, input_path, progress, out=scored)
+        parts = {name: [part[name] for _, part in mapped] for name in batch_part_names}
+        scored = score_records(corpus, records, input_path, progress, out=scored, batch_parts=parts)
     write_jsonl(output_path, scored, sort_by_id=False)
     if journal is not None:
         journal.finish()
