@@ -97,8 +97,7 @@ class BatchJournal:
                     handle.truncate(good)  # the entry a kill cut short, or the next append would follow it
 
     def key(self, batch: list) -> str:
-        payload = json.dumps([self.identity, batch], sort_keys=True, default=str)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        return journal_identity(self.identity, batch)
 
     def get(self, key: str):
         if key in self._done:
