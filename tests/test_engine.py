@@ -313,3 +313,20 @@ def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pair
     rows = [json.loads(line) for line in local.decode().splitlines()]
     scores = rows[0]["filters"]["plausibility"]["scores"]
     assert set(scores) == {"lm", "prior"} and all(isinstance(scores[n]["gap"], float) for n in scores)
+
+
+def test_a_foil_journal_written_locally_resumes_on_ray(coco_sample, tmp_path, monkeypatch, local_ray):
+    """The journal's identity is what decides the candidates, not the engine: a stage killed on one engine and
+    rerun on the other takes every finished batch from the journal."""
+    from pipeline.stages.foil import foil_file
+
+    params, samples = coco_sample
+    # one batch: the local engine then shows the foiler's own progress bar, Ray does not
+    params = {**params, "engine": {"batch_size": 500, "ray": {"num_cpus": 2, "workers": 2}}}
+    kept = []
+    monkeypatch.setattr(engine.BatchJournal, "finish", lambda self: kept.append(self))   # as if killed after the run
+    foil_file(params, "foil_it", samples, tmp_path / "local.jsonl", cache_dir=tmp_path / "cache")
+    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+    foil_file(params, "foil_it", samples, tmp_path / "ray.jsonl", cache_dir=tmp_path / "cache")
+    assert [(j.reused, j.written) for j in kept] == [(0, 1), (1, 0)]
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()

@@ -99,7 +99,9 @@ class EngineProposer:
         # a bar inside each batch only when there is one batch: bars from many batches or actors would interleave
         fields["progress"] = context.progress and local and len(samples) <= settings["batch_size"]
         if self.cache_dir is not None:
-            identity = journal_identity("foil", instrument_spec(params, instrument), fields, samples)
+            # what decides a batch's candidates; not the progress bar, which differs between the engines
+            decisive = {k: v for k, v in fields.items() if k != "progress"}
+            identity = journal_identity("foil", instrument_spec(params, instrument), decisive, samples)
             self.journal = BatchJournal(Path(self.cache_dir) / "batches" / "foil" / f"{instrument}.pickle", identity)
         parts = map_parts(samples, ProposeWorker, (foiler if local else None, params, instrument, fields, corpus),
                           settings, journal=self.journal, progress=f"foil {instrument}" if context.progress else None)
