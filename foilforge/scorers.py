@@ -545,11 +545,14 @@ def scoring_code() -> dict:
 
 
 def scorer_identity(scorer) -> dict:
-    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype, the speed args, the code.
+    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype, the speed args, the
+    torch threads (a CPU matrix product sums in an order that depends on them), the code.
 
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
     same path are a different model. A hub id enters as id and revision. The code is `scoring_code()`.
     """
+    import torch
+
     from foilforge.models import resolve_path
 
     spec = scorer.spec
@@ -560,7 +563,8 @@ def scorer_identity(scorer) -> dict:
     return {"kind": scorer.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
             "files": files, "device": str(scorer.lm.device), "dtype": spec.dtype, "prune_to": scorer.prune_to,
             "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
-            "max_batch_tokens": scorer.max_batch_tokens, "code": scoring_code()}
+            "max_batch_tokens": scorer.max_batch_tokens, "torch_threads": torch.get_num_threads(),
+            "code": scoring_code()}
 
 
 class JournaledScorer:

@@ -90,14 +90,21 @@ class BatchJournal:
                     size = int.from_bytes(data[good : good + 8], "big")
                     if good + 8 + size > len(data):
                         break
-                    key, result = pickle.loads(data[good + 8 : good + 8 + size])
+                    try:
+                        key, result = pickle.loads(data[good + 8 : good + 8 + size])
+                    except Exception as error:  # a damaged entry: it and what follows it are run again
+                        log.warning("journal %s: entry at byte %d unreadable (%s: %s); its batch and the later "
+                                    "ones are run again", self.path, good, type(error).__name__, error)
+                        break
                     self._done[key] = result
                     good += 8 + size
                 if good < len(data):
                     handle.truncate(good)  # the entry a kill cut short, or the next append would follow it
 
-    def key(self, batch: list) -> str:
-        return journal_identity(self.identity, batch)
+    def key(self, batch: list, threads: int | None = None) -> str:
+        """The batch's key under this run's identity; `threads`, the torch threads its worker sums with, is part
+        of it (a batch scored under another count has other bits)."""
+        return journal_identity(self.identity, threads, batch)
 
     def get(self, key: str):
         if key in self._done:
@@ -143,7 +150,8 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
     batch, in batch order. Batches found in `journal` are not run again; the others are added to it."""
     parts = batches(records, settings["batch_size"])
     results: list = [None] * len(parts)
-    keys = [journal.key(part) if journal is not None else None for part in parts]
+    threads = worker_threads(settings)
+    keys = [journal.key(part, threads) if journal is not None else None for part in parts]
     todo = []
     for k, part in enumerate(parts):
         found, result = journal.get(keys[k]) if journal is not None else (False, None)
@@ -156,7 +164,6 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
                  len(parts), journal.path)
     if todo:
         run = _ray_parts if settings["name"] == "ray" else _local_parts
-        threads = settings.get("threads_per_worker")
         numbered = [(k, parts[k]) for k in todo]
         for k, result in _progress(run(numbered, worker_class, args, settings["ray"], threads), progress, len(todo)):
             if journal is not None:
@@ -191,11 +198,19 @@ def set_torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def stage_threads() -> int:
-    """The torch threads of this process (what the local engine's worker runs with when the params leave it)."""
-    import torch
-
+def stage_threads() -> int | None:
+    """The torch threads of this process (what the local engine's worker runs with when the params leave it);
+    None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
     return torch.get_num_threads()
+
+
+def worker_threads(settings: dict) -> int | None:
+    """The torch threads every worker of this run sums with: `threads_per_worker`, or the stage process's."""
+    return settings.get("threads_per_worker") or stage_threads()
 
 
 def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _ray_settings, threads):
@@ -233,7 +248,6 @@ def start_ray(ray_settings: dict):
 
 def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict, threads):
     """(batch number, result) as the pool finishes them, streamed: each is journaled the moment it is back."""
-    threads = threads or stage_threads()
     ray = start_ray(ray_settings)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False

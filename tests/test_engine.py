@@ -229,6 +229,50 @@ def test_a_journal_keeps_the_finished_batches_and_cuts_a_torn_tail(tmp_path):
     assert path.read_bytes() == finished   # the torn entry was cut off: the next one appends after a whole entry
     assert engine.BatchJournal(path, "other identity").get(engine.BatchJournal(path, "other identity").key(
         [{"id": 1}])) == (False, None)
+    # a batch run with other torch threads has other bits: another key
+    assert again.get(again.key([{"id": 1}], threads=3)) == (False, None)
+
+
+def test_a_damaged_journal_entry_is_run_again_not_an_error(tmp_path, caplog):
+    path = tmp_path / "j.pickle"
+    journal = engine.BatchJournal(path, "identity")
+    for k in range(3):
+        journal.put(journal.key([{"id": k}]), [{"id": k, "score": k / 4}])
+    data = bytearray(path.read_bytes())
+    first_entry = 8 + int.from_bytes(data[:8], "big")
+    data[first_entry + 8 : first_entry + 16] = b"\xff" * 8   # the second entry's pickle, garbled on disk
+    path.write_bytes(bytes(data))
+    again = engine.BatchJournal(path, "identity")
+    assert again.get(again.key([{"id": 0}])) == (True, [{"id": 0, "score": 0.0}])
+    assert [again.get(again.key([{"id": k}]))[0] for k in (1, 2)] == [False, False]
+    assert path.stat().st_size == first_entry   # cut after the last readable entry: appends follow a whole one
+    assert "entry at byte %d unreadable" % first_entry in caplog.text
+
+
+def test_a_journal_written_under_other_torch_threads_is_not_reused(tmp_path):
+    records = [{"id": f"r{k}", "value": k} for k in range(6)]
+    path = tmp_path / "j.pickle"
+    settings = {"name": "local", "batch_size": 3, "ray": {}}
+    calls = []
+
+    class Counted(_doubler()):
+        def __call__(self, batch):
+            calls.append(len(batch))
+            return super().__call__(batch)
+
+    def run(threads):
+        journal = engine.BatchJournal(path, "identity")
+        return engine.map_batches(records, Counted, (0,), {**settings, "threads_per_worker": threads}, journal=journal)
+
+    import torch
+
+    stage = torch.get_num_threads()
+    try:
+        first = run(1)
+        assert run(1) == first and calls == [3, 3]   # the second run read both batches from the journal
+        assert run(2) == first and calls == [3, 3, 3, 3]   # two threads: both batches scored again
+    finally:
+        torch.set_num_threads(stage)
 
 
 RUNNER = '''

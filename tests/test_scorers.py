@@ -320,3 +320,17 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
     monkeypatch.setattr(pruned, "score", lambda items: [[0.0] * len(fills) for _, _, fills in items])
     changed = JournaledScorer(pruned, path)
     assert changed.score(ITEMS) != first and (changed.reused, changed.scored) == (0, 1)
+    monkeypatch.undo()
+    # a CPU model under other torch threads sums in another order: another key
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        more_threads = JournaledScorer(pruned, path)
+        more_threads.score(ITEMS)
+        assert (more_threads.reused, more_threads.scored) == (0, 1)
+    finally:
+        torch.set_num_threads(threads)
+    back = JournaledScorer(pruned, path)
+    assert back.score(ITEMS) == first and (back.reused, back.scored) == (1, 0)

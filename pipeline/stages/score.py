@@ -103,10 +103,10 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     engine = engine_settings(params)
     journal = None
     if cache_dir is not None and (per_record or batch_part_names):
-        # everything a batch's scores depend on: the filters' and models' settings, the batches, the threads
+        # everything a batch's scores depend on: the filters' and models' settings, the batches (the workers'
+        # torch threads enter each batch's key)
         settings = {key: params.get(key) for key in ("filters", "models")}
-        identity = journal_identity("score", settings, per_record, batch_part_names, engine["batch_size"],
-                                    engine["threads_per_worker"])
+        identity = journal_identity("score", settings, per_record, batch_part_names, engine["batch_size"])
         journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
     mapped = map_batches(records, ScoreWorker, args, engine, journal=journal,
                          progress=f"score {instrument}" if progress else None)
