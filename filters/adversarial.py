@@ -136,25 +136,27 @@ def side_balances(records: list[dict], names: list[str], unrefined: list[str]) -
     return rows
 
 
-def predictability(kept: list[dict], alternatives: list[dict], attackers: dict, folds: int, rounds: int,
-                   seed: int) -> tuple[dict, dict]:
+def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, folds: int, rounds: int,
+                   seed: int, runner=None) -> tuple[dict, dict]:
     """(id -> share of out-of-sample predictions that pick the caption, attacker -> mean over kept).
 
-    Every attacker is fitted on `rounds` fresh grouped `folds`-fold partitions of the kept set; an alternative is
-    scored by the models whose training did not include its caption.
+    Every attacker of `blocks` is fitted on `rounds` fresh grouped `folds`-fold partitions of the kept set; an
+    alternative is scored by the models whose training did not include its caption. The fold fits go to
+    `runner` (filters/attackers.py `run_here` unless the stage passes the engine's).
     """
     import numpy as np
 
-    from filters.attackers import correctness, out_of_fold_margins, pairs_from_records, shared_differences
+    from filters.attackers import correctness, out_of_fold_runs, pairs_from_records, run_here
 
     kept_pairs, extra_pairs = pairs_from_records(kept), pairs_from_records(alternatives) if alternatives else []
+    seeds = [seed * 1000 + r for r in range(rounds)]
+    runs = out_of_fold_runs(blocks, kept_pairs, folds, seeds, extra_pairs, runner or run_here)
     total = {r["id"]: 0.0 for r in kept + alternatives}
     accuracy = {}
-    for name, make in attackers.items():
+    for name in blocks:
         kept_sum, extra_sum = np.zeros(len(kept)), np.zeros(len(alternatives))
-        shared = shared_differences(make, kept_pairs, extra_pairs) if kept_pairs else None
-        for r in range(rounds):
-            margins, extra = out_of_fold_margins(make, kept_pairs, folds, seed * 1000 + r, extra_pairs, shared)
+        for s in seeds:
+            margins, extra = runs[name, s]
             kept_sum += correctness(margins)
             extra_sum += correctness(extra)
         accuracy[name] = float(kept_sum.mean() / rounds) if len(kept) else None
@@ -162,7 +164,7 @@ def predictability(kept: list[dict], alternatives: list[dict], attackers: dict, 
             total[record["id"]] += value / rounds
         for record, value in zip(alternatives, extra_sum):
             total[record["id"]] += value / rounds
-    return {rid: value / len(attackers) for rid, value in total.items()}, accuracy
+    return {rid: value / len(blocks) for rid, value in total.items()}, accuracy
 
 
 def heaviest_features(kept: list[dict], block: dict, k: int, seed: int) -> list[str]:
@@ -202,16 +204,16 @@ def feature_balance(records: list[dict], block: dict, names: list[str]) -> list[
 
 
 def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict, path="<records>",
-                       progress: bool = False) -> tuple[set[str], dict]:
-    """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc."""
+                       progress: bool = False, runner=None) -> tuple[set[str], dict]:
+    """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc.
+
+    `runner`: where each round's fold fits run (`predictability`); the stage passes the engine's."""
     from filters.attackers import build_attacker
     from filters.refinement import candidate_order, refine
 
     blocks = settings["attacker_blocks"]
-    attackers = {name: (lambda b=block, n=name: build_attacker(b, f"params.yaml attackers.{n}"))
-                 for name, block in blocks.items()}
-    for make in attackers.values():
-        make()  # configuration errors before any fitting
+    for name, block in blocks.items():
+        build_attacker(block, f"params.yaml attackers.{name}")  # configuration errors before any fitting
     by_id = {r["id"]: r for r in candidates}
     samples: dict[str, list[str]] = {}
     for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
@@ -246,8 +248,8 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         # every candidate not kept and not excluded: another foil of a kept caption, or one that may bring a
         # dropped caption back
         alternatives = [by_id[rid] for rid in sorted(by_id) if rid not in kept_ids and rid not in excluded]
-        scores, accuracy = predictability(kept, alternatives, attackers, settings["folds"], settings["rounds"],
-                                          settings["seed"] + iteration)
+        scores, accuracy = predictability(kept, alternatives, blocks, settings["folds"], settings["rounds"],
+                                          settings["seed"] + iteration, runner)
         worst = max((a for a in accuracy.values() if a is not None), default=None)
         history.append({"kept": len(kept), "excluded": len(excluded),
                         "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()}})

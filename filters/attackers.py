@@ -515,28 +515,98 @@ def out_of_fold_margins(make, pairs: list[Pair], folds: int = 5, seed: int = 0, 
         return np.zeros(0), np.zeros(len(extra))
     if shared is None:
         shared = shared_differences(make, pairs, extra)
-    groups = [p.group for p in pairs]
-    fold = grouped_folds(groups, folds, seed)
-    fold_of_group = dict(zip(groups, fold))
-    margins, extra_margins = np.zeros(len(pairs)), np.zeros(len(extra))
-    for k in sorted(set(fold)):
-        train = [i for i, f in enumerate(fold) if f != k]
-        if not train:  # one group only: nothing to learn from, no preference
-            continue
-        held = [i for i, f in enumerate(fold) if f == k]
-        extra_held = [i for i, p in enumerate(extra) if fold_of_group.get(p.group, k) == k]
-        if shared is not None:
-            rows, extra_rows = shared
-            model = make().fit_difference(rows[train], seed=seed)
-            margins[held] = model.margins_difference(rows[held])
-            if extra_held:
-                extra_margins[extra_held] = model.margins_difference(extra_rows[extra_held])
-            continue
-        model = make().fit([pairs[i] for i in train], seed=seed)
-        margins[held] = model.margins([pairs[i] for i in held])
-        if extra_held:
-            extra_margins[extra_held] = model.margins([extra[i] for i in extra_held])
+    fold = grouped_folds([p.group for p in pairs], folds, seed)
+    fits = [fold_margins(make, pairs, extra, shared, fold, k, seed) for k in sorted(set(fold))]
+    return _assemble_margins(fits, len(pairs), len(extra))
+
+
+def fold_margins(make, pairs: list[Pair], extra: list[Pair], shared, fold: list[int], k: int, seed: int):
+    """One fold's work, the unit the engine maps (`FoldFits`): an attacker fitted on every fold but `k`, its
+    margins on fold k and on the extra pairs whose group falls in k (or in no fold: the last k scores those).
+
+    Returns (held indices, their margins, extra indices, their margins); no indices when every pair is in fold k.
+    """
+    fold_of_group = dict(zip((p.group for p in pairs), fold))
+    train = [i for i, f in enumerate(fold) if f != k]
+    if not train:  # one group only: nothing to learn from, no preference
+        return [], [], [], []
+    held = [i for i, f in enumerate(fold) if f == k]
+    extra_held = [i for i, p in enumerate(extra) if fold_of_group.get(p.group, k) == k]
+    if shared is not None:
+        rows, extra_rows = shared
+        model = make().fit_difference(rows[train], seed=seed)
+        return (held, list(model.margins_difference(rows[held])), extra_held,
+                list(model.margins_difference(extra_rows[extra_held])) if extra_held else [])
+    model = make().fit([pairs[i] for i in train], seed=seed)
+    return (held, list(model.margins([pairs[i] for i in held])), extra_held,
+            list(model.margins([extra[i] for i in extra_held])) if extra_held else [])
+
+
+def _assemble_margins(fits, n_pairs: int, n_extra: int):
+    """(margins, extra margins) from fold_margins results in fold order (a later fold overwrites, as documented)."""
+    import numpy as np
+
+    margins, extra_margins = np.zeros(n_pairs), np.zeros(n_extra)
+    for held, held_margins, extra_held, extra_held_margins in fits:
+        margins[held] = held_margins
+        extra_margins[extra_held] = extra_held_margins
     return margins, extra_margins
+
+
+def run_here(jobs: list, worker_class, args: tuple) -> list:
+    """The default runner of fold jobs: one worker in this process. A stage passes the engine's instead
+    (pipeline/engine.py `job_runner`), which maps the same worker over the same jobs on a Ray actor pool."""
+    return worker_class(*args)(jobs)
+
+
+def _maker(blocks: dict, name: str):
+    return lambda: build_attacker(blocks[name], f"params.yaml attackers.{name}")
+
+
+class FoldFits:
+    """The engine's worker for out-of-fold margins: a job (attacker name, seed, fold k) is `fold_margins` of
+    that attacker on the folds `grouped_folds(groups, folds, seed)` of these pairs.
+
+    Built once per worker with every pair; an attacker's shared feature map (`shared_differences`, a function of
+    the texts alone) is computed the first time a job of that attacker comes, so each worker computes it at most
+    once and every worker gets the same rows.
+    """
+
+    def __init__(self, blocks: dict, pairs: list[Pair], extra: list[Pair] = (), folds: int = 5):
+        self.blocks, self.pairs, self.extra, self.folds = blocks, list(pairs), list(extra), folds
+        self._shared: dict = {}
+
+    def __call__(self, jobs: list[tuple[str, int, int]]) -> list:
+        results = []
+        for name, seed, k in jobs:
+            make = _maker(self.blocks, name)
+            if name not in self._shared:
+                self._shared[name] = shared_differences(make, self.pairs, self.extra)
+            fold = grouped_folds([p.group for p in self.pairs], self.folds, seed)
+            results.append(fold_margins(make, self.pairs, self.extra, self._shared[name], fold, k, seed))
+        return results
+
+
+def fold_jobs(names, groups: list[str], folds: int, seeds) -> list[tuple[str, int, int]]:
+    """Every (attacker, seed, held-out fold) of out-of-fold runs of `names` under each seed's partition."""
+    return [(name, seed, k) for name in names for seed in seeds
+            for k in sorted(set(grouped_folds(groups, folds, seed)))]
+
+
+def out_of_fold_runs(blocks: dict, pairs: list[Pair], folds: int, seeds, extra: list[Pair] = (),
+                     runner=run_here) -> dict:
+    """{(attacker name, seed): (margins of pairs, margins of extra)}: `out_of_fold_margins` of every attacker
+    of `blocks` under each seed, all their fold fits handed to `runner` as one list of jobs (on the Ray engine,
+    fits of several attackers and partitions run side by side)."""
+    import numpy as np
+
+    if not pairs:
+        return {(name, seed): (np.zeros(0), np.zeros(len(extra))) for name in blocks for seed in seeds}
+    jobs = fold_jobs(list(blocks), [p.group for p in pairs], folds, seeds)
+    fits: dict = {}
+    for (name, seed, _), fit in zip(jobs, runner(jobs, FoldFits, (blocks, pairs, extra, folds))):
+        fits.setdefault((name, seed), []).append(fit)
+    return {key: _assemble_margins(found, len(pairs), len(extra)) for key, found in fits.items()}
 
 
 def shared_differences(make, pairs: list[Pair], extra: list[Pair] = ()):
@@ -568,7 +638,7 @@ def attack_summary(margins, max_accuracy: float | None = None) -> dict:
 
 
 def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, repeats: int = 5,
-            max_accuracy: float = 0.55) -> dict:
+            max_accuracy: float = 0.55, runner=run_here) -> dict:
     """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over `repeats`
     fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family and `passed`.
 
@@ -580,22 +650,23 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
     out = {}
     multiple = bool(records) and all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
                                      for r in records)
-    for name, block in blocks.items():
-        make = (lambda b=block, n=name: build_attacker(b, f"params.yaml attackers.{n}"))
-        attacker = make()
+    attackers = {name: _maker(blocks, name)() for name in blocks}  # configuration errors before any fitting
+    seeds = [seed + k for k in range(repeats)]
+    if multiple:
+        options = [list(r["candidates"]) for r in records]
+        labels = [opts.index(r["caption"]) for opts, r in zip(options, records)]
+        groups = [group_key(r["caption"]) for r in records]
+        runs = out_of_fold_choice_runs(blocks, options, labels, groups, folds, seeds, runner)
+        chance = float(np.mean([1 / len(o) for o in options]))
+    else:
+        pairs = pairs_from_records(records)
+        runs = out_of_fold_runs(blocks, pairs, folds, seeds, runner=runner)
+    for name, attacker in attackers.items():
         if multiple:
-            options = [list(r["candidates"]) for r in records]
-            labels = [opts.index(r["caption"]) for opts, r in zip(options, records)]
-            groups = [group_key(r["caption"]) for r in records]
-            shares = np.mean([out_of_fold_choices(make, options, labels, groups, folds, seed + k)
-                              for k in range(repeats)], axis=0)
-            chance = float(np.mean([1 / len(o) for o in options]))
+            shares = np.mean([runs[name, s] for s in seeds], axis=0)
             summary = _summary(shares, chance + (max_accuracy - 0.5), chance)
         else:
-            pairs = pairs_from_records(records)
-            shared = shared_differences(make, pairs) if pairs else None
-            scores = np.mean([correctness(out_of_fold_margins(make, pairs, folds, seed + k, shared=shared)[0])
-                              for k in range(repeats)], axis=0) if pairs else np.zeros(0)
+            scores = np.mean([correctness(runs[name, s][0]) for s in seeds], axis=0) if pairs else np.zeros(0)
             summary = _summary(scores, max_accuracy, 0.5)
         out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": repeats, **summary}
     return out
@@ -665,16 +736,49 @@ def out_of_fold_choices(make, options: list[list[str]], labels: list[int], group
                         folds: int = 5, seed: int = 0) -> list[float]:
     """Per item, the share of the pick the attacker gives the target, from a model fitted on the other folds."""
     fold = grouped_folds(group, folds, seed)
-    share = [0.0] * len(options)
-    for k in sorted(set(fold)):
-        train = [i for i, f in enumerate(fold) if f != k]
-        held = [i for i, f in enumerate(fold) if f == k]
-        if not train:
-            share_k = [[1 / len(options[i])] * len(options[i]) for i in held]
-        else:
-            model = make().fit(multiple_choice_pairs([options[i] for i in train], [labels[i] for i in train],
-                                                     [group[i] for i in train]), seed=seed)
-            share_k = choose(model.margins, [options[i] for i in held], [group[i] for i in held])
-        for i, shares in zip(held, share_k):
-            share[i] = float(shares[labels[i]])
+    fits = [fold_choices(make, options, labels, group, fold, k, seed) for k in sorted(set(fold))]
+    return _assemble_shares(fits, len(options))
+
+
+def fold_choices(make, options: list[list[str]], labels: list[int], group: list[str], fold: list[int], k: int,
+                 seed: int) -> tuple[list[int], list[float]]:
+    """One fold's work for multiple choice: (held item indices, the target's share of each one's pick) from an
+    attacker fitted on the target-vs-decoy pairs of every other fold (the pick shared equally without any)."""
+    train = [i for i, f in enumerate(fold) if f != k]
+    held = [i for i, f in enumerate(fold) if f == k]
+    if not train:
+        return held, [1 / len(options[i]) for i in held]
+    model = make().fit(multiple_choice_pairs([options[i] for i in train], [labels[i] for i in train],
+                                             [group[i] for i in train]), seed=seed)
+    shares = choose(model.margins, [options[i] for i in held], [group[i] for i in held])
+    return held, [float(row[labels[i]]) for i, row in zip(held, shares)]
+
+
+def _assemble_shares(fits, n_items: int) -> list[float]:
+    share = [0.0] * n_items
+    for held, shares in fits:
+        for i, value in zip(held, shares):
+            share[i] = value
     return share
+
+
+class FoldChoices:
+    """The engine's worker for multiple-choice items: a job (attacker name, seed, fold k) is `fold_choices`."""
+
+    def __init__(self, blocks: dict, options: list[list[str]], labels: list[int], group: list[str], folds: int = 5):
+        self.blocks, self.options, self.labels, self.group, self.folds = blocks, options, labels, group, folds
+
+    def __call__(self, jobs: list[tuple[str, int, int]]) -> list:
+        return [fold_choices(_maker(self.blocks, name), self.options, self.labels, self.group,
+                             grouped_folds(self.group, self.folds, seed), k, seed) for name, seed, k in jobs]
+
+
+def out_of_fold_choice_runs(blocks: dict, options: list[list[str]], labels: list[int], group: list[str],
+                            folds: int, seeds, runner=run_here) -> dict:
+    """{(attacker name, seed): per item, the target's share}: `out_of_fold_choices` of every attacker under each
+    seed, all fold fits handed to `runner` as one list of jobs."""
+    jobs = fold_jobs(list(blocks), group, folds, seeds)
+    fits: dict = {}
+    for (name, seed, _), fit in zip(jobs, runner(jobs, FoldChoices, (blocks, options, labels, group, folds))):
+        fits.setdefault((name, seed), []).append(fit)
+    return {key: _assemble_shares(found, len(options)) for key, found in fits.items()}

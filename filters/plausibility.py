@@ -167,13 +167,14 @@ class Plausibility(Filter):
     def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
                     choose: bool = True, max_js_rise: float | None = DEFAULT_MAX_JS_RISE,
                     item_mode: str = "direct", adversarial: dict | None = None,
-                    progress: bool = False) -> tuple[set[str], dict]:
+                    progress: bool = False, runner=None) -> tuple[set[str], dict]:
         """(ids kept, report) for the candidates that passed every other filter.
 
         `item_mode`: how the bias stage counts this instrument's changed items (select passes
         params.yaml `bias...items`), so the JS bound bounds the JS the bias report shows.
         `adversarial`: the adversarial filter's settings (filters/adversarial.py `settings_for`; select passes
         them): trained attackers in the loop of the refinement; its report is under `adversarial`.
+        `runner`: where the adversarial filter's fold fits run (select passes the engine's).
         """
         scored = sorted({n for r in records for n in (((r.get("filters") or {}).get(cls.name) or {}).get("scores") or {})})
         used = scored if scorers is None else list(scorers)
@@ -199,7 +200,7 @@ class Plausibility(Filter):
             refined_size = len(kept)
             kept, attack = adversarial_filter(
                 records, adversarial, dict(scorers=used, bins=bins, choose=choose, max_js_rise=max_js_rise,
-                                           item_mode=item_mode), path=path, progress=progress)
+                                           item_mode=item_mode), path=path, progress=progress, runner=runner)
             js = dict(attack.pop("refinement"))
             attack["kept_without_adversarial_filter"] = refined_size
         other = refine(records, used, bins=bins, choose=not choose, path=path, max_js_rise=max_js_rise,

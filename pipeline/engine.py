@@ -172,6 +172,16 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
     return results
 
 
+def job_runner(settings: dict):
+    """A runner for work cut into independent jobs (filters/attackers.py: one fold fit a job), on this engine:
+    `runner(jobs, worker_class, args)` maps `worker_class(*args)` over the jobs, one job a batch: locally one
+    worker in this process, on Ray each job a batch of the actor pool, so the fits of several attackers, partitions and folds run side by side."""
+    def run(jobs: list, worker_class, args: tuple) -> list:
+        return map_batches(jobs, worker_class, args, {**settings, "batch_size": 1})
+
+    return run
+
+
 def _progress(iterator, desc: str | None, total: int):
     if desc is None or total < 2:
         return iterator

@@ -374,3 +374,71 @@ def test_a_foil_journal_written_locally_resumes_on_ray(coco_sample, tmp_path, mo
     foil_file(params, "foil_it", samples, tmp_path / "ray.jsonl", cache_dir=tmp_path / "cache")
     assert [(j.reused, j.written) for j in kept] == [(0, 1), (1, 0)]
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+# ------------------------------------------------------------------------------ trained attackers on the engine
+
+ATTACKER_BLOCKS = {"word": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 3]}},
+                   "char": {"attacker": "char_ngram.v1"}, "edit": {"attacker": "edit_tokens.v1"},
+                   "boosted": {"attacker": "boosted_features.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}}
+RAY_JOBS = {"name": "ray", "batch_size": 64, "threads_per_worker": None,
+            "ray": {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}}
+
+
+@pytest.fixture
+def released_pairs(shared):
+    """Caption/foil records of VALSE's released relations and counting files (two instruments' worth of pairs)."""
+    records = []
+    for piece in ("relations", "counting-hard"):
+        released = json.loads(shared("data", "valse-dev", f"{piece}.json").read_text())
+        records += [{"id": f"{piece}:{key}", "sample_id": f"{piece}:{key}", "caption": r["caption"],
+                     "foil": r["foil"]} for key, r in sorted(released.items())[:60]]
+    return records
+
+
+def test_attackers_fit_their_folds_on_ray_with_the_local_bits(released_pairs, local_ray):
+    """Every (attacker, partition, fold) fit is one job of the pool; the margins are those of the local run."""
+    import numpy as np
+
+    from filters.attackers import out_of_fold_margins, out_of_fold_runs, pairs_from_records, run_here
+
+    pairs = pairs_from_records(released_pairs[::2])
+    extra = pairs_from_records(released_pairs[1::2])
+    local = out_of_fold_runs(ATTACKER_BLOCKS, pairs, 5, [3, 4], extra, runner=run_here)
+    on_ray = out_of_fold_runs(ATTACKER_BLOCKS, pairs, 5, [3, 4], extra, runner=engine.job_runner(RAY_JOBS))
+    assert sorted(on_ray) == sorted(local) == sorted((name, s) for name in ATTACKER_BLOCKS for s in (3, 4))
+    for key, (margins, extra_margins) in local.items():
+        assert np.array_equal(on_ray[key][0], margins) and np.array_equal(on_ray[key][1], extra_margins), key
+    # and the jobs are the single-attacker function's folds: one implementation of a fold's work
+    from filters.attackers import build_attacker
+
+    alone = out_of_fold_margins(lambda: build_attacker(ATTACKER_BLOCKS["char"], "t"), pairs, 5, 4, extra)
+    assert np.array_equal(alone[0], local["char", 4][0]) and np.array_equal(alone[1], local["char", 4][1])
+
+
+def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ray(released_pairs, local_ray):
+    from filters.adversarial import adversarial_filter, settings_for
+    from filters.attackers import certify
+
+    ray_runner = engine.job_runner(RAY_JOBS)
+    gate = dict(blocks=ATTACKER_BLOCKS, folds=5, seed=101, repeats=2, max_accuracy=0.55)
+    assert json.dumps(certify(released_pairs, **gate, runner=ray_runner)) == json.dumps(certify(released_pairs, **gate))
+    # multiple choice (BD2BB's shape): each caption among its record's texts and two other captions
+    captions = [r["caption"] for r in released_pairs]
+    options = [{"id": r["id"], "caption": r["caption"],
+                "candidates": [r["caption"], r["foil"], captions[(k + 7) % len(captions)]]}
+               for k, r in enumerate(released_pairs)]
+    assert json.dumps(certify(options, **gate, runner=ray_runner)) == json.dumps(certify(options, **gate))
+    # the adversarial filter: its rounds' fold fits on the pool, the same kept set and report; a third of the
+    # foils carry a planted word, so there is something to drop
+    scored = [{**r, "foil": r["foil"] + " indeed" if k % 3 == 0 else r["foil"],
+               "filters": {"plausibility": {"scores": {"lm": {"caption": float(k % 5) - 2, "foil": 0.0,
+                                                               "gap": float(k % 5) - 2}}}}}
+              for k, r in enumerate(released_pairs)]
+    settings = settings_for({"attackers": ATTACKER_BLOCKS, "adversarial": {
+        "attackers": ["word", "boosted"], "rounds": 2, "slice": 0.1, "max_js_rise": None, "max_iterations": 3}}, "x")
+    refine_args = dict(scorers=["lm"], bins=1, choose=True, max_js_rise=None, item_mode="direct")
+    kept, report = adversarial_filter(scored, settings, refine_args)
+    kept_ray, report_ray = adversarial_filter(scored, settings, refine_args, runner=ray_runner)
+    assert kept_ray == kept and json.dumps(report_ray, sort_keys=True) == json.dumps(report, sort_keys=True)
+    assert len(report["history"]) >= 2   # the filter did fit and drop for more than one round

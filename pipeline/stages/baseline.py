@@ -169,12 +169,14 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     or below max_accuracy on the kept records (filters/attackers.py `certify`). None without a `gate` block."""
     from filters.adversarial import gate_settings
     from filters.attackers import certify
+    from pipeline.engine import engine_settings, job_runner
 
     settings = gate_settings(params, instrument)
     if settings is None:
         return None
     args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
-                repeats=settings["repeats"], max_accuracy=settings["max_accuracy"])
+                repeats=settings["repeats"], max_accuracy=settings["max_accuracy"],
+                runner=job_runner(engine_settings(params)))
     after = certify(kept, **args)
     before = certify(unrefined(kept, rejected), **args) if rejected else after
     return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],

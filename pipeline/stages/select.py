@@ -37,11 +37,12 @@ def _one_or_all(values: set):
 
 def select(records: list[dict], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False) -> tuple[list[dict], list[dict], dict]:
+           progress: bool = False, runner=None) -> tuple[list[dict], list[dict], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
+    `runner`: where the adversarial filter's fold fits run (pipeline/engine.py `job_runner`; None: here).
     """
     from foilforge.filter import filter_class
     from foilforge.filter import filter_funnel
@@ -65,7 +66,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
         if not cls.set_rule:
             continue
         candidates = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
-        extra = {"adversarial": adversarial, "progress": progress} if adversarial is not None else {}
+        extra = {"adversarial": adversarial, "progress": progress, "runner": runner} if adversarial is not None else {}
         kept_ids, refinement[name] = cls.keep_subset(candidates, path, item_mode=item_mode, **thresholds, **extra)
         for record in marked:
             record["filters"][name] = {**record["filters"][name], "passed": record["id"] in kept_ids,
@@ -96,6 +97,7 @@ def write_funnel_csv(path, funnel: dict) -> None:
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
         progress: bool = False) -> dict:
     from foilforge.filter import keep_rules
+    from pipeline.engine import engine_settings, job_runner
     from pipeline.stages.bias import instrument_settings
     from pipeline.stages.score import read_records
 
@@ -105,7 +107,8 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
     kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
-                                     adversarial=settings_for(params, instrument), progress=progress)
+                                     adversarial=settings_for(params, instrument), progress=progress,
+                                     runner=job_runner(engine_settings(params)))
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
