@@ -1,4 +1,5 @@
-"""Every COCO-sourced instrument's foil and score stages on COCO val 2017: the local engine vs Ray pools.
+"""Every COCO-sourced instrument's foil, score and select stages and its release gate on COCO val 2017: the
+local engine vs Ray pools.
 
     .venv/bin/python -m benchmarks.bench_coco_build [--n 200] [--workers 1 2 4 8 16] [--batch-size 64]
                                                     [--threads 1] [--device cpu|cuda] [--gpu-workers 0] [--profile]
@@ -6,8 +7,12 @@
 What it runs: params.yaml as it is (the offline models, every filter the instruments list), with
 `sources.coco` pointed at COCO val 2017's captions (../shared/data/real/coco, else the embedded sample) and
 every instrument whose source is coco (plurals, relations, foil_it, swap_obj, swap_att) foiling the first
---n captions (`max_samples`; 0: all 25,014), then the score stage on what each foiled: the stages' own code
-(pipeline/stages/foil.py foil_file, pipeline/stages/score.py run), the engine from params. Per run: wall
+--n captions (`max_samples`; 0: all 25,014), then the score stage on what each foiled, select on the scores
+(the refinement and the adversarial filter, whose attackers' fold fits run on the engine) and the release
+gate's attackers on what select kept: the stages' own code (pipeline/stages/foil.py foil_file,
+pipeline/stages/score.py run, pipeline/stages/select.py run, pipeline/stages/baseline.py release_gate), the
+engine from params. The ingest of the captions file is timed once (`ingest_s`; it runs in one process on
+either engine). Per run: wall
 time of each stage and instrument (Ray start and the actors' model loading included, as a user meets
 them), captions/s over the whole build, peak RSS of the driver and of each Ray worker, and whether every
 file is byte-identical to the local run's. `--profile` adds the local run's cProfile, the functions with
@@ -64,9 +69,11 @@ def coco_instruments(params: dict) -> list[str]:
 
 
 def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, measured: bool) -> dict:
-    """foil then score for every COCO instrument; wall times, the files' sha256, the workers' peak RSS."""
+    """foil, score, select and the gate for every COCO instrument; wall times, the files' sha256, the workers' peak
+    RSS."""
+    from foilforge.io import read_jsonl
     from pipeline import engine
-    from pipeline.stages import foil, score
+    from pipeline.stages import baseline, foil, score, select
 
     rss_dir = workdir / "rss"
     rss_dir.mkdir(parents=True)
@@ -85,9 +92,18 @@ def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, meas
             t1 = time.perf_counter()
             score.run(params, name, foils, scored)
             t2 = time.perf_counter()
+            kept, rejected = workdir / f"{name}.kept.jsonl", workdir / f"{name}.rejected.jsonl"
+            select.run(params, name, scored, kept, rejected, workdir / f"{name}.select.json")
+            t3 = time.perf_counter()
+            gate = baseline.release_gate(params, name, read_jsonl(kept, allow_empty=True),
+                                         read_jsonl(rejected, allow_empty=True))
+            (workdir / f"{name}.gate.json").write_text(json.dumps(gate, sort_keys=True))
+            t4 = time.perf_counter()
             stages[name] = {"foil_s": round(t1 - t0, 2), "score_s": round(t2 - t1, 2),
-                            "foils": sum(1 for _ in foils.open())}
-            for path in (foils, scored, workdir / f"{name}.metrics.json"):
+                            "select_s": round(t3 - t2, 2), "gate_s": round(t4 - t3, 2),
+                            "foils": sum(1 for _ in foils.open()), "kept": sum(1 for _ in kept.open())}
+            for path in (foils, scored, kept, rejected, workdir / f"{name}.metrics.json",
+                         workdir / f"{name}.select.json", workdir / f"{name}.gate.json"):
                 files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
     finally:
         foil.ProposeWorker, score.ScoreWorker = originals
@@ -123,10 +139,13 @@ def main(argv=None) -> dict:
         threads = args.threads or None
         base = coco_params(args.n, args.batch_size, args.device, {}, tmp / "coco", cores, threads)
         samples = tmp / "coco.jsonl"
+        t0 = time.perf_counter()
         ingested = ingest(base, "coco", samples)
+        ingest_s = round(time.perf_counter() - t0, 2)
         used = min(ingested, args.n) if args.n else ingested
         result = {"benchmark": "coco_build", "machine": {"cpus": cores, "platform": platform.platform()},
-                  "source": str(captions), "captions": used, "instruments": coco_instruments(base),
+                  "source": str(captions), "ingested": ingested, "ingest_s": ingest_s, "captions": used,
+                  "instruments": coco_instruments(base),
                   "engine_batch_size": args.batch_size, "threads_per_worker": threads, "device": args.device,
                   "models": "params.yaml's (the offline choices, docs/offline_models.md)", "runs": []}
 

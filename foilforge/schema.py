@@ -179,6 +179,7 @@ class EngineBlock(Block):
     name: Literal["local", "ray"] = "local"
     batch_size: PositiveInt = 4096              # records a batch, for both engines: batched model scores depend on it
     threads_per_worker: PositiveInt | None = None  # torch threads in every worker (null: the stage process's own)
+    shard_rows: PositiveInt = 100_000             # rows a Parquet shard of the foil and score outputs (pipeline/shards.py)
     ray: RayEngineBlock = RayEngineBlock()
 
 

@@ -41,7 +41,15 @@ def _score(params, records, tmp_path, name):
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / f"{name}.jsonl"
     score.run(params, "relations", source, out)
+    assert _shard_lines(tmp_path / f"{name}.parquet") == out.read_bytes()   # the same records as Parquet shards
     return out.read_bytes()
+
+
+def _shard_lines(directory) -> bytes:
+    from foilforge.io import dumps
+    from pipeline.shards import read_shards
+
+    return "".join(dumps(record) + "\n" for record in read_shards(directory)).encode("utf-8")
 
 
 def test_ray_engine_writes_the_local_engines_bytes(tiny_models, real_pairs, tmp_path, monkeypatch, local_ray):
@@ -168,6 +176,7 @@ def _foil(params, instrument, samples, tmp_path, name):
     out, metrics = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.metrics.json"
     foil_file(params, instrument, samples, out, metrics_path=metrics, cache_dir=tmp_path / f"cache-{name}")
     assert not (tmp_path / f"cache-{name}" / "batches" / "foil" / f"{instrument}.pickle").exists()  # done: dropped
+    assert _shard_lines(tmp_path / f"{name}.parquet") == out.read_bytes()   # the same records as Parquet shards
     return out.read_bytes(), json.loads(metrics.read_text())
 
 

@@ -140,10 +140,13 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
                          candidates_per_sample=cap, cache_dir=cache_dir)
     from pipeline.engine import engine_settings
+    from pipeline.shards import shards_path, write_shards
 
-    propose = EngineProposer(foiler, params, instrument, engine_settings(params), cache_dir)
+    settings = engine_settings(params)
+    propose = EngineProposer(foiler, params, instrument, settings, cache_dir)
     records = foiler.run(samples, context=context, propose=propose)
     count = write_jsonl(output_path, records)
+    write_shards(shards_path(output_path), iter_jsonl(output_path, allow_empty=True), settings["shard_rows"])
     if metrics_path is not None:
         write_json(metrics_path, {"instrument": instrument, "foiler": foiler.registry_name, **context.stats})
     propose.finish()
