@@ -32,7 +32,7 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 	$(BIN)/python scripts/link_linkgrammar.py
 	touch $@
 
-# ENGINE=ray: the foil and score stages on a local Ray (params.yaml engine.ray; same outputs, so DVC's cache holds)
+# ENGINE=ray: foil, score and the trained attackers on a local Ray (params.yaml engine.ray; same outputs, so DVC's cache holds)
 ENGINE ?=
 export FOILFORGE_ENGINE := $(ENGINE)
 
