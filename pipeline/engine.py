@@ -150,7 +150,11 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
     batch, in batch order. Batches found in `journal` are not run again; the others are added to it."""
     parts = batches(records, settings["batch_size"])
     results: list = [None] * len(parts)
-    threads = worker_threads(settings)
+    threads = settings.get("threads_per_worker")
+    if journal is not None or settings["name"] == "ray":
+        # the journal's keys and Ray's actors need the count itself; a local run without a journal leaves the
+        # process's threads as they are, and a stage whose work has no torch model does not import torch for it
+        threads = worker_threads(settings)
     keys = [journal.key(part, threads) if journal is not None else None for part in parts]
     todo = []
     for k, part in enumerate(parts):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from foilforge.errors import InputError
-from foilforge.io import dumps
+from foilforge.io import dumps, write_jsonl
 
 FORMAT_VERSION = "1"
 TEXT_COLUMNS = ("id", "sample_id", "instrument", "linguistic_phenomena", "dataset", "original_split", "image_file",
@@ -103,6 +103,16 @@ def write_shards(directory, records: Iterable[dict], shard_rows: int = DEFAULT_S
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return count
+
+
+def write_records(path, records: Iterable[dict], shard_rows: int = DEFAULT_SHARD_ROWS, sort_by_id: bool = True) -> int:
+    """A stage's output: the JSONL at `path` and the same records, in the same order, as shards beside it
+    (`shards_path`); returns the number of records."""
+    records = list(records)
+    if sort_by_id:
+        records.sort(key=lambda r: str(r["id"]))   # write_jsonl's order, for both files
+    write_jsonl(path, records, sort_by_id=False)
+    return write_shards(shards_path(path), records, shard_rows)
 
 
 def _replace_directory(staging: Path, directory: Path) -> None:

@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
-from foilforge.io import iter_jsonl, write_json, write_jsonl
+from foilforge.io import iter_jsonl, write_json
 from foilforge.params import block, load_params
 
 log = logging.getLogger(__name__)
@@ -140,13 +140,12 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
                          candidates_per_sample=cap, cache_dir=cache_dir)
     from pipeline.engine import engine_settings
-    from pipeline.shards import shards_path, write_shards
+    from pipeline.shards import write_records
 
     settings = engine_settings(params)
     propose = EngineProposer(foiler, params, instrument, settings, cache_dir)
     records = foiler.run(samples, context=context, propose=propose)
-    count = write_jsonl(output_path, records)
-    write_shards(shards_path(output_path), iter_jsonl(output_path, allow_empty=True), settings["shard_rows"])
+    count = write_records(output_path, records, settings["shard_rows"])
     if metrics_path is not None:
         write_json(metrics_path, {"instrument": instrument, "foiler": foiler.registry_name, **context.stats})
     propose.finish()

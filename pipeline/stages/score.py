@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from foilforge.io import iter_jsonl, read_jsonl, write_jsonl
+from foilforge.io import read_jsonl
 from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
@@ -114,10 +114,9 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     if corpus:
         parts = {name: [part[name] for _, part in mapped] for name in batch_part_names}
         scored = score_records(corpus, records, input_path, progress, out=scored, batch_parts=parts)
-    write_jsonl(output_path, scored, sort_by_id=False)
-    from pipeline.shards import shards_path, write_shards
+    from pipeline.shards import write_records
 
-    write_shards(shards_path(output_path), iter_jsonl(output_path, allow_empty=True), engine["shard_rows"])
+    write_records(output_path, scored, engine["shard_rows"], sort_by_id=False)
     if journal is not None:
         journal.finish()
     return scored
