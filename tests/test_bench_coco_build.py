@@ -1,0 +1,55 @@
+"""benchmarks/bench_coco_build.py's params for another machine: every model where the run says, the LM swapped
+for a local directory everywhere params.yaml names the wheel, a filter left out of run lists and keep rules."""
+
+from pathlib import Path
+
+from benchmarks.bench_coco_build import CUDA_TUNING, SMOLLM2, coco_instruments, coco_params
+
+
+def _model_blocks(value, path=""):
+    if isinstance(value, dict):
+        if "name_or_path" in value:
+            yield path, value
+        for key, item in value.items():
+            yield from _model_blocks(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from _model_blocks(item, f"{path}[{k}]")
+
+
+def test_every_model_block_runs_on_the_device_asked_for():
+    # `auto` would put a CPU run's plausibility LM on the GPU of a machine that has one
+    params = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1)
+    blocks = dict(_model_blocks(params))
+    assert ".filters.plausibility.scorers.smollm2" in blocks
+    assert ".instruments.relations.args.scorer" in blocks
+    assert {path: block["device"] for path, block in blocks.items() if block.get("device") != "cpu"} == {}
+
+
+def test_the_lm_directory_replaces_the_wheel_everywhere():
+    params = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1, lm="/models/smollm2")
+    paths = {path: block["name_or_path"] for path, block in _model_blocks(params)}
+    assert SMOLLM2 not in paths.values()
+    assert paths[".instruments.relations.args.scorer"] == "/models/smollm2"
+    assert paths[".models.length_tokenizer"] == "/models/smollm2"
+    assert paths[".filters.plausibility.scorers.smollm2"] == "/models/smollm2"
+
+
+def test_a_filter_left_out_leaves_run_lists_and_keep_rules():
+    params = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1, without=("grammaticality",))
+    for name in coco_instruments(params):
+        filters = params["instruments"][name]["filters"]
+        assert "grammaticality" not in filters["run"] and "grammaticality" not in filters["keep"]
+        assert "plausibility" in filters["run"]
+    untouched = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1)
+    assert "grammaticality" in untouched["instruments"]["relations"]["filters"]["run"]
+
+
+def test_cuda_tuning_reaches_the_span_scorer_and_the_plausibility_lm_only():
+    params = coco_params(10, 5, "cuda", {}, Path("/nowhere"), 16, 1, cuda_tuned=True)
+    scorer = params["instruments"]["relations"]["args"]["scorer"]
+    assert (scorer["dtype"], scorer["max_batch_tokens"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["max_batch_tokens"])
+    lm = params["filters"]["plausibility"]["scorers"]["smollm2"]
+    assert (lm["dtype"], lm["batch_size"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["batch_size"])
+    assert "dtype" not in params["filters"]["plausibility"]["scorers"]["caption_ngram"]
+    assert coco_instruments(params, ("relations",)) == ["relations"]
