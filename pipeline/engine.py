@@ -13,7 +13,9 @@ engine runs it:
   again (`max_restarts`, `max_task_retries`), so no record is lost or counted twice.
 
 `map_batches` is for work that maps each record to one result (the score stage); `map_parts` returns one
-result per batch, whatever its shape (the foil stage: a batch's candidates and its counts).
+result per batch, whatever its shape (the foil stage: a batch's candidates and its counts). Both take a
+list; `map_stream` takes the batches as an iterator and yields each result as it is done, so a stage that
+reads and writes record by record (the score stage) holds one batch at a time on the local engine.
 
 The batches are the same for both engines, so are the records, byte for byte: a model that pads a batch
 gives the same bits for the same batch. So do torch's threads: a CPU matrix product sums in an order that
@@ -38,6 +40,7 @@ import json
 import logging
 import os
 import pickle
+from typing import Iterable, Iterator
 from pathlib import Path
 
 from foilforge.errors import ConfigError
@@ -149,13 +152,51 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
     """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; one result per
     batch, in batch order. Batches found in `journal` are not run again; the others are added to it."""
     parts = batches(records, settings["batch_size"])
-    results: list = [None] * len(parts)
+    return [result for _, result in map_stream(parts, worker_class, args, settings, journal, progress, len(parts))]
+
+
+def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
+               journal: BatchJournal | None = None, progress: str | None = None,
+               total: int | None = None) -> Iterator[tuple[list, object]]:
+    """(batch, worker_class(*args)(batch)) for each batch of `parts`, in their order, as they are done.
+
+    The local engine reads one batch from `parts`, runs it and yields it before it reads the next, so a stage
+    that streams its input and output holds one batch at a time. Ray's pool gets every batch at once (they
+    go to the actors by value), then results come back in any order and are yielded in batch order.
+    Batches found in `journal` are not run again (and the worker, with its models, is built only if some
+    batch is not there); the others are added to it as they come back. `total`: the number of batches, for
+    the progress bar."""
     threads = settings.get("threads_per_worker")
     if journal is not None or settings["name"] == "ray":
         # the journal's keys and Ray's actors need the count itself; a local run without a journal leaves the
         # process's threads as they are, and a stage whose work has no torch model does not import torch for it
         threads = worker_threads(settings)
+    if settings["name"] == "ray":
+        yield from _ray_stream(list(parts), worker_class, args, settings, journal, progress, threads)
+        return
+    worker, reused, ran = None, 0, 0
+    for part in _progress(parts, progress, total or 0):
+        key = journal.key(part, threads) if journal is not None else None
+        found, result = journal.get(key) if journal is not None else (False, None)
+        if found:
+            reused += 1
+        else:
+            if worker is None:
+                set_torch_threads(threads)
+                worker = worker_class(*args)
+            result = worker(part)
+            ran += 1
+            if journal is not None:
+                journal.put(key, result)
+        yield part, result
+    if journal is not None and reused:
+        log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, reused, reused + ran,
+                 journal.path)
+
+
+def _ray_stream(parts: list[list], worker_class, args: tuple, settings: dict, journal, progress, threads):
     keys = [journal.key(part, threads) if journal is not None else None for part in parts]
+    results: dict[int, object] = {}
     todo = []
     for k, part in enumerate(parts):
         found, result = journal.get(keys[k]) if journal is not None else (False, None)
@@ -166,14 +207,18 @@ def map_parts(records: list, worker_class, args: tuple, settings: dict,
     if journal is not None and len(todo) < len(parts):
         log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, len(parts) - len(todo),
                  len(parts), journal.path)
-    if todo:
-        run = _ray_parts if settings["name"] == "ray" else _local_parts
-        numbered = [(k, parts[k]) for k in todo]
-        for k, result in _progress(run(numbered, worker_class, args, settings["ray"], threads), progress, len(todo)):
-            if journal is not None:
-                journal.put(keys[k], result)
-            results[k] = result
-    return results
+    done = _ray_parts([(k, parts[k]) for k in todo], worker_class, args, settings["ray"], threads) if todo else ()
+    following = 0
+    for k, result in _progress(done, progress, len(todo)):
+        if journal is not None:
+            journal.put(keys[k], result)
+        results[k] = result
+        while following in results:   # yield in batch order, holding only the batches that came back early
+            yield parts[following], results.pop(following)
+            following += 1
+    while following in results:
+        yield parts[following], results.pop(following)
+        following += 1
 
 
 def job_runner(settings: dict):
@@ -225,13 +270,6 @@ def stage_threads() -> int | None:
 def worker_threads(settings: dict) -> int | None:
     """The torch threads every worker of this run sums with: `threads_per_worker`, or the stage process's."""
     return settings.get("threads_per_worker") or stage_threads()
-
-
-def _local_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, _ray_settings, threads):
-    set_torch_threads(threads)
-    worker = worker_class(*args)
-    for k, part in numbered:
-        yield k, worker(part)
 
 
 class _RayWorker:

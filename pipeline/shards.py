@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from foilforge.errors import InputError
-from foilforge.io import dumps, write_jsonl
+from foilforge.io import dumps
 
 FORMAT_VERSION = "1"
 TEXT_COLUMNS = ("id", "sample_id", "instrument", "linguistic_phenomena", "dataset", "original_split", "image_file",
@@ -69,50 +69,117 @@ def from_row(row: dict) -> dict:
     return record
 
 
+class _ShardStaging:
+    """Shards of at most `shard_rows` rows written into a temp directory beside `directory`, swapped in by
+    `commit` (nothing under `directory` changes before that), removed by `discard`."""
+
+    def __init__(self, directory, shard_rows: int, staging: Path | None = None):
+        if not isinstance(shard_rows, int) or isinstance(shard_rows, bool) or shard_rows < 1:
+            raise ValueError(f"shard_rows must be an integer >= 1, got {shard_rows!r}")
+        self.directory, self.shard_rows = Path(directory), shard_rows
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        if staging is None:
+            staging = Path(tempfile.mkdtemp(prefix=f".{self.directory.name}.", suffix=".tmp", dir=self.directory.parent))
+        else:
+            staging.mkdir()
+        self.staging = staging
+        self.count, self.shard, self.rows = 0, 0, []
+
+    def add(self, record: dict) -> None:
+        self.rows.append(to_row(record))
+        self.count += 1
+        if len(self.rows) == self.shard_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(self.rows, schema=schema()), self.staging / f"part-{self.shard:05d}.parquet")
+        self.shard, self.rows = self.shard + 1, []
+
+    def commit(self) -> int:
+        if self.rows or self.shard == 0:   # no records: one empty shard, so a reader still finds the schema
+            self._flush()
+        _replace_directory(self.staging, self.directory)
+        return self.count
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
 def write_shards(directory, records: Iterable[dict], shard_rows: int = DEFAULT_SHARD_ROWS) -> int:
     """Write `records` (in their order) as Parquet shards of at most `shard_rows` rows into `directory`, replacing
     what was there only once all are written; returns the number of records. No records: one empty shard, so a
     reader still finds the schema."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if not isinstance(shard_rows, int) or isinstance(shard_rows, bool) or shard_rows < 1:
-        raise ValueError(f"shard_rows must be an integer >= 1, got {shard_rows!r}")
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
-    table_schema = schema()
-    count, shard, rows = 0, 0, []
-
-    def flush():
-        nonlocal shard, rows
-        table = pa.Table.from_pylist(rows, schema=table_schema)
-        pq.write_table(table, staging / f"part-{shard:05d}.parquet")
-        shard, rows = shard + 1, []
-
+    staging = _ShardStaging(directory, shard_rows)
     try:
         for record in records:
-            rows.append(to_row(record))
-            count += 1
-            if len(rows) == shard_rows:
-                flush()
-        if rows or shard == 0:
-            flush()
-        _replace_directory(staging, directory)
+            staging.add(record)
+        return staging.commit()
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.discard()
         raise
-    return count
+
+
+class RecordWriter:
+    """A stage's output written record by record, for a stage that streams: the JSONL at `path` and its shards
+    beside it (`shards_path`), in the order written. They are written to `.<name>.partial` files beside the
+    outputs and renamed into place when the `with` block ends without an error; an error removes them and
+    leaves the previous outputs (or none). A killed process cannot clean up: the next writer of the same
+    output removes what it left, so partial files never pile up and never stand where an output belongs.
+
+        with RecordWriter(path, shard_rows) as out:
+            for record in records:
+                out.write(record)
+    """
+
+    def __init__(self, path, shard_rows: int = DEFAULT_SHARD_ROWS):
+        self.path, self.shard_rows, self.count = Path(path), shard_rows, 0
+        directory = shards_path(self.path)
+        self.partial = partial_path(self.path)
+        self.partial_shards = partial_path(directory)
+
+    def __enter__(self) -> "RecordWriter":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.partial.unlink(missing_ok=True)   # a killed run's
+        shutil.rmtree(self.partial_shards, ignore_errors=True)
+        self._shards = _ShardStaging(shards_path(self.path), self.shard_rows, staging=self.partial_shards)
+        self._handle = self.partial.open("w", encoding="utf-8", newline="\n")
+        return self
+
+    def write(self, record: dict) -> None:
+        self._handle.write(dumps(record) + "\n")
+        self._shards.add(record)
+        self.count += 1
+
+    def __exit__(self, kind, error, trace) -> bool:
+        self._handle.close()
+        try:
+            if kind is None:
+                os.replace(self.partial, self.path)
+                self._shards.commit()
+        finally:
+            self.partial.unlink(missing_ok=True)
+            self._shards.discard()
+        return False
+
+
+def partial_path(path) -> Path:
+    """Where a streaming stage writes `path` until it is complete: `.<name>.partial` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
 
 
 def write_records(path, records: Iterable[dict], shard_rows: int = DEFAULT_SHARD_ROWS, sort_by_id: bool = True) -> int:
     """A stage's output: the JSONL at `path` and the same records, in the same order, as shards beside it
     (`shards_path`); returns the number of records."""
-    records = list(records)
     if sort_by_id:
-        records.sort(key=lambda r: str(r["id"]))   # write_jsonl's order, for both files
-    write_jsonl(path, records, sort_by_id=False)
-    return write_shards(shards_path(path), records, shard_rows)
+        records = sorted(records, key=lambda r: str(r["id"]))   # write_jsonl's order, for both files
+    with RecordWriter(path, shard_rows) as out:
+        for record in records:
+            out.write(record)
+    return out.count
 
 
 def _replace_directory(staging: Path, directory: Path) -> None:

@@ -334,7 +334,10 @@ def test_a_killed_score_stage_rerun_scores_only_what_it_had_not_finished(tiny_mo
 
     killed = subprocess.run(command, env={**env, "KILL_AT": "4"}, cwd=tmp_path, capture_output=True)
     assert killed.returncode == -signal.SIGKILL
-    assert not out.exists() and not list((tmp_path / "out").glob("*"))   # no output, no half-written file
+    # no output where one belongs: the stage streams into `.scored.jsonl.partial` (and the shards' `.partial`
+    # directory), which only a finished run renames into place
+    assert not out.exists() and not (tmp_path / "out" / "scored.parquet").exists()
+    assert {p.name for p in (tmp_path / "out").iterdir()} <= {".scored.jsonl.partial", ".scored.parquet.partial"}
     firsts = [r["id"] for r in real_pairs[::5]]
     assert calls.read_text().splitlines() == firsts[:4]
 
@@ -342,6 +345,8 @@ def test_a_killed_score_stage_rerun_scores_only_what_it_had_not_finished(tiny_mo
     # the rerun scored the batch that was in flight and the two never started: 4 + 3 calls for 6 batches
     assert calls.read_text().splitlines() == firsts[:4] + firsts[3:]
     assert not (tmp_path / "cache" / "batches" / "score" / "relations.pickle").exists()
+    # the rerun removed what the killed run had left: the outputs and nothing else
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"scored.jsonl", "scored.parquet"}
     assert out.read_bytes() == _score(full, real_pairs, tmp_path, "uninterrupted")
 
 
@@ -451,3 +456,44 @@ def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ra
     kept_ray, report_ray = adversarial_filter(scored, settings, refine_args, runner=ray_runner)
     assert kept_ray == kept and json.dumps(report_ray, sort_keys=True) == json.dumps(report, sort_keys=True)
     assert len(report["history"]) >= 2   # the filter did fit and drop for more than one round
+
+
+def test_the_local_engine_reads_the_next_batch_only_after_yielding_the_last():
+    """What keeps a streaming stage's memory to one batch: map_stream pulls batch k+1 from its input only once
+    batch k's result is out."""
+    events = []
+
+    def batches():
+        for k in range(3):
+            events.append(f"read {k}")
+            yield [k, k]
+
+    class Double:
+        def __call__(self, part):
+            events.append(f"ran {part[0]}")
+            return [2 * x for x in part]
+
+    settings = {**engine.engine_settings({}), "batch_size": 2}
+    for part, result in engine.map_stream(batches(), Double, (), settings):
+        events.append(f"got {part[0]}: {result}")
+    assert events == ["read 0", "ran 0", "got 0: [0, 0]", "read 1", "ran 1", "got 1: [2, 2]",
+                      "read 2", "ran 2", "got 2: [4, 4]"]
+
+
+def test_a_stage_whose_batches_are_all_in_the_journal_builds_no_worker(tmp_path):
+    built = []
+
+    class Worker:
+        def __init__(self):
+            built.append(1)
+
+        def __call__(self, part):
+            return [x + 1 for x in part]
+
+    settings = {**engine.engine_settings({}), "batch_size": 2, "threads_per_worker": 1}
+    journal = engine.BatchJournal(tmp_path / "j.pickle", "identity")
+    first = list(engine.map_stream(iter([[1, 2], [3]]), Worker, (), settings, journal=journal))
+    again = list(engine.map_stream(iter([[1, 2], [3]]), Worker, (), settings,
+                                   journal=engine.BatchJournal(tmp_path / "j.pickle", "identity")))
+    assert first == again == [([1, 2], [2, 3]), ([3], [4])]
+    assert built == [1]   # the rerun took both batches from the journal and loaded nothing

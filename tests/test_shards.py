@@ -84,3 +84,42 @@ def test_unreadable_shards_name_the_file(tmp_path):
 
 def test_the_shards_sit_next_to_the_jsonl():
     assert str(shards_path("data/scored/relations.jsonl")) == "data/scored/relations.parquet"
+
+
+def test_a_record_writer_renames_into_place_only_when_done(tmp_path):
+    from pipeline.shards import RecordWriter
+
+    path = tmp_path / "scored" / "relations.jsonl"
+    records = [{"id": f"r{k}", "caption": "a dog", "foil": "a cat", "filters": {"length": {"score": k}}}
+               for k in range(5)]
+    with RecordWriter(path, shard_rows=2) as out:
+        for record in records[:3]:
+            out.write(record)
+        # while it writes, nothing stands where the outputs belong
+        assert not path.exists() and not shards_path(path).exists()
+        assert (tmp_path / "scored" / ".relations.jsonl.partial").is_file()
+    assert path.read_text() == "".join(dumps(r) + "\n" for r in records[:3])
+    assert list(read_shards(shards_path(path))) == records[:3]
+    assert sorted(p.name for p in shards_path(path).iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    assert {p.name for p in path.parent.iterdir()} == {"relations.jsonl", "relations.parquet"}
+
+    with pytest.raises(RuntimeError, match="the model died"):
+        with RecordWriter(path, shard_rows=2) as out:
+            out.write(records[3])
+            raise RuntimeError("the model died")
+    # the failed run left the previous outputs and no partial files
+    assert list(read_shards(shards_path(path))) == records[:3]
+    assert {p.name for p in path.parent.iterdir()} == {"relations.jsonl", "relations.parquet"}
+
+
+def test_a_record_writer_removes_what_a_killed_writer_left(tmp_path):
+    from pipeline.shards import RecordWriter, partial_path
+
+    path = tmp_path / "relations.jsonl"
+    partial_path(path).write_text('{"id": "half-writ')
+    partial_path(shards_path(path)).mkdir()
+    (partial_path(shards_path(path)) / "part-00000.parquet").write_bytes(b"PAR1")
+    with RecordWriter(path) as out:
+        out.write({"id": "r0", "caption": "a dog", "foil": "a cat"})
+    assert path.read_text() == dumps({"id": "r0", "caption": "a dog", "foil": "a cat"}) + "\n"
+    assert {p.name for p in tmp_path.iterdir()} == {"relations.jsonl", "relations.parquet"}

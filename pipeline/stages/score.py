@@ -14,7 +14,8 @@ The record-level filters run batch by batch on the engine of params.yaml `engine
 this process, or a Ray actor pool whose actors load the models once), and so does the per-text part of a
 corpus-level filter (`Filter.score_batch`: plausibility's language models); what needs the whole
 instrument (plausibility's n-gram prior, fitted on all its captions) runs once here. With `--cache-dir`,
-each scored batch is journaled, so a killed run rescores only the batches it had not finished.
+each scored batch is journaled, so a killed run rescores only the batches it had not finished. The stage
+streams (`run`): its memory is one batch and the corpus-level filters' texts, not the instrument.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from foilforge.io import read_jsonl
+from foilforge.io import dumps, iter_jsonl, read_jsonl
 from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
@@ -82,44 +83,101 @@ class ScoreWorker:
 
 
 def run(params: dict, instrument: str, input_path, output_path, progress: bool = False,
-        cache_dir=None) -> list[dict]:
-    """Score the records of `input_path` into `output_path`; with `cache_dir`, a killed run resumes from the
-    batches it had scored (pipeline/engine.py BatchJournal)."""
+        cache_dir=None) -> int:
+    """Score the records of `input_path` into `output_path` (the JSONL and its Parquet shards); returns the number
+    of records. With `cache_dir`, a killed run resumes from the batches it had scored (pipeline/engine.py
+    BatchJournal).
+
+    The input is read in batches and the output written record by record, so on the local engine the stage
+    holds one batch of records, plus what a corpus-level filter needs of every record: the texts it reads
+    (`Filter.fields`) and its per-batch values. Such a filter's result waits for all of them, so the scored
+    records go to a temp file first and get it on a second pass."""
     from foilforge.filter import build_filter, has_batch_part, scored_filters
-    from pipeline.engine import BatchJournal, engine_settings, journal_identity, map_batches
+    from pipeline.engine import BatchJournal, engine_settings, journal_identity, map_stream
 
     enabled = scored_filters(params, instrument)
-    records = read_records(input_path)
     # built here for the checks (a filter loads its model when it first scores); the engine's workers build their own
     filters = {name: build_filter(params, name) for name in enabled}
-    check_texts(filters.values(), records, input_path)
     if not enabled:
         log.info("%s: no filters listed in params.yaml instruments.%s.filters.run; records pass through", instrument, instrument)
     per_record = [name for name, f in filters.items() if not f.corpus_level]
     corpus = [f for f in filters.values() if f.corpus_level]
+    engine = engine_settings(params)
+    size = engine["batch_size"]
+    # first pass: every record's texts are checked before any model loads; a corpus-level filter keeps its texts
+    texts = sorted({field for f in corpus for field in f.fields})
+    corpus_records, count = [], 0
+    for part in _read_batches(input_path, size):
+        check_texts(filters.values(), part, input_path)
+        corpus_records += [{"id": r.get("id"), **{field: r[field] for field in texts}} for r in part] if corpus else []
+        count += len(part)
     # a corpus-level filter's per-text model scores run on the engine too; only what needs all records runs here
     batch_part_names = tuple(f.name for f in corpus if has_batch_part(f))
     args = (params, per_record, str(input_path), progress, batch_part_names)
-    engine = engine_settings(params)
     journal = None
     if cache_dir is not None and (per_record or batch_part_names):
         # everything a batch's scores depend on: the filters' and models' settings, the batches (the workers'
         # torch threads enter each batch's key)
         settings = {key: params.get(key) for key in ("filters", "models")}
-        identity = journal_identity("score", settings, per_record, batch_part_names, engine["batch_size"])
+        identity = journal_identity("score", settings, per_record, batch_part_names, size)
         journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
-    mapped = map_batches(records, ScoreWorker, args, engine, journal=journal,
-                         progress=f"score {instrument}" if progress else None)
-    scored = [record for record, _ in mapped]
-    if corpus:
-        parts = {name: [part[name] for _, part in mapped] for name in batch_part_names}
-        scored = score_records(corpus, records, input_path, progress, out=scored, batch_parts=parts)
-    from pipeline.shards import write_records
+    mapped = map_stream(_read_batches(input_path, size), ScoreWorker, args, engine, journal=journal,
+                        progress=f"score {instrument}" if progress else None, total=-(-count // size))
+    from pipeline.shards import RecordWriter
 
-    write_records(output_path, scored, engine["shard_rows"], sort_by_id=False)
+    if not corpus:
+        with RecordWriter(output_path, engine["shard_rows"]) as out:
+            for part, result in mapped:
+                for record in _checked_batch(result, part):
+                    out.write(record[0])
+    else:
+        parts: dict[str, list] = {name: [] for name in batch_part_names}
+        # beside the output, under a fixed name: the next run replaces what a killed one left
+        spill = Path(output_path).with_name(f".{Path(output_path).name}.per-record")
+        spill.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with spill.open("w", encoding="utf-8", newline="\n") as handle:
+                for part, result in mapped:
+                    for record, values in _checked_batch(result, part):
+                        handle.write(dumps(record) + "\n")
+                        for name in batch_part_names:
+                            parts[name].append(values[name])
+            results = {}
+            for f in corpus:
+                log.info("scoring %d records with %s", count, f.registry_name)
+                kwargs = {"batch_parts": parts[f.name]} if f.name in parts else {}
+                results[f.name] = f.score(corpus_records, progress=progress, **kwargs)
+                if len(results[f.name]) != count:
+                    raise RuntimeError(f"{f.registry_name} returned {len(results[f.name])} results for {count} records")
+            with RecordWriter(output_path, engine["shard_rows"]) as out:
+                for k, record in enumerate(iter_jsonl(spill, allow_empty=True)):
+                    for f in corpus:
+                        record["filters"][f.name] = results[f.name][k]
+                        record.update(f.valse_extras(results[f.name][k]))
+                    out.write(record)
+        finally:
+            spill.unlink(missing_ok=True)
     if journal is not None:
         journal.finish()
-    return scored
+    return count
+
+
+def _read_batches(path, size: int):
+    """The records of a JSONL file in batches of `size`, read as they are needed (an empty file: none)."""
+    part = []
+    for record in iter_jsonl(path, allow_empty=True):
+        part.append(record)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
+
+
+def _checked_batch(result: list, part: list) -> list:
+    if len(result) != len(part):
+        raise RuntimeError(f"ScoreWorker returned {len(result)} results for a batch of {len(part)}")
+    return result
 
 
 def add_arguments(parser) -> None:
@@ -132,7 +190,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    scored = run(load_params(args.params), args.instrument, args.input, args.output, progress=not args.no_progress,
-                 cache_dir=getattr(args, "cache_dir", None))
-    log.info("%s: scored %d records -> %s", args.instrument, len(scored), args.output)
+    count = run(load_params(args.params), args.instrument, args.input, args.output, progress=not args.no_progress,
+                cache_dir=getattr(args, "cache_dir", None))
+    log.info("%s: scored %d records -> %s", args.instrument, count, args.output)
     return 0
