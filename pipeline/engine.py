@@ -68,6 +68,53 @@ def batches(records: list, size: int) -> list[list]:
     return [records[start : start + size] for start in range(0, len(records), size)]
 
 
+class JsonlBatches:
+    """The records of a JSONL file in batches of `size`, read when needed: iterating gives the batches in order
+    (one in memory at a time), and on Ray each read task reads its own batch from the file, by the byte range
+    `spans` found, so the stage process never holds the input. The file must then be where every node of
+    the cluster can read it, as for any Ray Data read (one machine, or shared storage)."""
+
+    def __init__(self, path, size: int):
+        self.path, self.size = Path(path), size
+
+    def __iter__(self) -> Iterator[list[dict]]:
+        from foilforge.io import iter_jsonl
+
+        part = []
+        for record in iter_jsonl(self.path, allow_empty=True):
+            part.append(record)
+            if len(part) == self.size:
+                yield part
+                part = []
+        if part:
+            yield part
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(first byte, end byte) of each batch: `size` non-blank lines each, as `iter_jsonl` counts them."""
+        spans, start, offset, lines = [], 0, 0, 0
+        with self.path.open("rb") as handle:
+            for raw in handle:
+                offset += len(raw)
+                if raw.decode("utf-8").strip():   # what iter_jsonl skips (the stage read the file as UTF-8 already)
+                    lines += 1
+                    if lines == self.size:
+                        spans.append((start, offset))
+                        start, lines = offset, 0
+        if lines:
+            spans.append((start, offset))
+        return spans
+
+
+def read_span(path: str, start: int, end: int) -> list[dict]:
+    """The records of bytes [start, end) of a JSONL file (a batch of `JsonlBatches.spans`)."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(end - start)
+    # split at newlines only, as reading a file by lines does (a record may hold U+2028, which splitlines cuts at)
+    lines = (raw.decode("utf-8") for raw in data.split(b"\n"))
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 class BatchJournal:
     """The finished batches of one stage run, on disk: a stream of length-prefixed pickled (key, result) entries.
 
@@ -161,8 +208,10 @@ def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
     """(batch, worker_class(*args)(batch)) for each batch of `parts`, in their order, as they are done.
 
     The local engine reads one batch from `parts`, runs it and yields it before it reads the next, so a stage
-    that streams its input and output holds one batch at a time. Ray's pool gets every batch at once (they
-    go to the actors by value), then results come back in any order and are yielded in batch order.
+    that streams its input and output holds one batch at a time. On Ray, `parts` given as a `JsonlBatches`
+    are read by Ray's read tasks and come back in order (what the stage process holds: the batches' byte
+    ranges and the results on their way); any other `parts` go to the pool at once, by value, and their
+    results come back in any order and are yielded in batch order.
     Batches found in `journal` are not run again (and the worker, with its models, is built only if some
     batch is not there); the others are added to it as they come back. `total`: the number of batches, for
     the progress bar."""
@@ -171,6 +220,9 @@ def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
         # the journal's keys and Ray's actors need the count itself; a local run without a journal leaves the
         # process's threads as they are, and a stage whose work has no torch model does not import torch for it
         threads = worker_threads(settings)
+    if settings["name"] == "ray" and isinstance(parts, JsonlBatches):
+        yield from _ray_stream_file(parts, worker_class, args, settings, journal, progress, threads)
+        return
     if settings["name"] == "ray":
         yield from _ray_stream(list(parts), worker_class, args, settings, journal, progress, threads)
         return
@@ -298,18 +350,83 @@ def start_ray(ray_settings: dict):
     return ray
 
 
+def _ray_stream_file(source: JsonlBatches, worker_class, args: tuple, settings: dict, journal, progress, threads):
+    """map_stream on Ray for batches of a JSONL file: the read tasks read the batches, the results come back in
+    batch order (Ray Data's preserve_order), and each is yielded with its batch, read again here in step."""
+    spans = source.spans()
+    keys: list = [None] * len(spans)
+    done: dict[int, object] = {}
+    if journal is not None:
+        for k, part in enumerate(source):
+            keys[k] = journal.key(part, threads)
+            found, result = journal.get(keys[k])
+            if found:
+                done[k] = result
+        if done:
+            log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, len(done),
+                     len(spans), journal.path)
+    todo = [k for k in range(len(spans)) if k not in done]
+    results = iter(())
+    if todo:
+        ray = start_ray(settings["ray"])
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        rows = ray.data.read_datasource(_batch_spans(str(source.path), [(k, *spans[k]) for k in todo]),
+                                        override_num_blocks=len(todo), num_cpus=0)
+        results = _progress(_ray_map(rows, todo, worker_class, args, settings["ray"], threads), progress, len(todo))
+    for k, part in enumerate(source):
+        if k not in done:
+            number, result = next(results)
+            if number != k:
+                raise RuntimeError(f"Ray returned batch {number} where batch {k} was due")
+            if journal is not None:
+                journal.put(keys[k], result)
+            done[k] = result
+        yield part, done.pop(k)
+
+
+def _batch_spans(path: str, spans: list[tuple[int, int, int]]):
+    """A Ray Data datasource of one row a batch, {batch, part}: each read task reads its batch's byte range
+    (`spans`: batch number, first byte, end byte). The class is made here, where Ray is imported."""
+    from ray.data import Datasource, ReadTask
+    from ray.data.block import BlockMetadata
+
+    def read_task(k: int, start: int, end: int):
+        def read():
+            import pyarrow as pa
+
+            blob = pickle.dumps(read_span(path, start, end), protocol=4)
+            return [pa.table({"batch": [k], "part": pa.array([blob], type=pa.binary())})]
+
+        return ReadTask(read, BlockMetadata(num_rows=1, size_bytes=end - start, exec_stats=None, input_files=(path,)))
+
+    class BatchSpans(Datasource):
+        def estimate_inmemory_data_size(self):
+            return sum(end - start for _, start, end in spans)
+
+        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+            return [read_task(*span) for span in spans]
+
+    return BatchSpans()
+
+
 def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict, threads):
     """(batch number, result) as the pool finishes them, streamed: each is journaled the moment it is back."""
     ray = start_ray(ray_settings)
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
     # one row per batch: the batches are foilforge's, not Ray's block sizes, so both engines run the same ones
     rows = ray.data.from_items([{"batch": k, "part": pickle.dumps(part, protocol=4)} for k, part in numbered],
                                override_num_blocks=len(numbered))
+    yield from _ray_map(rows, [k for k, _ in numbered], worker_class, args, ray_settings, threads)
+
+
+def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: dict, threads):
+    """(batch number, result) of each row {batch, part} of the Ray dataset `rows`, mapped on the actor pool."""
+    import ray
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
     mapped = rows.map_batches(
         _RayWorker, fn_constructor_args=(worker_class, args, threads), batch_size=1, batch_format="numpy",
         # no more actors than batches: each one loads the models
-        compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbered))),
+        compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbers))),
         num_cpus=ray_settings["cpus_per_worker"],
         num_gpus=ray_settings["gpus_per_worker"] or None,
         # a killed actor comes back and its batch runs again: nothing is lost, nothing is written twice
@@ -321,5 +438,5 @@ def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_
             raise RuntimeError(f"Ray returned batch {k} twice")
         seen.add(k)
         yield k, pickle.loads(row["result"])
-    if seen != {k for k, _ in numbered}:
-        raise RuntimeError(f"Ray returned batches {sorted(seen)} for {sorted(k for k, _ in numbered)}")
+    if seen != set(numbers):
+        raise RuntimeError(f"Ray returned batches {sorted(seen)} for {sorted(numbers)}")

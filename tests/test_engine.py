@@ -56,6 +56,11 @@ def test_ray_engine_writes_the_local_engines_bytes(tiny_models, real_pairs, tmp_
     params = _params(tiny_models, batch_size=7)   # 30 records: 5 batches, the last one short
     local = _score(params, real_pairs, tmp_path, "local")
     monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+
+    def by_value(*args, **kwargs):
+        raise AssertionError("the score stage shipped its batches by value: Ray's read tasks should read the file")
+
+    monkeypatch.setattr(engine, "_ray_stream", by_value)
     assert _score(params, real_pairs, tmp_path, "ray") == local
     rows = [json.loads(line) for line in local.decode().splitlines()]
     assert [r["id"] for r in rows] == [r["id"] for r in real_pairs]
@@ -497,3 +502,40 @@ def test_a_stage_whose_batches_are_all_in_the_journal_builds_no_worker(tmp_path)
                                    journal=engine.BatchJournal(tmp_path / "j.pickle", "identity")))
     assert first == again == [([1, 2], [2, 3]), ([3], [4])]
     assert built == [1]   # the rerun took both batches from the journal and loaded nothing
+
+
+def test_the_byte_ranges_of_a_jsonl_files_batches_read_back_the_batches(tmp_path):
+    """What Ray's read tasks read (`read_span` over `spans`) is what the stage iterates: blank lines skipped, and
+    a record holding U+2028 (a line break to str.splitlines, not to a file read by lines) kept whole."""
+    records = [{"id": f"r{k}", "caption": f"a dog{chr(0x2028) if k == 2 else ''} number {k}"} for k in range(7)]
+    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    path = tmp_path / "foils.jsonl"
+    path.write_text("\n".join(lines[:3]) + "\n\n  \n" + "\n".join(lines[3:]) + "\n", encoding="utf-8")
+    source = engine.JsonlBatches(path, 3)
+    assert list(source) == [records[0:3], records[3:6], records[6:7]]
+    assert [engine.read_span(str(path), start, end) for start, end in source.spans()] == list(source)
+    assert engine.JsonlBatches(path, 10).spans() == [(0, path.stat().st_size)]
+    (tmp_path / "empty.jsonl").write_text("")
+    assert list(engine.JsonlBatches(tmp_path / "empty.jsonl", 3)) == [] == engine.JsonlBatches(tmp_path / "empty.jsonl", 3).spans()
+
+
+def test_a_score_journal_written_locally_resumes_on_ray_between_the_batches_it_holds(tiny_models, real_pairs,
+                                                                                      tmp_path, monkeypatch, local_ray):
+    """A score stage killed after 2 of its 5 batches (the journal cut after its second entry), rerun on Ray: Ray's
+    read tasks read only the 3 batches the journal lacks, and the output interleaves both in batch order."""
+    params = _params(tiny_models, batch_size=7)
+    source = tmp_path / "foils.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in real_pairs))
+    kept = []
+    monkeypatch.setattr(engine.BatchJournal, "finish", lambda self: kept.append(self))
+    score.run(params, "relations", source, tmp_path / "local.jsonl", cache_dir=tmp_path / "cache")
+    journal = tmp_path / "cache" / "batches" / "score" / "relations.pickle"
+    data = journal.read_bytes()
+    end = 0
+    for _ in range(2):
+        end += 8 + int.from_bytes(data[end:end + 8], "big")
+    journal.write_bytes(data[:end])
+    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+    score.run(params, "relations", source, tmp_path / "ray.jsonl", cache_dir=tmp_path / "cache")
+    assert [(j.reused, j.written) for j in kept] == [(0, 5), (2, 3)]
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()

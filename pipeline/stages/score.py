@@ -93,7 +93,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     (`Filter.fields`) and its per-batch values. Such a filter's result waits for all of them, so the scored
     records go to a temp file first and get it on a second pass."""
     from foilforge.filter import build_filter, has_batch_part, scored_filters
-    from pipeline.engine import BatchJournal, engine_settings, journal_identity, map_stream
+    from pipeline.engine import BatchJournal, JsonlBatches, engine_settings, journal_identity, map_stream
 
     enabled = scored_filters(params, instrument)
     # built here for the checks (a filter loads its model when it first scores); the engine's workers build their own
@@ -107,7 +107,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     # first pass: every record's texts are checked before any model loads; a corpus-level filter keeps its texts
     texts = sorted({field for f in corpus for field in f.fields})
     corpus_records, count = [], 0
-    for part in _read_batches(input_path, size):
+    for part in JsonlBatches(input_path, size):
         check_texts(filters.values(), part, input_path)
         corpus_records += [{"id": r.get("id"), **{field: r[field] for field in texts}} for r in part] if corpus else []
         count += len(part)
@@ -121,7 +121,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         settings = {key: params.get(key) for key in ("filters", "models")}
         identity = journal_identity("score", settings, per_record, batch_part_names, size)
         journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
-    mapped = map_stream(_read_batches(input_path, size), ScoreWorker, args, engine, journal=journal,
+    mapped = map_stream(JsonlBatches(input_path, size), ScoreWorker, args, engine, journal=journal,
                         progress=f"score {instrument}" if progress else None, total=-(-count // size))
     from pipeline.shards import RecordWriter
 
@@ -160,18 +160,6 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     if journal is not None:
         journal.finish()
     return count
-
-
-def _read_batches(path, size: int):
-    """The records of a JSONL file in batches of `size`, read as they are needed (an empty file: none)."""
-    part = []
-    for record in iter_jsonl(path, allow_empty=True):
-        part.append(record)
-        if len(part) == size:
-            yield part
-            part = []
-    if part:
-        yield part
 
 
 def _checked_batch(result: list, part: list) -> list:
