@@ -68,8 +68,9 @@ def _replace_model(value, path: str):
     return path if value == SMOLLM2 else value
 
 
-# what foilforge/scorers.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights
-CUDA_TUNING = {"dtype": "bfloat16", "max_batch_tokens": 8192, "batch_size": 128}
+# what foilforge/scorers.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights, and (README,
+# "GPU") relations' slots a scorer call raised so that the passes can fill that budget
+CUDA_TUNING = {"dtype": "bfloat16", "max_batch_tokens": 8192, "batch_size": 128, "score_chunk": 4096}
 
 
 def _tune_for_cuda(params: dict) -> None:
@@ -77,6 +78,7 @@ def _tune_for_cuda(params: dict) -> None:
         scorer = (spec.get("args") or {}).get("scorer")
         if spec.get("source") == "coco" and isinstance(scorer, dict):
             scorer.update(dtype=CUDA_TUNING["dtype"], max_batch_tokens=CUDA_TUNING["max_batch_tokens"])
+            spec["args"]["score_chunk"] = CUDA_TUNING["score_chunk"]
     for scorer in params["filters"]["plausibility"]["scorers"].values():
         if scorer.get("kind") == "causal_lm":
             scorer.update(dtype=CUDA_TUNING["dtype"], batch_size=CUDA_TUNING["batch_size"])

@@ -13,7 +13,10 @@
    least `min_count` times, minus the original. The span scorer
    (foilforge.scorers; `scorer` arg, a model block) scores every candidate in
    its slot, all slots of the run in shared batches; the `top_k` best are the
-   proposals. All scoring happens in `propose`, batched across captions. VALSE let SpanBERT generate its top-k spans freely and kept the
+   proposals. The scorer is called on `score_chunk` slots at a time (default
+   256, `SCORE_CHUNK`): a call's forward passes hold only its own slots, so on
+   a GPU a larger chunk (4096) fills them; on a CPU 256 bounds the memory.
+   All scoring happens in `propose`, batched across captions. VALSE let SpanBERT generate its top-k spans freely and kept the
    best attested one; scoring the attested spans directly is the same rule
    restricted up front, and it works for a causal LM too.
 3. `choose` balances the directions (App. A.4): for every p->q it looks for
@@ -50,7 +53,9 @@ log = logging.getLogger(__name__)
 
 # the paper's kind of model (a masked LM) with a published MLM head; SpanBERT is opt-in (README, "Models")
 DEFAULT_SCORER = {"kind": "masked_lm", "name_or_path": "bert-large-cased", "device": "auto", "batch_size": 64}
-SCORE_CHUNK = 256  # slots per scorer call: bounded memory and a progress bar on long runs
+# slots per scorer call (args.score_chunk): bounded memory and a progress bar on long runs. A call's forward passes
+# hold only its own slots, so on a GPU a larger chunk fills them (benchmarks/bench_span_passes.py)
+SCORE_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -77,17 +82,19 @@ def candidate_spans(attested: Counter, max_span_words: int, min_count: int) -> l
 
 
 def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: int,
-               progress: bool = False) -> list[list[tuple[str, float]]]:
-    """The `top_k` best candidates (lower case) and their scores for every slot, the original excluded."""
+               progress: bool = False, chunk: int | None = None) -> list[list[tuple[str, float]]]:
+    """The `top_k` best candidates (lower case) and their scores for every slot, the original excluded; the
+    scorer is called on `chunk` slots at a time (default SCORE_CHUNK)."""
+    chunk = chunk or SCORE_CHUNK
     fills_per_slot = [[c for c in candidates if c != slot.span.key] for slot in slots]
-    chunks = range(0, len(slots), SCORE_CHUNK)
-    if progress and len(slots) > SCORE_CHUNK:
+    chunks = range(0, len(slots), chunk)
+    if progress and len(slots) > chunk:
         from tqdm import tqdm
 
         chunks = tqdm(chunks, desc="score preposition spans", unit="chunk")
     ranked = []
     for begin in chunks:
-        part = list(zip(slots[begin : begin + SCORE_CHUNK], fills_per_slot[begin : begin + SCORE_CHUNK]))
+        part = list(zip(slots[begin : begin + chunk], fills_per_slot[begin : begin + chunk]))
         items = [(slot.left, slot.right, [match_case(slot.span.text, f) for f in fills]) for slot, fills in part]
         for (slot, fills), scores in zip(part, scorer.score(items)):
             # ties broken by the fill itself: the same scores always give the same ranking
@@ -158,8 +165,10 @@ class Relations(Foiler):
 
     def __init__(self, scorer: dict | None = None, top_k: int = 10, max_span_words: int = 3, min_count: int = 2,
                  non_spatial: tuple = DEFAULT_NON_SPATIAL, attested_path: str | None = None,
-                 spacy_model: str = "en_core_web_sm", balance: bool = True, keep_unpaired: bool = True):
+                 spacy_model: str = "en_core_web_sm", balance: bool = True, keep_unpaired: bool = True,
+                 score_chunk: int | None = None):
         self.scorer = scorer
+        self.score_chunk = score_chunk
         self.top_k = top_k
         self.max_span_words = max_span_words
         self.min_count = min_count
@@ -188,6 +197,9 @@ class Relations(Foiler):
         for name in ("top_k", "max_span_words", "min_count"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        chunk = self.score_chunk
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+            raise ConfigError(f"score_chunk must be an integer >= 1 (slots a scorer call) or null, got {chunk!r}")
         if self.scorer is not None:
             from foilforge.scorers import KINDS
 
@@ -244,7 +256,7 @@ class Relations(Foiler):
             from foilforge.scorers import JournaledScorer
 
             scorer = JournaledScorer(scorer, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
-        ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress)
+        ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress, chunk=self.score_chunk)
         if journaled:
             log.info("relations: %d scoring chunks read from the journal %s, %d scored", scorer.reused, scorer.path,
                      scorer.scored)

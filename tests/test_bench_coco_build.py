@@ -49,6 +49,7 @@ def test_cuda_tuning_reaches_the_span_scorer_and_the_plausibility_lm_only():
     params = coco_params(10, 5, "cuda", {}, Path("/nowhere"), 16, 1, cuda_tuned=True)
     scorer = params["instruments"]["relations"]["args"]["scorer"]
     assert (scorer["dtype"], scorer["max_batch_tokens"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["max_batch_tokens"])
+    assert params["instruments"]["relations"]["args"]["score_chunk"] == CUDA_TUNING["score_chunk"]
     lm = params["filters"]["plausibility"]["scorers"]["smollm2"]
     assert (lm["dtype"], lm["batch_size"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["batch_size"])
     assert "dtype" not in params["filters"]["plausibility"]["scorers"]["caption_ngram"]

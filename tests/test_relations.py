@@ -396,3 +396,28 @@ def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_
     build({"min_count": 1}).use_scorer(PreferenceScorer(["under", "on"])).run(
         CORPUS, context=RunContext("relations", cache_dir=str(plugged)))
     assert not plugged.exists()
+
+
+def test_score_chunk_sets_the_slots_a_scorer_call_holds(tiny_models, monkeypatch):
+    """args.score_chunk: CORPUS's 4 slots in calls of 3 and 1 (default: SCORE_CHUNK); the chunks change which slots
+    share forward passes, not which fill a slot gets from an exact scorer."""
+    from foilforge import scorers
+    from foilforge.foiler import FOILERS
+
+    model = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 16,
+             "exhaustive": True}
+    real_score, calls = scorers.CausalSpanScorer.score, []
+
+    def counted(self, items):
+        calls.append(len(items))
+        return real_score(self, items)
+
+    monkeypatch.setattr(scorers.CausalSpanScorer, "score", counted)
+    default = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
+    assert calls == [4]
+    calls.clear()
+    chunked = build({"scorer": model, "min_count": 1, "score_chunk": 3}).run(CORPUS, context=RunContext("relations"))
+    assert calls == [3, 1]
+    assert chunked == default
+    with pytest.raises(ConfigError, match=r"score_chunk must be an integer >= 1 \(slots a scorer call\) or null, got 0"):
+        FOILERS.build("relations.v1", {"score_chunk": 0}, where="params.yaml instruments.relations.args")
