@@ -15,7 +15,8 @@ import sys
 
 BENCHMARKS = ("bench_ingest_memory", "bench_span_scoring", "bench_filters", "bench_bd2bb_clustering",
               "bench_bd2bb_released_overlap", "bench_relations_scaling", "bench_refinement_scale",
-              "bench_attackers_real", "bench_unseen_attackers", "bench_ray_scaling", "bench_coco_build")
+              "bench_attackers_real", "bench_unseen_attackers", "bench_ray_scaling", "bench_coco_build",
+              "bench_score_memory", "bench_span_passes")
 
 
 def main(argv=None) -> int:
