@@ -191,7 +191,7 @@ def map_batches(records: list[dict], worker_class, args: tuple, settings: dict,
     record, in input order."""
     parts = batches(records, settings["batch_size"])
     results = map_parts(records, worker_class, args, settings, journal, progress)
-    return [record for part, result in zip(parts, results) for record in _checked(result, part, worker_class)]
+    return [record for part, result in zip(parts, results) for record in checked(result, part, worker_class)]
 
 
 def map_parts(records: list, worker_class, args: tuple, settings: dict,
@@ -241,24 +241,12 @@ def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
             if journal is not None:
                 journal.put(key, result)
         yield part, result
-    if journal is not None and reused:
-        log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, reused, reused + ran,
-                 journal.path)
+    _log_reused(worker_class, reused, reused + ran, journal)
 
 
 def _ray_stream(parts: list[list], worker_class, args: tuple, settings: dict, journal, progress, threads):
-    keys = [journal.key(part, threads) if journal is not None else None for part in parts]
-    results: dict[int, object] = {}
-    todo = []
-    for k, part in enumerate(parts):
-        found, result = journal.get(keys[k]) if journal is not None else (False, None)
-        if found:
-            results[k] = result
-        else:
-            todo.append(k)
-    if journal is not None and len(todo) < len(parts):
-        log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, len(parts) - len(todo),
-                 len(parts), journal.path)
+    keys, results = _journaled(journal, parts, threads, worker_class)
+    todo = [k for k in range(len(parts)) if k not in results]
     done = _ray_parts([(k, parts[k]) for k in todo], worker_class, args, settings["ray"], threads) if todo else ()
     following = 0
     for k, result in _progress(done, progress, len(todo)):
@@ -271,6 +259,25 @@ def _ray_stream(parts: list[list], worker_class, args: tuple, settings: dict, jo
     while following in results:
         yield parts[following], results.pop(following)
         following += 1
+
+
+def _journaled(journal: BatchJournal | None, parts: Iterable[list], threads, worker_class) -> tuple[list, dict]:
+    """Every batch's journal key, and the results the journal holds by batch number (none without a journal)."""
+    if journal is None:
+        return [], {}
+    keys, found = [], {}
+    for k, part in enumerate(parts):
+        keys.append(journal.key(part, threads))
+        hit, result = journal.get(keys[k])
+        if hit:
+            found[k] = result
+    _log_reused(worker_class, len(found), len(keys), journal)
+    return keys, found
+
+
+def _log_reused(worker_class, reused: int, total: int, journal: BatchJournal | None) -> None:
+    if journal is not None and reused:
+        log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, reused, total, journal.path)
 
 
 def job_runner(settings: dict):
@@ -291,7 +298,8 @@ def _progress(iterator, desc: str | None, total: int):
     return tqdm(iterator, total=total, desc=desc, unit="batch")
 
 
-def _checked(results: list, part: list, worker_class) -> list:
+def checked(results: list, part: list, worker_class) -> list:
+    """A batch's results, one a record: a worker that drops or adds records is an error, not a shifted output."""
     if len(results) != len(part):
         raise RuntimeError(f"{worker_class.__name__} returned {len(results)} results for a batch of {len(part)}")
     return results
@@ -354,17 +362,7 @@ def _ray_stream_file(source: JsonlBatches, worker_class, args: tuple, settings: 
     """map_stream on Ray for batches of a JSONL file: the read tasks read the batches, the results come back in
     batch order (Ray Data's preserve_order), and each is yielded with its batch, read again here in step."""
     spans = source.spans()
-    keys: list = [None] * len(spans)
-    done: dict[int, object] = {}
-    if journal is not None:
-        for k, part in enumerate(source):
-            keys[k] = journal.key(part, threads)
-            found, result = journal.get(keys[k])
-            if found:
-                done[k] = result
-        if done:
-            log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, len(done),
-                     len(spans), journal.path)
+    keys, done = _journaled(journal, source, threads, worker_class)
     todo = [k for k in range(len(spans)) if k not in done]
     results = iter(())
     if todo:

@@ -135,10 +135,9 @@ class RecordWriter:
     """
 
     def __init__(self, path, shard_rows: int = DEFAULT_SHARD_ROWS):
-        self.path, self.shard_rows, self.count = Path(path), shard_rows, 0
-        directory = shards_path(self.path)
+        self.path, self.shard_rows = Path(path), shard_rows
         self.partial = partial_path(self.path)
-        self.partial_shards = partial_path(directory)
+        self.partial_shards = partial_path(shards_path(self.path))
 
     def __enter__(self) -> "RecordWriter":
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,10 +147,14 @@ class RecordWriter:
         self._handle = self.partial.open("w", encoding="utf-8", newline="\n")
         return self
 
+    @property
+    def count(self) -> int:
+        """Records written so far."""
+        return self._shards.count
+
     def write(self, record: dict) -> None:
         self._handle.write(dumps(record) + "\n")
         self._shards.add(record)
-        self.count += 1
 
     def __exit__(self, kind, error, trace) -> bool:
         self._handle.close()

@@ -58,9 +58,14 @@ def score_records(filters: list, records: list[dict], path="<records>", progress
         if len(results) != len(records):
             raise RuntimeError(f"{f.registry_name} returned {len(results)} results for {len(records)} records")
         for record, result in zip(out, results):
-            record["filters"][f.name] = result
-            record.update(f.valse_extras(result))
+            add_result(record, f, result)
     return out
+
+
+def add_result(record: dict, f, result: dict) -> None:
+    """A filter's result on its record (copied: `filters.<name>`) and VALSE's own fields it implies."""
+    record["filters"][f.name] = result
+    record.update(f.valse_extras(result))
 
 
 class ScoreWorker:
@@ -93,7 +98,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     (`Filter.fields`) and its per-batch values. Such a filter's result waits for all of them, so the scored
     records go to a temp file first and get it on a second pass."""
     from foilforge.filter import build_filter, has_batch_part, scored_filters
-    from pipeline.engine import BatchJournal, JsonlBatches, engine_settings, journal_identity, map_stream
+    from pipeline.engine import BatchJournal, JsonlBatches, checked, engine_settings, journal_identity, map_stream
 
     enabled = scored_filters(params, instrument)
     # built here for the checks (a filter loads its model when it first scores); the engine's workers build their own
@@ -128,8 +133,8 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     if not corpus:
         with RecordWriter(output_path, engine["shard_rows"]) as out:
             for part, result in mapped:
-                for record in _checked_batch(result, part):
-                    out.write(record[0])
+                for record, _ in checked(result, part, ScoreWorker):
+                    out.write(record)
     else:
         parts: dict[str, list] = {name: [] for name in batch_part_names}
         # beside the output, under a fixed name: the next run replaces what a killed one left
@@ -138,7 +143,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         try:
             with spill.open("w", encoding="utf-8", newline="\n") as handle:
                 for part, result in mapped:
-                    for record, values in _checked_batch(result, part):
+                    for record, values in checked(result, part, ScoreWorker):
                         handle.write(dumps(record) + "\n")
                         for name in batch_part_names:
                             parts[name].append(values[name])
@@ -152,20 +157,13 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
             with RecordWriter(output_path, engine["shard_rows"]) as out:
                 for k, record in enumerate(iter_jsonl(spill, allow_empty=True)):
                     for f in corpus:
-                        record["filters"][f.name] = results[f.name][k]
-                        record.update(f.valse_extras(results[f.name][k]))
+                        add_result(record, f, results[f.name][k])
                     out.write(record)
         finally:
             spill.unlink(missing_ok=True)
     if journal is not None:
         journal.finish()
     return count
-
-
-def _checked_batch(result: list, part: list) -> list:
-    if len(result) != len(part):
-        raise RuntimeError(f"ScoreWorker returned {len(result)} results for a batch of {len(part)}")
-    return result
 
 
 def add_arguments(parser) -> None:
