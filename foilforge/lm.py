@@ -37,6 +37,19 @@ def token_logprobs(logits, targets):
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
+def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, no special tokens: what `tokenizer(texts, add_special_tokens=False)` gives.
+
+    A fast tokenizer with neither padding nor truncation set in its tokenizer.json is asked directly: the
+    wrapper's conversion of every encoding to a Python dict took as long as the tokenizing itself (about
+    1.5 s of the 6 s relations spends on 375 captions on an H200: benchmarks/results/relations_profile.json).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is None or backend.padding is not None or backend.truncation is not None:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
+
+
 class CausalLM:
     def __init__(self, spec: ModelSpec):
         self.spec = spec
@@ -51,7 +64,7 @@ class CausalLM:
         if not texts:
             return []
         start = [self.bos] if self.bos is not None else []
-        return [start + ids for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        return [start + ids for ids in encode_batch(self.tokenizer, list(texts))]
 
     def pad(self, sequences: list[list[int]]):
         """(input ids, attention mask) as CPU tensors, padded on the right by the tokenizer."""

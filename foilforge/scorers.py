@@ -73,6 +73,14 @@ Speed (both kinds; args in the same block):
   only the tokens that differ are computed; the sentence's score is still
   log P(prefix) + log P(rest | prefix), equal to the whole-sentence score up
   to float rounding (tests: 1e-4). `exhaustive: true` runs whole sentences.
+  `merge_prefix_lengths: true` (default): the prefix pass holds prefixes of
+  every length, padded on the right and masked, and so do the continuation
+  passes on its cache, so an item set with many prefix lengths runs a few full
+  passes, not small ones for each length (false: one prefix length a pass).
+* `sdpa_backends: [flash, efficient, math]` (CUDA only): the attention kernels
+  the passes may use. cuDNN's is left out by default: it plans every new input
+  shape, and these passes change shape with almost every call (null: torch's
+  own choice, cuDNN included).
 * `max_batch_tokens: 1024`: forward passes are sized by padded tokens, not by
   count (one pass holds max_batch_tokens x vocabulary logits). On CUDA, raise
   it and set `dtype: bfloat16`; inputs go to the device once per batch and
@@ -94,7 +102,8 @@ from foilforge.errors import ConfigError
 from foilforge.lm import token_logprobs
 
 KINDS = ("masked_lm", "causal_lm")
-PRUNING_KEYS = ("prune_to", "lookahead_words", "certified", "exhaustive", "max_batch_tokens")
+PRUNING_KEYS = ("prune_to", "lookahead_words", "certified", "exhaustive", "max_batch_tokens", "sdpa_backends",
+                "merge_prefix_lengths")
 # fills scored exactly per item after the cheap pass (benchmarks/bench_relations_scaling.py: with the
 # lookahead, 15 of the 58 full-COCO spans (57 fills a slot) keep the exhaustive top-1 on every slot of 300 real captions)
 DEFAULT_PRUNE_TO = 15
@@ -104,6 +113,12 @@ DEFAULT_MAX_BATCH_TOKENS = 1024
 DEFAULT_LOOKAHEAD_WORDS = 2
 # certified pruning scores a fill whose bound is within this of the cut (float rounding at exact ties)
 CERTIFY_TOLERANCE = 1e-6
+# attention kernels a CUDA scorer may use (torch.nn.attention.SDPBackend names). cuDNN's is left out: it plans
+# every new input shape anew, about 1.3 ms a layer call on an H200, and the span scorer's passes change shape
+# with almost every call, so with it the GPU idled over 90% of relations' time
+# (benchmarks/results/relations_profile.json). Flash and memory-efficient attention need no plan.
+DEFAULT_SDPA_BACKENDS = ("flash", "efficient", "math")
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 Item = tuple[str, str, Sequence[str]]
 
@@ -124,8 +139,15 @@ def _regroup(items: Sequence[Item], flat: list[float]) -> list[list[float]]:
 
 def check_pruning(key: str, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive: bool = False,
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, certified: bool = False,
-                  lookahead_words: int = DEFAULT_LOOKAHEAD_WORDS) -> None:
+                  lookahead_words: int = DEFAULT_LOOKAHEAD_WORDS,
+                  sdpa_backends: Sequence[str] | None = DEFAULT_SDPA_BACKENDS, merge_prefix_lengths: bool = True) -> None:
     """The span-scorer args (PRUNING_KEYS) checked without loading a model (also run by check-params)."""
+    if not isinstance(merge_prefix_lengths, bool):
+        raise ConfigError(f"{key}.merge_prefix_lengths must be true or false, got {merge_prefix_lengths!r}")
+    if sdpa_backends is not None and (isinstance(sdpa_backends, str) or not isinstance(sdpa_backends, (list, tuple))
+                                      or not sdpa_backends or any(b not in SDPA_BACKENDS for b in sdpa_backends)):
+        raise ConfigError(f"{key}.sdpa_backends must be a non-empty list of {', '.join(SDPA_BACKENDS)} "
+                          f"(or null: torch's own choice), got {sdpa_backends!r}")
     for name, value in (("exhaustive", exhaustive), ("certified", certified)):
         if not isinstance(value, bool):
             raise ConfigError(f"{key}.{name} must be true or false, got {value!r}")
@@ -143,9 +165,13 @@ class _Pruning:
 
     def __init__(self, spec, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive: bool = False,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, certified: bool = False,
-                 lookahead_words: int = DEFAULT_LOOKAHEAD_WORDS):
+                 lookahead_words: int = DEFAULT_LOOKAHEAD_WORDS,
+                 sdpa_backends: Sequence[str] | None = DEFAULT_SDPA_BACKENDS, merge_prefix_lengths: bool = True):
         check_pruning(spec.param_key, prune_to=prune_to, exhaustive=exhaustive, max_batch_tokens=max_batch_tokens,
-                      certified=certified, lookahead_words=lookahead_words)
+                      certified=certified, lookahead_words=lookahead_words, sdpa_backends=sdpa_backends,
+                      merge_prefix_lengths=merge_prefix_lengths)
+        self.merge_prefix_lengths = merge_prefix_lengths
+        self.sdpa_backends = None if sdpa_backends is None else tuple(sdpa_backends)
         self.lookahead_words = lookahead_words
         self.spec = spec
         self.exhaustive = exhaustive
@@ -153,6 +179,24 @@ class _Pruning:
         self.last_rounds = None  # (fills scored in round 1, in round 2) of the last certified call
         self.prune_to = None if exhaustive else prune_to
         self.max_batch_tokens = max_batch_tokens
+
+    def score(self, items: Sequence[Item]) -> list[list[float]]:
+        """Log-probability score of every fill of every (left, right, fills) item; higher = better."""
+        with self.attention_kernels(self.lm.device):
+            return self._score(items)
+
+    def attention_kernels(self, device):
+        """The attention kernels `sdpa_backends` allows, for the passes of one call (a CUDA device only: on
+        other devices torch has one kernel choice, whose results the outputs were built with)."""
+        import contextlib
+
+        if self.sdpa_backends is None or getattr(device, "type", str(device)) != "cuda":
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        names = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
+                 "math": "MATH"}
+        return sdpa_kernel([getattr(SDPBackend, names[name]) for name in self.sdpa_backends])
 
     def _could_beat_cut(self, exact: Sequence[float], scored: Sequence[int], bounds: Sequence[float]) -> list[int]:
         """Certified round 2 for one item: the unscored fills whose bound reaches the prune_to-th best exact score.
@@ -205,7 +249,7 @@ class CausalSpanScorer(_Pruning):
         super().__init__(spec, **pruning)
         self.lm = CausalLM(spec)
 
-    def score(self, items: Sequence[Item]) -> list[list[float]]:
+    def _score(self, items: Sequence[Item]) -> list[list[float]]:
         if self.exhaustive:
             return self._score_whole_sentences(items)
         return self._score_with_shared_prefix(items)
@@ -252,34 +296,43 @@ class CausalSpanScorer(_Pruning):
         continuation = [[None] * len(fills) for _, _, fills in items]  # tokens after the prefix, None: scored whole
         bounds = [[math.inf] * len(fills) for _, _, fills in items]
         cached_items = [i for i, (_, _, fills) in enumerate(items) if fills and prefixes[i]]
-        prefix_state = {}  # item -> (cache, row in cache, log P(prefix), next-token log-probs)
+        prefix_state = {}  # item -> (cache, row in cache, log P(prefix), next-token log-probs, prefix length)
         with torch.inference_mode():
-            # 1. prefix pass, batched among prefixes of equal length (no padding inside a prefix)
-            batches = []
-            for length in sorted({len(prefixes[i]) for i in cached_items}):
-                same = sorted(i for i in cached_items if len(prefixes[i]) == length)
-                batches += _token_batches(same, lambda i: len(prefixes[i]), self.max_batch_tokens)
+            # 1. prefix pass: prefixes of every length in one pass, padded on the right (merge_prefix_lengths), or
+            #    batched among prefixes of equal length
+            if self.merge_prefix_lengths:
+                batches = _token_batches(sorted(cached_items, key=lambda i: (len(prefixes[i]), i)),
+                                         lambda i: len(prefixes[i]), self.max_batch_tokens)
+            else:
+                batches = []
+                for length in sorted({len(prefixes[i]) for i in cached_items}):
+                    same = sorted(i for i in cached_items if len(prefixes[i]) == length)
+                    batches += _token_batches(same, lambda i: len(prefixes[i]), self.max_batch_tokens)
             for batch in batches:
-                ids = torch.tensor([prefixes[i] for i in batch]).to(lm.device)
-                out = lm.model(input_ids=ids, use_cache=True)
+                ids, mask = lm.pad([prefixes[i] for i in batch])
+                ids, mask = ids.to(lm.device), mask.to(lm.device)
+                out = lm.model(input_ids=ids, attention_mask=mask, use_cache=True)
                 logits = out.logits
                 prefix_lp = torch.zeros(len(batch), device=logits.device)
                 if ids.shape[1] > 1:
-                    prefix_lp = token_logprobs(logits[:, :-1], ids[:, 1:]).sum(-1)
-                next_lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+                    prefix_lp = (token_logprobs(logits[:, :-1], ids[:, 1:]) * mask[:, 1:]).sum(-1)
+                # the distribution after each prefix's last real token
+                last = torch.tensor([len(prefixes[i]) - 1 for i in batch], device=logits.device)
+                next_lp = torch.log_softmax(logits[torch.arange(len(batch), device=logits.device), last].float(), dim=-1)
+                # 2. continuations and their bounds, log P(prefix) + log P(first continuation token | prefix)
+                firsts = []  # (row, item, fill, first continuation token)
                 for row, i in enumerate(batch):
-                    prefix_state[i] = (out.past_key_values, row, prefix_lp[row], next_lp[row])
-                    # 2. continuations and their bounds
                     prefix = prefixes[i]
-                    firsts = []
+                    prefix_state[i] = (out.past_key_values, row, prefix_lp[row], next_lp[row], len(prefix))
                     for j, tokens in enumerate(sentences[i]):
                         if len(tokens) > len(prefix) and tokens[: len(prefix)] == prefix:
                             continuation[i][j] = tokens[len(prefix):]
-                            firsts.append((j, continuation[i][j][0]))
-                    if firsts:
-                        picked = next_lp[row][torch.tensor([t for _, t in firsts], device=next_lp.device)]
-                        for (j, _), value in zip(firsts, (prefix_lp[row] + picked).tolist()):
-                            bounds[i][j] = value
+                            firsts.append((row, i, j, continuation[i][j][0]))
+                if firsts:
+                    rows = torch.tensor([row for row, _, _, _ in firsts], device=logits.device)
+                    tokens = torch.tensor([token for _, _, _, token in firsts], device=logits.device)
+                    for (_, i, j, _), value in zip(firsts, (prefix_lp[rows] + next_lp[rows, tokens]).tolist()):
+                        bounds[i][j] = value
 
             # 3. lookahead: a tighter bound, the fill and the first words of `right` (where it will prune)
             complete = set()  # (item, fill) whose lookahead covered the whole continuation: already exact
@@ -339,27 +392,33 @@ class CausalSpanScorer(_Pruning):
                 scores[i][j] = lp
 
     def _score_continuations(self, conts, prefix_state, scores) -> None:
-        """log P(prefix) + log P(continuation | prefix) for every (item, fill, continuation), on the cached prefixes."""
+        """log P(prefix) + log P(continuation | prefix) for every (item, fill, continuation), on the cached prefixes.
+
+        Rows that share a prefix cache (one prefix pass) go together. With `merge_prefix_lengths` that cache holds
+        prefixes of several lengths, padded on the right: each row's padding is masked and its positions go on
+        from its own prefix length, as if the padding were not there.
+        """
         import torch
 
         lm = self.lm
-        # rows that share a prefix cache object go together; within it, similar lengths together
         groups: dict[int, list[int]] = {}
         for n, (i, _, _) in enumerate(conts):
             groups.setdefault(id(prefix_state[i][0]), []).append(n)
         for rows in groups.values():
             cache = prefix_state[conts[rows[0]][0]][0]
-            prefix_len = cache.get_seq_length()
+            cached_len = cache.get_seq_length()
             rows.sort(key=lambda n: len(conts[n][2]))
-            for batch in _token_batches(rows, lambda n: prefix_len + len(conts[n][2]), self.max_batch_tokens):
+            for batch in _token_batches(rows, lambda n: cached_len + len(conts[n][2]), self.max_batch_tokens):
                 items_of = [conts[n][0] for n in batch]
                 ids, mask = lm.pad([conts[n][2] for n in batch])
                 ids, mask = ids.to(lm.device), mask.to(lm.device)
                 cache_rows = torch.tensor([prefix_state[i][1] for i in items_of], device=lm.device)
                 past = _select_cache_rows(cache, cache_rows)
                 width = ids.shape[1]
-                attention = torch.cat([torch.ones(len(batch), prefix_len, dtype=mask.dtype, device=mask.device), mask], 1)
-                positions = torch.arange(prefix_len, prefix_len + width, device=lm.device).expand(len(batch), width)
+                lengths = torch.tensor([prefix_state[i][4] for i in items_of], device=lm.device).unsqueeze(1)
+                prefix_mask = (torch.arange(cached_len, device=lm.device) < lengths).to(mask.dtype)
+                attention = torch.cat([prefix_mask, mask], 1)
+                positions = lengths + torch.arange(width, device=lm.device)
                 logits = lm.model(input_ids=ids, attention_mask=attention, position_ids=positions,
                                   past_key_values=past, use_cache=True).logits
                 # the first continuation token is predicted by the prefix's last position
@@ -464,7 +523,7 @@ class MaskedSpanScorer(_Pruning):
             self._fill_tokens[fill] = self.lm.tokenizer(fill, add_special_tokens=False)["input_ids"]
         return self._fill_tokens[fill]
 
-    def score(self, items: Sequence[Item]) -> list[list[float]]:
+    def _score(self, items: Sequence[Item]) -> list[list[float]]:
         if self.prune_to is None:
             return self._exact(items)
         # cheap pass: for every item and span length n, one input with n masks gives the first-token
@@ -563,7 +622,9 @@ def scorer_identity(scorer) -> dict:
     return {"kind": scorer.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
             "files": files, "device": str(scorer.lm.device), "dtype": spec.dtype, "prune_to": scorer.prune_to,
             "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
-            "max_batch_tokens": scorer.max_batch_tokens, "torch_threads": torch.get_num_threads(),
+            "max_batch_tokens": scorer.max_batch_tokens, "sdpa_backends": scorer.sdpa_backends,
+            "merge_prefix_lengths": scorer.merge_prefix_lengths,
+            "torch_threads": torch.get_num_threads(),
             "code": scoring_code()}
 
 

