@@ -5,7 +5,7 @@ local engine vs Ray pools.
                                                     [--threads 1] [--device cpu|cuda] [--gpu-workers 0] [--profile]
                                                     [--stages foil score select gate] [--only I ...] [--captions FILE]
                                                     [--lm DIR] [--without FILTER] [--cuda-tuned] [--torch-profile]
-                                                    [--results FILE] [--key NAME]
+                                                    [--results FILE] [--key NAME] [--skip-local]
 
 What it runs: params.yaml as it is (the offline models, every filter the instruments list), with
 `sources.coco` pointed at COCO val 2017's captions (../shared/data/real/coco, else the embedded sample) and
@@ -50,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_ray_scaling import FULL, RESULTS, ROOT, measured_worker
+from benchmarks.bench_ray_scaling import FULL, RESULTS, ROOT, measured_worker, steady_rates
 from foilforge.io import write_json
 
 CAPTIONS = (ROOT.parent / "shared" / "data" / "real" / "coco" / "captions_val2017.json",
@@ -175,7 +175,8 @@ def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, meas
         os.environ.pop(engine.ENGINE_ENV, None)
     wall = time.perf_counter() - start
     rss = sorted(round(int(p.read_text()) / 1024) for p in rss_dir.glob("*.rss"))
-    return {"wall_s": round(wall, 2), "stages": stages, "files": files, "peak_rss_mb_per_worker": rss}
+    return {"wall_s": round(wall, 2), "stages": stages, "files": files, "peak_rss_mb_per_worker": rss,
+            **({"warm_rates": steady_rates(rss_dir)} if measured else {})}
 
 
 def main(argv=None) -> dict:
@@ -200,6 +201,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--without", action="append", default=[], help="leave this filter out (repeatable)")
     parser.add_argument("--results", type=Path, default=RESULTS / "ray_scaling.json", help="the results file")
     parser.add_argument("--key", default="coco_build", help="the results file's entry this run writes")
+    parser.add_argument("--skip-local", action="store_true",
+                        help="only the Ray pools (a size where the local run alone would take the call's time); "
+                             "each is compared with the first Ray run")
     parser.add_argument("--threads", type=int, default=1,
                         help="engine.threads_per_worker for every run, local included (0: the stage process's count, "
                              "which every actor then takes: the pool oversubscribes the cores)")
@@ -235,25 +239,12 @@ def main(argv=None) -> dict:
                            + ([f"causal LMs with {CUDA_TUNING}"] if args.cuda_tuned else []), "argv": argv or sys.argv[1:],
                   "runs": []}
 
-        profiler = cProfile.Profile() if args.profile else None
-        if profiler:
-            profiler.enable()
-        with torch_profiled(args.torch_profile) as operators:
-            local = run_build(base, samples, tmp / "local", "local", measured=False, stages_run=stages_run,
-                              only=only)
-        if operators:
-            result["local_torch_profile_top_self_ms"] = operators
-        if profiler:
-            profiler.disable()
-            stats = pstats.Stats(profiler)
-            top = sorted(stats.stats.items(), key=lambda item: -item[1][3])[:30]
-            result["local_profile_top_cumulative_s"] = [
-                {"function": f"{Path(file).name}:{line} {func}", "cumulative_s": round(cum, 2), "own_s": round(own, 2),
-                 "calls": calls} for (file, line, func), (_, calls, own, cum, _) in top]
-        local["peak_rss_mb_driver"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        result["runs"].append({"engine": "local", "workers": 1, **local,
-                               "captions_per_s": round(used / local["wall_s"], 3)})
-        write_result(args.results, args.key, result)
+        local = None
+        if not args.skip_local:
+            local = local_run(args, base, samples, tmp, stages_run, only, result)
+            result["runs"].append({"engine": "local", "workers": 1, **local,
+                                   "captions_per_s": round(used / local["wall_s"], 3)})
+            write_result(args.results, args.key, result)
         plans = [({"workers": w, "cpus_per_worker": 1.0}, args.device, f"ray-{w}") for w in workers]
         if args.gpu_workers:
             plans.append(({"workers": args.gpu_workers, "cpus_per_worker": 1.0, "gpus_per_worker": 1 / args.gpu_workers},
@@ -266,11 +257,34 @@ def main(argv=None) -> dict:
             import ray
 
             ray.shutdown()
+            # without the local run, every run is compared with the first Ray run
+            local = local or run
             result["runs"].append({"engine": "ray", "workers": ray_block["workers"], "device": device, **run,
                                    "captions_per_s": round(used / run["wall_s"], 3),
-                                   "identical_to_local": run["files"] == local["files"]})
+                                   "identical_to_local" if not args.skip_local else "identical_to_first_run":
+                                       run["files"] == local["files"]})
             write_result(args.results, args.key, result)
     return write_result(args.results, args.key, result)
+
+
+def local_run(args, base: dict, samples: Path, tmp: Path, stages_run: tuple, only: tuple, result: dict) -> dict:
+    """The local engine's build, under cProfile and torch.profiler where asked (their tops go into `result`)."""
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler:
+        profiler.enable()
+    with torch_profiled(args.torch_profile) as operators:
+        local = run_build(base, samples, tmp / "local", "local", measured=False, stages_run=stages_run, only=only)
+    if operators:
+        result["local_torch_profile_top_self_ms"] = operators
+    if profiler:
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        top = sorted(stats.stats.items(), key=lambda item: -item[1][3])[:30]
+        result["local_profile_top_cumulative_s"] = [
+            {"function": f"{Path(file).name}:{line} {func}", "cumulative_s": round(cum, 2), "own_s": round(own, 2),
+             "calls": calls} for (file, line, func), (_, calls, own, cum, _) in top]
+    local["peak_rss_mb_driver"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return local
 
 
 @contextlib.contextmanager
@@ -304,6 +318,16 @@ def write_result(path: Path, key: str, result: dict) -> dict:
     for run in result["runs"][1:]:
         if one and run["device"] != "cuda":
             run["scaling_vs_ray_1"] = round(run["captions_per_s"] / (one["captions_per_s"] * run["workers"]), 3)
+    # warm (benchmarks/bench_ray_scaling.py steady_rates): each pool's rate once its actors are loaded, against
+    # the smallest CPU pool of the run, per worker: the scaling that start-up does not hide
+    cpu_pools = sorted((r for r in result["runs"] if r.get("warm_rates") and r["device"] != "cuda"),
+                       key=lambda r: r["workers"])
+    for run in cpu_pools[1:]:
+        base = cpu_pools[0]
+        run["warm_scaling_vs_ray_%d" % base["workers"]] = {
+            kind: round((rate["rows_per_s"] / run["workers"]) / (base["warm_rates"][kind]["rows_per_s"] / base["workers"]), 3)
+            for kind, rate in run["warm_rates"].items()
+            if base["warm_rates"].get(kind, {}).get("rows_per_s")}
     best = max(r["captions_per_s"] for r in result["runs"])
     result["projected_hours_at_best_throughput"] = {name: round(n / best / 3600, 2) for name, n in FULL.items()}
     for run in result["runs"]:

@@ -33,8 +33,10 @@ FULL = {"coco_val2017": 25_014, "coco_train2017": 591_753, "cc3m": 3_318_333}
 
 
 def measured_worker(folder: str, worker_class):
-    """The score stage's worker class, noting its process's peak RSS in `folder` after each batch. Made in a
-    function, so it travels to the Ray workers by value (they cannot import benchmarks/)."""
+    """A stage's worker class, noting its process's peak RSS in `folder` after each batch, and each batch's
+    start, end and size (`steady_rates`). Made in a function, so it travels to the Ray workers by value (they
+    cannot import benchmarks/)."""
+    kind = worker_class.__name__
 
     class Measured:
         def __init__(self, *args):
@@ -43,13 +45,42 @@ def measured_worker(folder: str, worker_class):
         def __call__(self, records):
             import os
             import resource
+            import time
             from pathlib import Path
 
+            start = time.time()
             out = self.worker(records)
+            end = time.time()
             Path(folder, f"{os.getpid()}.rss").write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+            with open(Path(folder, f"{os.getpid()}.batches"), "a") as log:
+                log.write(f"{kind} {start} {end} {len(records)}\n")
             return out
 
     return Measured
+
+
+def steady_rates(folder: Path) -> dict:
+    """Per worker class: the rows a second the workers processed once warm, summed over workers (each worker's
+    rows after its first batch over the time it spent on them: the pool's start and each actor's first batch,
+    where the models load, left out), and the workers and batches it saw. Rates of pools of different sizes
+    compare their scaling without the start-up that a short run is dominated by."""
+    per_worker: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for path in folder.glob("*.batches"):
+        for line in path.read_text().splitlines():
+            kind, start, end, rows = line.split()
+            per_worker.setdefault((kind, path.stem), []).append((float(start), float(end), int(rows)))
+    out: dict[str, dict] = {}
+    for (kind, _), batches in sorted(per_worker.items()):
+        batches.sort()
+        entry = out.setdefault(kind, {"workers": 0, "batches": 0, "warm_rows": 0, "rows_per_s": 0.0})
+        entry["workers"] += 1
+        entry["batches"] += len(batches)
+        warm = batches[1:]
+        seconds = sum(end - start for start, end, _ in warm)
+        if warm and seconds > 0:
+            entry["warm_rows"] += sum(rows for _, _, rows in warm)
+            entry["rows_per_s"] = round(entry["rows_per_s"] + sum(rows for _, _, rows in warm) / seconds, 3)
+    return out
 
 
 def records_from_coco(n: int) -> tuple[list[dict], str]:

@@ -54,3 +54,17 @@ def test_cuda_tuning_reaches_the_span_scorer_and_the_plausibility_lm_only():
     assert (lm["dtype"], lm["batch_size"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["batch_size"])
     assert "dtype" not in params["filters"]["plausibility"]["scorers"]["caption_ngram"]
     assert coco_instruments(params, ("relations",)) == ["relations"]
+
+
+def test_warm_rates_leave_out_each_workers_first_batch(tmp_path):
+    from benchmarks.bench_ray_scaling import steady_rates
+
+    # worker 11: first batch 10 s (model loading), then 4 rows in 2 s and 4 in 2 s -> 2 rows/s once warm
+    (tmp_path / "11.batches").write_text("ProposeWorker 0 10 4\nProposeWorker 10 12 4\nProposeWorker 12 14 4\n"
+                                         "ScoreWorker 20 21 8\n")
+    # worker 12: first batch, then 6 rows in 1 s -> 6 rows/s; listed out of order in its file
+    (tmp_path / "12.batches").write_text("ProposeWorker 9 10 6\nProposeWorker 0 9 6\n")
+    rates = steady_rates(tmp_path)
+    assert rates["ProposeWorker"] == {"workers": 2, "batches": 5, "warm_rows": 14, "rows_per_s": 8.0}
+    # one batch a worker: nothing warm to measure
+    assert rates["ScoreWorker"] == {"workers": 1, "batches": 1, "warm_rows": 0, "rows_per_s": 0.0}

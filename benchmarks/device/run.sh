@@ -4,8 +4,11 @@
 # entry to $OUT/ray_scaling_device.json after every run, so a call cut short keeps the runs it finished.
 #   GPU_N/GPU_BATCH/GPU_S: the GPU build (every COCO instrument, foil and score, local engine then 2 GPU actors)
 #   CPU_N/CPU_BATCH/CPU_S/CPU_WORKERS/CPU_ONLY: the CPU sweep (local, then Ray with each CPU_WORKERS pool)
+#   CPU_EXTRA: more bench_coco_build flags for the CPU sweep (--skip-local: the Ray pools only)
 #   PROFILE_N/PROFILE_S: relations alone on the GPU, PROFILE_N captions in one batch, under torch.profiler
 #                        (the operators the GPU spends its time in; off unless PROFILE_N is set)
+#   RELPROF_N/RELPROF_BATCH/RELPROF_S/RELPROF_VARIANTS: benchmarks/device/profile_relations.py, relations' batches
+#                        timed in phases, one under torch.profiler and cProfile, then each scorer variant
 # Set GPU_S=0 or CPU_S=0 to skip one.
 set -u
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
@@ -36,11 +39,20 @@ if [ "${GPU_S:-200}" != 0 ]; then
 fi
 if [ "${CPU_S:-240}" != 0 ]; then
   timeout "${CPU_S:-240}" $B --key coco_build_cpu --device cpu --only ${CPU_ONLY:-relations} --stages foil score \
-    --n "${CPU_N:-48}" --batch-size "${CPU_BATCH:-3}" --workers ${CPU_WORKERS:-1 2 4 8 16} > "$OUT/cpu.log" 2>&1
+    --n "${CPU_N:-48}" --batch-size "${CPU_BATCH:-3}" --workers ${CPU_WORKERS:-1 2 4 8 16} ${CPU_EXTRA:-} \
+    > "$OUT/cpu.log" 2>&1
   echo "cpu rc $? after $(( $(date +%s) - T0 )) s"
 fi
 if [ "${PROFILE_N:-0}" != 0 ]; then
   timeout "${PROFILE_S:-150}" $B --key coco_build_gpu_torch_profile --device cuda --cuda-tuned --only relations \
     --stages foil score --n "$PROFILE_N" --batch-size "$PROFILE_N" --workers --torch-profile > "$OUT/profile.log" 2>&1
   echo "profile rc $? after $(( $(date +%s) - T0 )) s"
+fi
+if [ "${RELPROF_N:-0}" != 0 ]; then
+  VARIANTS=()
+  for v in ${RELPROF_VARIANTS:-}; do VARIANTS+=(--variant "$v"); done
+  timeout "${RELPROF_S:-240}" python3 -m benchmarks.device.profile_relations --captions /tmp/coco/captions_val2017.json \
+    --lm /tmp/smollm2-arch --out "$OUT" --n "$RELPROF_N" --batch "${RELPROF_BATCH:-375}" "${VARIANTS[@]}" \
+    > "$OUT/relprof.log" 2>&1
+  echo "relprof rc $? after $(( $(date +%s) - T0 )) s"
 fi
