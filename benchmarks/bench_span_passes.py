@@ -1,12 +1,15 @@
 """How full relations' span-scoring forward passes are: what feeds (or starves) a GPU.
 
-    .venv/bin/python -m benchmarks.bench_span_passes [--n 75 375 1500] [--score-chunk 256 4096] [--lm DIR]
+    .venv/bin/python -m benchmarks.bench_span_passes [--n 375 1500] [--score-chunk 4096] [--lm DIR]
+                                                     [--max-batch-tokens 8192 32768] [--merge true false]
 
 On the H200 (ray_scaling.json `coco_build_device`) a batch of 375 captions took 8.0-8.9 s, far from what
 its FLOPs need. This counts, for the first --n COCO val captions foiled by relations in one engine batch
 with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`: max_batch_tokens 8192), every
 forward pass of the span scorer: rows, padded and real tokens, the cached prefix length, for each
-`score_chunk` (relations' slots a scorer call: a call's passes hold only its slots). Which passes run
+`score_chunk` (relations' slots a scorer call: a call's passes hold only its slots), `max_batch_tokens`
+and `merge_prefix_lengths` (foilforge/scorers.py: one right-padded pass for prefixes of every length,
+or a pass per length). Which passes run
 depends on the tokenizer and the pruning settings, not on the weights, so the count runs on the CPU with
 --lm, a directory with SmolLM2's tokenizer and config and a model of any size (default: a 1-layer model of
 SmolLM2's vocabulary built here, so the run takes minutes). Writes benchmarks/results/span_passes.json.
@@ -39,7 +42,8 @@ def tiny_lm(folder: Path) -> Path:
     return folder
 
 
-def count_passes(n: int, lm: str, workdir: Path, score_chunk: int) -> dict:
+def count_passes(n: int, lm: str, workdir: Path, score_chunk: int, max_batch_tokens: int = 8192,
+                 merge_prefix_lengths: bool = True) -> dict:
     from transformers import LlamaForCausalLM
 
     from pipeline.stages import foil
@@ -51,6 +55,8 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int) -> dict:
         (root / "captions_val2017.json").symlink_to(next(p for p in CAPTIONS if p.is_file()))
     params = coco_params(n, n, "cpu", {}, root, 1, 1, lm, ("grammaticality",), cuda_tuned=True)
     params["instruments"]["relations"]["args"]["score_chunk"] = score_chunk
+    params["instruments"]["relations"]["args"]["scorer"].update(max_batch_tokens=max_batch_tokens,
+                                                               merge_prefix_lengths=merge_prefix_lengths)
     ingest(params, "coco", workdir / "coco.jsonl")
     passes = []
     forward = LlamaForCausalLM.forward
@@ -72,7 +78,8 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int) -> dict:
     finally:
         LlamaForCausalLM.forward = forward
     padded = sum(rows * width for rows, width, _, _ in passes)
-    return {"captions": n, "score_chunk": score_chunk, "passes": len(passes), "rows": sum(p[0] for p in passes), "padded_tokens": padded,
+    return {"captions": n, "score_chunk": score_chunk, "max_batch_tokens": max_batch_tokens,
+            "merge_prefix_lengths": merge_prefix_lengths, "passes": len(passes), "rows": sum(p[0] for p in passes), "padded_tokens": padded,
             "real_tokens": sum(p[3] for p in passes), "mean_padded_tokens_a_pass": round(padded / len(passes)),
             "passes_under_1024_padded_tokens": sum(1 for rows, width, _, _ in passes if rows * width < 1024),
             "mean_cached_prefix_tokens": round(sum(p[2] for p in passes) / len(passes), 1),
@@ -81,16 +88,20 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[75, 375, 1500])
-    parser.add_argument("--score-chunk", type=int, nargs="+", default=[256, 4096],
-                        help="relations' score_chunk values to count (its default, 256, first)")
+    parser.add_argument("--n", type=int, nargs="+", default=[375, 1500])
+    parser.add_argument("--score-chunk", type=int, nargs="+", default=[4096],
+                        help="relations' score_chunk values to count (its default is 256; --cuda-tuned's 4096)")
+    parser.add_argument("--max-batch-tokens", type=int, nargs="+", default=[8192, 32768])
+    parser.add_argument("--merge", choices=["true", "false"], nargs="+", default=["true", "false"],
+                        help="the scorer's merge_prefix_lengths values to count")
     parser.add_argument("--lm", help="a model directory with SmolLM2's tokenizer (default: a tiny one built here)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         lm = args.lm or str(tiny_lm(tmp / "lm"))
-        runs = [count_passes(n, lm, tmp, chunk) for chunk in args.score_chunk for n in args.n]
-    result = {"benchmark": "span_passes", "date": time.strftime("%Y-%m-%d"), "max_batch_tokens": 8192,
+        runs = [count_passes(n, lm, tmp, chunk, tokens, merge == "true") for chunk in args.score_chunk
+                for tokens in args.max_batch_tokens for merge in args.merge for n in args.n]
+    result = {"benchmark": "span_passes", "date": time.strftime("%Y-%m-%d"),
               "model": args.lm or "SmolLM2's tokenizer and vocabulary, one layer of width 64", "runs": runs}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "span_passes.json").write_text(json.dumps(result, indent=2) + "\n")
