@@ -2,6 +2,7 @@
 # benchmarks/bench_coco_build.py on the device machine (16 cores, one GPU), from the repository root there, with
 # .devrun/ (benchmarks/device/prepare.sh) carried. Each benchmark runs under its own time limit and writes its
 # entry to $OUT/ray_scaling_device.json after every run, so a call cut short keeps the runs it finished.
+# Order: the GPU build, relations' profile (RELPROF), the CPU sweep, the torch.profiler build (PROFILE).
 #   GPU_N/GPU_BATCH/GPU_S: the GPU build (every COCO instrument, foil and score, local engine then 2 GPU actors)
 #   CPU_N/CPU_BATCH/CPU_S/CPU_WORKERS/CPU_ONLY: the CPU sweep (local, then Ray with each CPU_WORKERS pool)
 #   CPU_EXTRA: more bench_coco_build flags for the CPU sweep (--skip-local: the Ray pools only)
@@ -37,6 +38,14 @@ if [ "${GPU_S:-200}" != 0 ]; then
     --n "${GPU_N:-300}" --batch-size "${GPU_BATCH:-75}" --workers --gpu-workers 2 > "$OUT/gpu.log" 2>&1
   echo "gpu rc $? after $(( $(date +%s) - T0 )) s"
 fi
+if [ "${RELPROF_N:-0}" != 0 ]; then
+  VARIANTS=()
+  for v in ${RELPROF_VARIANTS:-}; do VARIANTS+=(--variant "$v"); done
+  timeout "${RELPROF_S:-240}" python3 -m benchmarks.device.profile_relations --captions /tmp/coco/captions_val2017.json \
+    --lm /tmp/smollm2-arch --out "$OUT" --n "$RELPROF_N" --batch "${RELPROF_BATCH:-375}" "${VARIANTS[@]}" \
+    > "$OUT/relprof.log" 2>&1
+  echo "relprof rc $? after $(( $(date +%s) - T0 )) s"
+fi
 if [ "${CPU_S:-240}" != 0 ]; then
   timeout "${CPU_S:-240}" $B --key coco_build_cpu --device cpu --only ${CPU_ONLY:-relations} --stages foil score \
     --n "${CPU_N:-48}" --batch-size "${CPU_BATCH:-3}" --workers ${CPU_WORKERS:-1 2 4 8 16} ${CPU_EXTRA:-} \
@@ -47,12 +56,4 @@ if [ "${PROFILE_N:-0}" != 0 ]; then
   timeout "${PROFILE_S:-150}" $B --key coco_build_gpu_torch_profile --device cuda --cuda-tuned --only relations \
     --stages foil score --n "$PROFILE_N" --batch-size "$PROFILE_N" --workers --torch-profile > "$OUT/profile.log" 2>&1
   echo "profile rc $? after $(( $(date +%s) - T0 )) s"
-fi
-if [ "${RELPROF_N:-0}" != 0 ]; then
-  VARIANTS=()
-  for v in ${RELPROF_VARIANTS:-}; do VARIANTS+=(--variant "$v"); done
-  timeout "${RELPROF_S:-240}" python3 -m benchmarks.device.profile_relations --captions /tmp/coco/captions_val2017.json \
-    --lm /tmp/smollm2-arch --out "$OUT" --n "$RELPROF_N" --batch "${RELPROF_BATCH:-375}" "${VARIANTS[@]}" \
-    > "$OUT/relprof.log" 2>&1
-  echo "relprof rc $? after $(( $(date +%s) - T0 )) s"
 fi
