@@ -65,7 +65,9 @@ class Filter:
     registry_name: str = ""
     #: True: the keep rule chooses a subset of the whole candidate set (`keep_subset`), not record by record
     set_rule: bool = False
-    #: True: a record's scores depend on the other records scored in the same call (a corpus statistic)
+    #: True: a record's scores depend on the other records scored in the same call (a corpus statistic). The
+    #: score stage then keeps only what such a filter may read of every record, its `id` and `fields`, for the
+    #: whole-corpus `score` call: declare in `fields` every field `score` reads
     corpus_level: bool = False
 
     def score(self, records: list[dict], progress: bool = False) -> list[dict]:
@@ -117,9 +119,11 @@ class Filter:
         return settings
 
 
-def texts_of(records: list[dict], field: str, path="<records>") -> list[str]:
-    """`record[field]` of every record, with the standard error for a missing or non-text field."""
-    return [require(r, field, str, path, r.get("id", i) if isinstance(r, dict) else i) for i, r in enumerate(records)]
+def texts_of(records: list[dict], field: str, path="<records>", first: int = 0) -> list[str]:
+    """`record[field]` of every record, with the standard error for a missing or non-text field; a record without
+    an id is named by its position, 1-based, in the file (`first`: how many records of the file came before)."""
+    return [require(r, field, str, path, r["id"] if isinstance(r, dict) and "id" in r else f"#{first + i + 1} (no id)")
+            for i, r in enumerate(records)]
 
 
 def model_spec(block, param_key: str, default: str, allowed_extra: tuple[str, ...] = ()) -> ModelSpec:

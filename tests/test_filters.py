@@ -423,3 +423,19 @@ def test_pad_uses_the_tokenizer_and_pads_on_the_right(tiny_models):
     assert batch["attention_mask"].tolist() == [[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)]
     assert batch["token_type_ids"].tolist() == [[0] * len(long)] * 2
     assert tok.padding_side == "left"  # the tokenizer's own setting is left alone
+
+
+def test_score_names_a_record_without_id_by_its_place_in_the_file_not_in_its_batch(tiny_models, tmp_path, capsys):
+    import yaml
+
+    foils, scored = tmp_path / "foils.jsonl", tmp_path / "scored.jsonl"
+    lines = [json.dumps({"id": f"r{k}", "caption": "a cat.", "foil": "a dog."}) for k in range(5)]
+    foils.write_text("\n".join(lines + ['{"caption": "a cat.", "foil": 3}']) + "\n", encoding="utf-8")
+    params = tmp_path / "params.yaml"
+    write_params(params, tiny_models, {"rel": {"length": {}}})
+    data = yaml.safe_load(params.read_text())
+    data["engine"] = {"batch_size": 2}  # the bad record is the second of the third batch
+    params.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert cli.main(["score", "rel", "--params", str(params), "--input", str(foils), "--output", str(scored)]) == 2
+    assert f"{foils}, record #6 (no id), field 'foil': expected str, got int (3)" in capsys.readouterr().err
+    assert not scored.exists()

@@ -34,12 +34,13 @@ def read_records(path) -> list[dict]:
     return read_jsonl(path, allow_empty=True)
 
 
-def check_texts(filters, records: list[dict], path) -> None:
+def check_texts(filters, records: list[dict], path, first: int = 0) -> None:
+    """Every filter's text fields of `records` (the file's records after its first `first`) checked."""
     from foilforge.filter import texts_of
 
     for f in filters:
         for field in f.fields:
-            texts_of(records, field, path)  # fail on a bad record before any model loads
+            texts_of(records, field, path, first)  # fail on a bad record before any model loads
 
 
 def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False,
@@ -113,7 +114,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     texts = sorted({field for f in corpus for field in f.fields})
     corpus_records, count = [], 0
     for part in JsonlBatches(input_path, size):
-        check_texts(filters.values(), part, input_path)
+        check_texts(filters.values(), part, input_path, first=count)
         corpus_records += [{"id": r.get("id"), **{field: r[field] for field in texts}} for r in part] if corpus else []
         count += len(part)
     # a corpus-level filter's per-text model scores run on the engine too; only what needs all records runs here
