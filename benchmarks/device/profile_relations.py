@@ -4,8 +4,8 @@ the operators and Python functions of one warm batch (benchmarks/device/run.sh, 
     python3 -m benchmarks.device.profile_relations --captions FILE --lm DIR --out DIR [--n 1500] [--batch 375]
                                                     [--variant NAME=JSON ...]
 
-The instrument is params.yaml's relations with the CUDA settings of benchmarks/bench_coco_build.py
-(`--cuda-tuned`) on the first --n COCO captions. The foiler is built once and `corpus_pass` runs on all of
+The instrument is params.yaml's relations, on a GPU with the CUDA settings of benchmarks/bench_coco_build.py
+(`--cuda-tuned`; on a CPU with params.yaml's), on the first --n COCO captions. The foiler is built once and `corpus_pass` runs on all of
 them, as the foil stage does; then each batch of --batch captions is parsed and scored with the stage's own
 code (foilers/relations.py `propose_batch`), timed in phases with the GPU synchronised at each phase's end:
 `parse_s` (spaCy), `score_s` (the span scorer's calls, wall) and `gpu_busy_s` (CUDA events around them:
@@ -81,7 +81,7 @@ def main(argv=None) -> dict:
         (tmp / "coco").mkdir()
         (tmp / "coco" / "captions_val2017.json").symlink_to(args.captions.resolve())
         params = coco_params(args.n, args.batch, device, {}, tmp / "coco", os.cpu_count() or 1, 1, args.lm,
-                             ("grammaticality",), cuda_tuned=True)
+                             ("grammaticality",), cuda_tuned=gpu)
         ingest(params, "coco", tmp / "coco.jsonl")
         samples = [s for _, s in zip(range(args.n), iter_jsonl(tmp / "coco.jsonl"))]
         t0 = time.perf_counter()
