@@ -43,24 +43,25 @@ def check_texts(filters, records: list[dict], path, first: int = 0) -> None:
             texts_of(records, field, path, first)  # fail on a bad record before any model loads
 
 
-def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False,
-                  out: list[dict] | None = None, batch_parts: dict | None = None) -> list[dict]:
-    """Copies of `records` (or `out`, copies made earlier) with each filter's result and VALSE extras added;
-    inputs are not changed. `batch_parts`: filter name -> its `score_batch` values, one a record."""
+def score_records(filters: list, records: list[dict], path="<records>", progress: bool = False) -> list[dict]:
+    """Copies of `records` with each filter's result and VALSE extras added; inputs are not changed."""
     check_texts(filters, records, path)
-    if out is None:
-        out = [dict(r, filters=dict(r.get("filters") or {})) for r in records]
+    out = [dict(r, filters=dict(r.get("filters") or {})) for r in records]
     for f in filters:
-        log.info("scoring %d records with %s", len(records), f.registry_name)
-        if batch_parts and f.name in batch_parts:
-            results = f.score(records, progress=progress, batch_parts=batch_parts[f.name])
-        else:
-            results = f.score(records, progress=progress)
-        if len(results) != len(records):
-            raise RuntimeError(f"{f.registry_name} returned {len(results)} results for {len(records)} records")
-        for record, result in zip(out, results):
+        for record, result in zip(out, filter_results(f, records, progress)):
             add_result(record, f, result)
     return out
+
+
+def filter_results(f, records: list[dict], progress: bool = False, batch_parts: list | None = None) -> list[dict]:
+    """`f.score` on `records` (with its `score_batch` values, one a record, where it has them): one result a
+    record, or an error."""
+    log.info("scoring %d records with %s", len(records), f.registry_name)
+    kwargs = {"batch_parts": batch_parts} if batch_parts is not None else {}
+    results = f.score(records, progress=progress, **kwargs)
+    if len(results) != len(records):
+        raise RuntimeError(f"{f.registry_name} returned {len(results)} results for {len(records)} records")
+    return results
 
 
 def add_result(record: dict, f, result: dict) -> None:
@@ -148,13 +149,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
                         handle.write(dumps(record) + "\n")
                         for name in batch_part_names:
                             parts[name].append(values[name])
-            results = {}
-            for f in corpus:
-                log.info("scoring %d records with %s", count, f.registry_name)
-                kwargs = {"batch_parts": parts[f.name]} if f.name in parts else {}
-                results[f.name] = f.score(corpus_records, progress=progress, **kwargs)
-                if len(results[f.name]) != count:
-                    raise RuntimeError(f"{f.registry_name} returned {len(results[f.name])} results for {count} records")
+            results = {f.name: filter_results(f, corpus_records, progress, parts.get(f.name)) for f in corpus}
             with RecordWriter(output_path, engine["shard_rows"]) as out:
                 for k, record in enumerate(iter_jsonl(spill, allow_empty=True)):
                     for f in corpus:
