@@ -239,12 +239,14 @@ def main(argv=None) -> dict:
                            + ([f"causal LMs with {CUDA_TUNING}"] if args.cuda_tuned else []), "argv": argv or sys.argv[1:],
                   "runs": []}
 
-        local = None
+        # what every Ray run's files are compared with: the local run's, or without it the first Ray run's
+        reference, compared = None, "identical_to_first_run" if args.skip_local else "identical_to_local"
         if not args.skip_local:
             local = local_run(args, base, samples, tmp, stages_run, only, result)
             result["runs"].append({"engine": "local", "workers": 1, **local,
                                    "captions_per_s": round(used / local["wall_s"], 3)})
             write_result(args.results, args.key, result)
+            reference = local
         plans = [({"workers": w, "cpus_per_worker": 1.0}, args.device, f"ray-{w}") for w in workers]
         if args.gpu_workers:
             plans.append(({"workers": args.gpu_workers, "cpus_per_worker": 1.0, "gpus_per_worker": 1 / args.gpu_workers},
@@ -257,12 +259,10 @@ def main(argv=None) -> dict:
             import ray
 
             ray.shutdown()
-            # without the local run, every run is compared with the first Ray run
-            local = local or run
+            reference = reference or run
             result["runs"].append({"engine": "ray", "workers": ray_block["workers"], "device": device, **run,
                                    "captions_per_s": round(used / run["wall_s"], 3),
-                                   "identical_to_local" if not args.skip_local else "identical_to_first_run":
-                                       run["files"] == local["files"]})
+                                   compared: run["files"] == reference["files"]})
             write_result(args.results, args.key, result)
     return write_result(args.results, args.key, result)
 
@@ -302,13 +302,18 @@ def torch_profiled(enabled: bool):
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
     with profile(activities=activities) as prof:
         yield operators
+    operators += top_operators(prof, by_gpu=gpu)
 
-    def device_us(event) -> float:
-        return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0) or 0.0
 
-    events = sorted(prof.key_averages(), key=lambda e: -(device_us(e) if gpu else e.self_cpu_time_total))
-    operators += [{"operator": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1000, 1),
-                   "self_gpu_ms": round(device_us(e) / 1000, 1)} for e in events[:25]]
+def _device_us(event) -> float:
+    return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0) or 0.0
+
+
+def top_operators(prof, by_gpu: bool, n: int = 25) -> list[dict]:
+    """The `n` operators of a finished torch.profiler run with the most self time on the GPU (`by_gpu`) or CPU."""
+    events = sorted(prof.key_averages(), key=lambda e: -(_device_us(e) if by_gpu else e.self_cpu_time_total))
+    return [{"operator": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1000, 1),
+             "self_gpu_ms": round(_device_us(e) / 1000, 1)} for e in events[:n]]
 
 
 def write_result(path: Path, key: str, result: dict) -> dict:

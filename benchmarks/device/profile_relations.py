@@ -32,20 +32,10 @@ import time
 from pathlib import Path
 
 
-def _top_operators(prof, gpu: bool, key: str, n: int = 25) -> list[dict]:
-    def device_us(event) -> float:
-        return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0.0) or 0.0
-
-    value = (lambda e: device_us(e)) if key == "gpu" else (lambda e: e.self_cpu_time_total)
-    events = sorted(prof.key_averages(), key=lambda e: -value(e))
-    return [{"operator": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1000, 1),
-             "self_gpu_ms": round(device_us(e) / 1000, 1)} for e in events[:n]]
-
-
 def main(argv=None) -> dict:
     import torch
 
-    from benchmarks.bench_coco_build import coco_params
+    from benchmarks.bench_coco_build import coco_params, top_operators
     from foilforge.foiler import RunContext
     from foilforge.io import iter_jsonl, write_json
     from foilers.relations import Slot, rank_fills
@@ -131,8 +121,8 @@ def main(argv=None) -> dict:
                            and str(e.device_type).endswith("CUDA")]
                 result["profiled_batch"] = {
                     "kernel_time_s": round(sum(getattr(e, "self_device_time_total", 0.0) for e in kernels) / 1e6, 3),
-                    "top_gpu": _top_operators(torch_prof, gpu, "gpu") if gpu else [],
-                    "top_cpu": _top_operators(torch_prof, gpu, "cpu"),
+                    "top_gpu": top_operators(torch_prof, by_gpu=True) if gpu else [],
+                    "top_cpu": top_operators(torch_prof, by_gpu=False),
                 }
                 stats = pstats.Stats(py_prof)
                 top = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:40]
