@@ -335,8 +335,12 @@ def worker_threads(settings: dict) -> int | None:
 class _RayWorker:
     """One actor of the pool: builds the stage's worker once, then maps Ray rows (one row = one batch)."""
 
-    def __init__(self, worker_class, args, threads):
+    def __init__(self, worker_class, args, threads, cpus):
         set_torch_threads(threads)   # Ray starts an actor with 1 thread: the local engine's count, for its bits
+        # a fast tokenizer encodes a batch on one thread per core of the machine, in every actor: 16 actors on 16
+        # cores would run 256. Its threads change no token, so the actor's share of the cores is enough (a
+        # RAYON_NUM_THREADS the user set is kept).
+        os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, int(cpus))))
         self.worker = worker_class(*args)
 
     def __call__(self, rows: dict) -> dict:
@@ -422,7 +426,7 @@ def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: 
 
     ray.data.DataContext.get_current().enable_progress_bars = False
     mapped = rows.map_batches(
-        _RayWorker, fn_constructor_args=(worker_class, args, threads), batch_size=1, batch_format="numpy",
+        _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings["cpus_per_worker"]), batch_size=1, batch_format="numpy",
         # no more actors than batches: each one loads the models
         compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbers))),
         num_cpus=ray_settings["cpus_per_worker"],

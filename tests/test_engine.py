@@ -136,6 +136,29 @@ def test_every_worker_sums_with_the_same_torch_threads(local_ray):
         torch.set_num_threads(stage)
 
 
+class _TokenizerThreads:
+    """Reports the threads a fast tokenizer of its process would encode on."""
+
+    def __init__(self):
+        pass
+
+    def __call__(self, batch):
+        return [os.environ.get("RAYON_NUM_THREADS") for _ in batch]
+
+
+def test_every_actor_tokenizes_on_its_share_of_the_cores(local_ray):
+    """A fast tokenizer starts one thread per core of the machine in every actor; each actor gets its
+    cpus_per_worker instead (whole cores, at least one), and a count the user set is kept."""
+    records = [{"id": k} for k in range(4)]
+    ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
+    ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": 1, "ray": ray_settings}
+    assert engine.map_batches(records, _TokenizerThreads, (), ray_engine) == ["1"] * 4
+    half = {**ray_engine, "ray": {**ray_settings, "cpus_per_worker": 0.5}}
+    assert engine.map_batches(records, _TokenizerThreads, (), half) == ["1"] * 4
+    two = {**ray_engine, "ray": {**ray_settings, "workers": 1, "cpus_per_worker": 2.0}}
+    assert engine.map_batches(records, _TokenizerThreads, (), two) == ["2"] * 4
+
+
 def test_a_worker_that_drops_records_is_an_error(local_ray):
     class Drops(_doubler()):
         def __call__(self, batch):

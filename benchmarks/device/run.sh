@@ -12,7 +12,8 @@
 #                        timed in phases, one under torch.profiler and cProfile, then each scorer variant
 # Set GPU_S=0 or CPU_S=0 to skip one.
 set -u
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
+# the tokenizer keeps its threads: one per core in the local engine, the actor's cpus_per_worker on Ray
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
 T0=$(date +%s)
 mkdir -p /tmp/site /tmp/coco
 tar xJf .devrun/site312.tar.xz -C /tmp/site & tar xJf .devrun/nltk_data.tar.xz -C /tmp &
