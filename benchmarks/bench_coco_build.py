@@ -129,9 +129,10 @@ STAGES = ("foil", "score", "select", "gate")
 
 
 def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, measured: bool,
-              stages_run: tuple[str, ...] = STAGES, only: tuple[str, ...] = ()) -> dict:
+              stages_run: tuple[str, ...] = STAGES, only: tuple[str, ...] = (), done=None) -> dict:
     """foil, score, select and the gate for every COCO instrument (or the first of them: `stages_run`); wall
-    times, the files' sha256, the workers' peak RSS."""
+    times, the files' sha256, the workers' peak RSS. `done(stages)` is called after each instrument with the
+    stage times so far (a run cut short by a time limit keeps them)."""
     from foilforge.io import read_jsonl
     from pipeline import engine
     from pipeline.stages import baseline, foil, score, select
@@ -170,6 +171,8 @@ def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, meas
                     written.append(workdir / f"{name}.gate.json")
             for path in written:
                 files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+            if done:
+                done(stages)
     finally:
         foil.ProposeWorker, score.ScoreWorker = originals
         os.environ.pop(engine.ENGINE_ENV, None)
@@ -240,9 +243,17 @@ def main(argv=None) -> dict:
                   "runs": []}
 
         # what every Ray run's files are compared with: the local run's, or without it the first Ray run's
+        def unfinished(name):
+            """Writes the instruments a run has finished under `unfinished_run`, for a run cut short."""
+            def done(stages):
+                result["unfinished_run"] = {"run": name, "stages": stages}
+                write_result(args.results, args.key, result)
+            return done
+
         reference, compared = None, "identical_to_first_run" if args.skip_local else "identical_to_local"
         if not args.skip_local:
-            local = local_run(args, base, samples, tmp, stages_run, only, result)
+            local = local_run(args, base, samples, tmp, stages_run, only, result, unfinished("local"))
+            result.pop("unfinished_run", None)
             result["runs"].append({"engine": "local", "workers": 1, **local,
                                    "captions_per_s": round(used / local["wall_s"], 3)})
             write_result(args.results, args.key, result)
@@ -255,11 +266,13 @@ def main(argv=None) -> dict:
             params = coco_params(args.n, args.batch_size, device, ray_block, tmp / "coco", cores, threads, lm, without,
                              args.cuda_tuned)
             engine.start_ray({"address": None, "num_cpus": cores})
-            run = run_build(params, samples, tmp / name, "ray", measured=True, stages_run=stages_run, only=only)
+            run = run_build(params, samples, tmp / name, "ray", measured=True, stages_run=stages_run, only=only,
+                            done=unfinished(name))
             import ray
 
             ray.shutdown()
             reference = reference or run
+            result.pop("unfinished_run", None)
             result["runs"].append({"engine": "ray", "workers": ray_block["workers"], "device": device, **run,
                                    "captions_per_s": round(used / run["wall_s"], 3),
                                    compared: run["files"] == reference["files"]})
@@ -267,13 +280,15 @@ def main(argv=None) -> dict:
     return write_result(args.results, args.key, result)
 
 
-def local_run(args, base: dict, samples: Path, tmp: Path, stages_run: tuple, only: tuple, result: dict) -> dict:
+def local_run(args, base: dict, samples: Path, tmp: Path, stages_run: tuple, only: tuple, result: dict,
+              done=None) -> dict:
     """The local engine's build, under cProfile and torch.profiler where asked (their tops go into `result`)."""
     profiler = cProfile.Profile() if args.profile else None
     if profiler:
         profiler.enable()
     with torch_profiled(args.torch_profile) as operators:
-        local = run_build(base, samples, tmp / "local", "local", measured=False, stages_run=stages_run, only=only)
+        local = run_build(base, samples, tmp / "local", "local", measured=False, stages_run=stages_run, only=only,
+                          done=done)
     if operators:
         result["local_torch_profile_top_self_ms"] = operators
     if profiler:
@@ -333,8 +348,9 @@ def write_result(path: Path, key: str, result: dict) -> dict:
             kind: round((rate["rows_per_s"] / run["workers"]) / (base["warm_rates"][kind]["rows_per_s"] / base["workers"]), 3)
             for kind, rate in run["warm_rates"].items()
             if base["warm_rates"].get(kind, {}).get("rows_per_s")}
-    best = max(r["captions_per_s"] for r in result["runs"])
-    result["projected_hours_at_best_throughput"] = {name: round(n / best / 3600, 2) for name, n in FULL.items()}
+    if result["runs"]:
+        best = max(r["captions_per_s"] for r in result["runs"])
+        result["projected_hours_at_best_throughput"] = {name: round(n / best / 3600, 2) for name, n in FULL.items()}
     for run in result["runs"]:
         run["files"] = len(run["files"])   # the hashes were for the comparison; the count says what was compared
     path.parent.mkdir(parents=True, exist_ok=True)

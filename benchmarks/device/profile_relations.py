@@ -54,7 +54,10 @@ def main(argv=None) -> dict:
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"
     result = {"benchmark": "relations_profile", "device": torch.cuda.get_device_name() if gpu else "cpu",
-              "torch": torch.__version__, "captions": args.n, "batch": args.batch, "argv": argv or [], "batches": []}
+              "torch": torch.__version__, "captions": args.n, "batch": args.batch, "argv": argv or [], "batches": [],
+              # the fast tokenizer's threads: one per core unless these say otherwise
+              "tokenizer_env": {k: os.environ.get(k) for k in ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS")},
+              "cpus": os.cpu_count()}
     out = args.out / "relations_profile.json"
 
     def save():
