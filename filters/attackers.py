@@ -451,14 +451,12 @@ class BoostedFeaturesAttacker(Attacker):
         import numpy as np
         from sklearn.ensemble import HistGradientBoostingClassifier
 
-        from threadpoolctl import threadpool_limits
-
         d = self._difference(pairs)
         x = np.vstack([d, -d])
         y = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
         # one OpenMP thread: a few hundred rows gain nothing from more, and on a busy machine threads that wait
         # for each other made each fit 5-15x slower (measured: 0.09 s alone, 0.45-1.4 s threaded beside a build)
-        with threadpool_limits(1, user_api="openmp"):
+        with _openmp_threads().limit(limits=1, user_api="openmp"):
             self._model = HistGradientBoostingClassifier(max_iter=self.max_iter, max_depth=self.max_depth,
                                                          learning_rate=self.learning_rate, early_stopping=False,
                                                          random_state=seed).fit(x, y)
@@ -469,11 +467,21 @@ class BoostedFeaturesAttacker(Attacker):
 
         if not pairs:
             return np.zeros(0)
-        from threadpoolctl import threadpool_limits
-
         d = self._difference(pairs)
-        with threadpool_limits(1, user_api="openmp"):
+        with _openmp_threads().limit(limits=1, user_api="openmp"):
             return self._model.decision_function(d) - self._model.decision_function(-d)
+
+
+@functools.lru_cache(maxsize=1)
+def _openmp_threads():
+    """threadpoolctl's controller of this process's thread pools, found once. `threadpool_limits` looks for them
+    through every loaded library on each call, about 3 ms, twice a fold (1.2 s of the sample's foil_it select).
+    scikit-learn's estimators are imported first, so the OpenMP runtime the fits use is among them (one loaded
+    later, torch's say, is not, and no fit here runs on it)."""
+    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def build_attacker(block, param_key: str) -> Attacker:

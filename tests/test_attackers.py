@@ -459,3 +459,34 @@ def test_the_boosted_attacker_finds_a_length_cue():
     margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
                                      pairs_from_records(shuffled), 5, 0)
     assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1  # sides shuffled: nothing left to find
+
+
+def test_the_boosted_attacker_fits_and_predicts_on_one_openmp_thread(monkeypatch):
+    """Fits run side by side (a fold a job), so each holds one OpenMP thread: checked inside scikit-learn's own
+    fit and predict, on the OpenMP runtime scikit-learn ships (torch may have loaded another one)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_info
+
+    seen = []
+    fit, decide = HistGradientBoostingClassifier.fit, HistGradientBoostingClassifier.decision_function
+
+    def sklearn_openmp_threads():
+        return [pool["num_threads"] for pool in threadpool_info()
+                if pool["user_api"] == "openmp" and "scikit_learn" in pool["filepath"]]
+
+    def fit_spy(self, *args, **kwargs):
+        seen.append(("fit", sklearn_openmp_threads()))
+        return fit(self, *args, **kwargs)
+
+    def decide_spy(self, *args, **kwargs):
+        seen.append(("predict", sklearn_openmp_threads()))
+        return decide(self, *args, **kwargs)
+
+    monkeypatch.setattr(HistGradientBoostingClassifier, "fit", fit_spy)
+    monkeypatch.setattr(HistGradientBoostingClassifier, "decision_function", decide_spy)
+    records = [{"id": f"t:{k}", "sample_id": f"t:{k}", "caption": f"A dog number {k} sits on the mat",
+                "foil": f"A cat number {k} sits on the mat", "classes": "dog", "classes_foil": "cat"} for k in range(40)]
+    out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
+                        pairs_from_records(records), 5, 0)
+    assert {kind for kind, _ in seen} == {"fit", "predict"}
+    assert all(threads == [1] for _, threads in seen), seen
