@@ -4,7 +4,8 @@
 # entry to $OUT/ray_scaling_device.json after every run, so a call cut short keeps the runs it finished.
 # Order: the GPU build, relations' profile (RELPROF), the CPU sweep, the torch.profiler build (PROFILE).
 #   GPU_N/GPU_BATCH/GPU_S: the GPU build (every COCO instrument, local engine then GPU_WORKERS GPU actors: 2, 0 for
-#                        none), of GPU_STAGES (default: foil score; add select gate for the whole build)
+#                        none), of GPU_STAGES (default: foil score; add select gate for the whole build);
+#                        GPU_EXTRA: more flags (--skip-local: the GPU actors only)
 #   CPU_N/CPU_BATCH/CPU_S/CPU_WORKERS/CPU_ONLY: the CPU sweep (local, then Ray with each CPU_WORKERS pool)
 #   CPU_EXTRA: more bench_coco_build flags for the CPU sweep (--skip-local: the Ray pools only)
 #   PROFILE_N/PROFILE_S: relations alone on the GPU, PROFILE_N captions in one batch, under torch.profiler
@@ -42,7 +43,7 @@ B="python3 -m benchmarks.bench_coco_build --captions /tmp/coco/captions_val2017.
    --without grammaticality --threads 1 --results $OUT/ray_scaling_device.json --profile"
 if [ "${GPU_S:-200}" != 0 ]; then
   timeout "${GPU_S:-200}" $B --key coco_build_gpu --device cuda --cuda-tuned --stages ${GPU_STAGES:-foil score} \
-    --n "${GPU_N:-300}" --batch-size "${GPU_BATCH:-75}" --workers --gpu-workers "${GPU_WORKERS:-2}" > "$OUT/gpu.log" 2>&1
+    --n "${GPU_N:-300}" --batch-size "${GPU_BATCH:-75}" --workers --gpu-workers "${GPU_WORKERS:-2}" ${GPU_EXTRA:-} > "$OUT/gpu.log" 2>&1
   echo "gpu rc $? after $(( $(date +%s) - T0 )) s"
 fi
 if [ "${RELPROF_N:-0}" != 0 ]; then
