@@ -280,14 +280,126 @@ def _log_reused(worker_class, reused: int, total: int, journal: BatchJournal | N
         log.info("%s: %d of %d batches taken from the journal %s", worker_class.__name__, reused, total, journal.path)
 
 
-def job_runner(settings: dict):
-    """A runner for work cut into independent jobs (filters/attackers.py: one fold fit a job), on this engine:
-    `runner(jobs, worker_class, args)` maps `worker_class(*args)` over the jobs, one job a batch: locally one
-    worker in this process, on Ray each job a batch of the actor pool, so the fits of several attackers, partitions and folds run side by side."""
-    def run(jobs: list, worker_class, args: tuple) -> list:
-        return map_batches(jobs, worker_class, args, {**settings, "batch_size": 1})
+def job_runner(settings: dict) -> "JobRunner":
+    """A runner for work cut into independent jobs (filters/attackers.py: one fold fit a job) on this engine."""
+    return JobRunner(settings)
 
-    return run
+
+class JobRunner:
+    """`runner(jobs, worker_class, args)`: worker_class(*args) mapped over the jobs, one result a job, in order.
+
+    Locally one worker in this process, job after job. On Ray the jobs go, in chunks, to a pool of long-lived
+    actors that this runner starts on its first call and keeps for the next ones: the adversarial filter calls
+    it once a round with that round's pairs, and a Ray Data pool started for every round took 10-12 s to come up
+    with 16 actors on the H200 machine (most of a round's time: benchmarks/results/ray_scaling.json,
+    coco_build_device.gpu_ray_16_actors_1500_captions). An actor builds the worker once per call (per args) and
+    keeps it for that call's chunks. An actor that dies is restarted and its chunk run again, as on the
+    stages' pools. The jobs are CPU work (scikit-learn fits): the actors take `cpus_per_worker` and no GPU.
+    `close()` (or leaving a `with` block) stops the actors; so does the next Ray Data map, which may need
+    their CPUs."""
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+
+    def __call__(self, jobs: list, worker_class, args: tuple) -> list:
+        if self.settings["name"] != "ray":
+            return map_batches(jobs, worker_class, args, {**self.settings, "batch_size": 1})
+        if not jobs:
+            return []
+        return _job_pool(self.settings).run(jobs, worker_class, args)
+
+    def close(self) -> None:
+        release_job_pool()
+
+    def __enter__(self) -> "JobRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _JobActor:
+    """One actor of the job pool: a worker built from a call's args (a Ray object, fetched once per call)."""
+
+    def __init__(self, threads, cpus):
+        _worker_process(threads, cpus)
+        self.call, self.worker = None, None
+
+    def run(self, call: int, worker_class, args_ref: list, jobs: list) -> list:
+        if call != self.call:
+            import ray
+
+            self.worker, self.call = worker_class(*ray.get(args_ref[0])), call
+        return checked(self.worker(jobs), jobs, worker_class)
+
+
+class _JobPool:
+    def __init__(self, settings: dict, threads):
+        import ray
+
+        ray_settings = settings["ray"]
+        self.session = ray.get_runtime_context().get_job_id()
+        self.key = (json.dumps(ray_settings, sort_keys=True), threads)
+        actor = ray.remote(_JobActor).options(num_cpus=ray_settings["cpus_per_worker"], num_gpus=0,
+                                              max_restarts=-1, max_task_retries=-1)
+        self.actors = [actor.remote(threads, ray_settings["cpus_per_worker"]) for _ in range(ray_settings["workers"])]
+        self.calls = 0
+
+    def run(self, jobs: list, worker_class, args: tuple) -> list:
+        """The jobs in chunks, a few per actor (each actor computes an attacker's shared features once per call,
+        so neighbouring jobs, which share the attacker, go together), the next chunk to whichever actor is free."""
+        import ray
+
+        self.calls += 1
+        args_ref = [ray.put(args)]   # in a list: Ray passes it on as a reference, fetched once per actor and call
+        size = max(1, -(-len(jobs) // (4 * len(self.actors))))
+        chunks = [jobs[start : start + size] for start in range(0, len(jobs), size)]
+        results: list = [None] * len(chunks)
+        pending, free, next_chunk = {}, list(self.actors), 0
+        while next_chunk < len(chunks) or pending:
+            while free and next_chunk < len(chunks):
+                actor = free.pop()
+                pending[actor.run.remote(self.calls, worker_class, args_ref, chunks[next_chunk])] = (actor, next_chunk)
+                next_chunk += 1
+            [ready], _ = ray.wait(list(pending), num_returns=1)
+            actor, k = pending.pop(ready)
+            results[k] = ray.get(ready)
+            free.append(actor)
+        return [result for chunk in results for result in chunk]
+
+    def stop(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # its Ray is gone (shut down): nothing left to stop
+                pass
+
+
+_job_pools: dict[str, _JobPool] = {}
+
+
+def _job_pool(settings: dict) -> _JobPool:
+    """The live job pool for these settings, started if there is none (or only one of another Ray session or
+    other settings, which is stopped first)."""
+    ray = start_ray(settings["ray"])
+    threads = worker_threads(settings)
+    pool = _job_pools.get("pool")
+    if pool is not None and (pool.session != ray.get_runtime_context().get_job_id()
+                             or pool.key != (json.dumps(settings["ray"], sort_keys=True), threads)):
+        release_job_pool()
+        pool = None
+    if pool is None:
+        pool = _job_pools["pool"] = _JobPool(settings, threads)
+    return pool
+
+
+def release_job_pool() -> None:
+    """Stop the job pool's actors, if any: their CPUs go back to Ray."""
+    pool = _job_pools.pop("pool", None)
+    if pool is not None:
+        pool.stop()
 
 
 def _progress(iterator, desc: str | None, total: int):
@@ -332,15 +444,20 @@ def worker_threads(settings: dict) -> int | None:
     return settings.get("threads_per_worker") or stage_threads()
 
 
+def _worker_process(threads, cpus) -> None:
+    """An actor's threads, before it builds its worker."""
+    set_torch_threads(threads)   # Ray starts an actor with 1 thread: the local engine's count, for its bits
+    # a fast tokenizer encodes a batch on one thread per core of the machine, in every actor: 16 actors on 16
+    # cores would run 256. Its threads change no token, so the actor's share of the cores is enough (a
+    # RAYON_NUM_THREADS the user set is kept).
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, int(cpus))))
+
+
 class _RayWorker:
     """One actor of the pool: builds the stage's worker once, then maps Ray rows (one row = one batch)."""
 
     def __init__(self, worker_class, args, threads, cpus):
-        set_torch_threads(threads)   # Ray starts an actor with 1 thread: the local engine's count, for its bits
-        # a fast tokenizer encodes a batch on one thread per core of the machine, in every actor: 16 actors on 16
-        # cores would run 256. Its threads change no token, so the actor's share of the cores is enough (a
-        # RAYON_NUM_THREADS the user set is kept).
-        os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, int(cpus))))
+        _worker_process(threads, cpus)
         self.worker = worker_class(*args)
 
     def __call__(self, rows: dict) -> dict:
@@ -424,6 +541,7 @@ def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: 
     """(batch number, result) of each row {batch, part} of the Ray dataset `rows`, mapped on the actor pool."""
     import ray
 
+    release_job_pool()   # its actors would hold CPUs this pool may need
     ray.data.DataContext.get_current().enable_progress_bars = False
     mapped = rows.map_batches(
         _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings["cpus_per_worker"]), batch_size=1, batch_format="numpy",

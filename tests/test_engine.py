@@ -458,6 +458,59 @@ def test_attackers_fit_their_folds_on_ray_with_the_local_bits(released_pairs, lo
     assert np.array_equal(alone[0], local["char", 4][0]) and np.array_equal(alone[1], local["char", 4][1])
 
 
+class _Where:
+    """Says which process and which built worker ran each job."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __call__(self, jobs):
+        return [(job, self.tag, os.getpid(), id(self)) for job in jobs]
+
+
+def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
+    """The adversarial filter calls its runner once a round: the actors stay (no pool start-up a round), each
+    builds the round's worker once from that call's args, and close() gives their CPUs back."""
+    with engine.job_runner(RAY_JOBS) as runner:
+        first = runner(list(range(16)), _Where, ("a",))
+        second = runner(list(range(16, 40)), _Where, ("b",))
+        assert [job for job, *_ in first + second] == list(range(40))         # every job once, in order
+        assert {tag for _, tag, _, _ in first} == {"a"} and {tag for _, tag, _, _ in second} == {"b"}
+        pids = {pid for _, _, pid, _ in first + second}
+        assert len(pids) <= 2 and pids != {os.getpid()}                      # the pool's two actors, both calls
+        for calls in (first, second):                                          # one worker per actor and call
+            assert len({(pid, built) for _, _, pid, built in calls}) == len({pid for _, _, pid, _ in calls})
+        actors = list(engine._job_pools["pool"].actors)
+    assert "pool" not in engine._job_pools
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actors[0].run.remote(0, _Where, [ray.put(("c",))], [0]), timeout=60)
+    # a Ray Data map after a runner left open: the pool is stopped first, so its CPUs are free for the map's
+    runner = engine.job_runner(RAY_JOBS)
+    runner([1, 2], _Where, ("d",))
+    records = [{"id": f"r{k}", "value": k} for k in range(4)]
+    assert engine.map_batches(records, _doubler(), (0,), {**RAY_JOBS, "batch_size": 2}) == \
+        [{"id": f"r{k}", "value": 2 * k} for k in range(4)]
+    assert "pool" not in engine._job_pools
+
+
+def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):
+    sentinel = tmp_path / "killed-once"
+
+    class DiesOnce(_Where):
+        def __call__(self, jobs):
+            try:
+                fd = os.open(sentinel, os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return super().__call__(jobs)
+            os.close(fd)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    with engine.job_runner(RAY_JOBS) as runner:
+        out = runner(list(range(30)), DiesOnce, ("x",))
+    assert sentinel.exists()
+    assert [job for job, *_ in out] == list(range(30))
+
+
 def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ray(released_pairs, local_ray):
     from filters.adversarial import adversarial_filter, settings_for
     from filters.attackers import certify

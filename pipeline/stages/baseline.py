@@ -174,11 +174,11 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     settings = gate_settings(params, instrument)
     if settings is None:
         return None
-    args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
-                repeats=settings["repeats"], max_accuracy=settings["max_accuracy"],
-                runner=job_runner(engine_settings(params)))
-    after = certify(kept, **args)
-    before = certify(unrefined(kept, rejected), **args) if rejected else after
+    with job_runner(engine_settings(params)) as runner:
+        args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
+                    repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
+        after = certify(kept, **args)
+        before = certify(unrefined(kept, rejected), **args) if rejected else after
     return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
             "repeats": settings["repeats"], "seed": settings["seed"],
             "passed": all(a["passed"] for a in after.values()),

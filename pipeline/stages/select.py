@@ -106,9 +106,10 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
-    kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
-                                     adversarial=settings_for(params, instrument), progress=progress,
-                                     runner=job_runner(engine_settings(params)))
+    with job_runner(engine_settings(params)) as runner:
+        kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
+                                         adversarial=settings_for(params, instrument), progress=progress,
+                                         runner=runner)
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
