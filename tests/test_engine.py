@@ -84,12 +84,9 @@ def _doubler():
     return Doubler
 
 
-def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, local_ray):
-    sentinel = tmp_path / "killed-once"
-
-    class DiesOnce(_doubler()):
-        """Kills its own actor process (SIGKILL, as the OOM killer would) the first time any actor scores a batch."""
-
+def _dies_once(worker_class, sentinel):
+    """worker_class, but the first batch any actor runs kills its own process (SIGKILL, as the OOM killer would)."""
+    class DiesOnce(worker_class):
         def __call__(self, batch):
             try:
                 fd = os.open(sentinel, os.O_CREAT | os.O_EXCL)
@@ -98,6 +95,12 @@ def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, loca
             os.close(fd)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    return DiesOnce
+
+
+def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, local_ray):
+    sentinel = tmp_path / "killed-once"
+    DiesOnce = _dies_once(_doubler(), sentinel)
     records = [{"id": f"r{k}", "value": k} for k in range(40)]
     settings = {"name": "ray", "batch_size": 6, "ray": {"address": None, "num_cpus": 2, "workers": 2,
                                                            "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}}
@@ -495,18 +498,8 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
 
 def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):
     sentinel = tmp_path / "killed-once"
-
-    class DiesOnce(_Where):
-        def __call__(self, jobs):
-            try:
-                fd = os.open(sentinel, os.O_CREAT | os.O_EXCL)
-            except FileExistsError:
-                return super().__call__(jobs)
-            os.close(fd)
-            os.kill(os.getpid(), signal.SIGKILL)
-
     with engine.job_runner(RAY_JOBS) as runner:
-        out = runner(list(range(30)), DiesOnce, ("x",))
+        out = runner(list(range(30)), _dies_once(_Where, sentinel), ("x",))
     assert sentinel.exists()
     assert [job for job, *_ in out] == list(range(30))
 
