@@ -342,7 +342,10 @@ class _JobPool:
         self.key = (json.dumps(ray_settings, sort_keys=True), threads)
         actor = ray.remote(_JobActor).options(num_cpus=ray_settings["cpus_per_worker"], num_gpus=0,
                                               max_restarts=-1, max_task_retries=-1)
-        self.actors = [actor.remote(threads, ray_settings["cpus_per_worker"]) for _ in range(ray_settings["workers"])]
+        # no more actors than the cluster's CPUs hold: a chunk handed to an actor that cannot start would wait forever
+        fits = int(ray.cluster_resources().get("CPU", 1) // ray_settings["cpus_per_worker"])
+        self.actors = [actor.remote(threads, ray_settings["cpus_per_worker"])
+                       for _ in range(max(1, min(ray_settings["workers"], fits)))]
         self.calls = 0
 
     def run(self, jobs: list, worker_class, args: tuple) -> list:

@@ -494,6 +494,10 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
     assert engine.map_batches(records, _doubler(), (0,), {**RAY_JOBS, "batch_size": 2}) == \
         [{"id": f"r{k}", "value": 2 * k} for k in range(4)]
     assert "pool" not in engine._job_pools
+    # more workers than the local Ray's 2 CPUs hold: 2 actors, and every job still runs
+    with engine.job_runner({**RAY_JOBS, "ray": {**RAY_JOBS["ray"], "workers": 5}}) as runner:
+        assert [job for job, *_ in runner(list(range(12)), _Where, ("e",))] == list(range(12))
+        assert len(engine._job_pools["pool"].actors) == 2
 
 
 def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):
