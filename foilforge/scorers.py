@@ -118,7 +118,10 @@ CERTIFY_TOLERANCE = 1e-6
 # with almost every call, so with it the GPU idled over 90% of relations' time
 # (benchmarks/results/relations_profile.json). Flash and memory-efficient attention need no plan.
 DEFAULT_SDPA_BACKENDS = ("flash", "efficient", "math")
-SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
+# the names sdpa_backends takes, and torch's SDPBackend member of each
+SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
+                "math": "MATH"}
+SDPA_BACKENDS = tuple(SDPA_KERNELS)
 
 Item = tuple[str, str, Sequence[str]]
 
@@ -194,9 +197,7 @@ class _Pruning:
             return contextlib.nullcontext()
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        names = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
-                 "math": "MATH"}
-        return sdpa_kernel([getattr(SDPBackend, names[name]) for name in self.sdpa_backends])
+        return sdpa_kernel([getattr(SDPBackend, SDPA_KERNELS[name]) for name in self.sdpa_backends])
 
     def _could_beat_cut(self, exact: Sequence[float], scored: Sequence[int], bounds: Sequence[float]) -> list[int]:
         """Certified round 2 for one item: the unscored fills whose bound reaches the prune_to-th best exact score.

@@ -338,8 +338,7 @@ class _JobPool:
         import ray
 
         ray_settings = settings["ray"]
-        self.session = ray.get_runtime_context().get_job_id()
-        self.key = (json.dumps(ray_settings, sort_keys=True), threads)
+        self.identity = _pool_identity(settings, threads)
         actor = ray.remote(_JobActor).options(num_cpus=ray_settings["cpus_per_worker"], num_gpus=0,
                                               max_restarts=-1, max_task_retries=-1)
         # no more actors than the cluster's CPUs hold: a chunk handed to an actor that cannot start would wait forever
@@ -380,27 +379,33 @@ class _JobPool:
                 pass
 
 
-_job_pools: dict[str, _JobPool] = {}
+_live_pool: _JobPool | None = None   # the one job pool of this process, while a runner uses it
+
+
+def _pool_identity(settings: dict, threads) -> tuple:
+    """What a job pool was started for: the Ray session, the pool settings and the workers' torch threads."""
+    import ray
+
+    return ray.get_runtime_context().get_job_id(), json.dumps(settings["ray"], sort_keys=True), threads
 
 
 def _job_pool(settings: dict) -> _JobPool:
     """The live job pool for these settings, started if there is none (or only one of another Ray session or
     other settings, which is stopped first)."""
-    ray = start_ray(settings["ray"])
+    global _live_pool
+    start_ray(settings["ray"])
     threads = worker_threads(settings)
-    pool = _job_pools.get("pool")
-    if pool is not None and (pool.session != ray.get_runtime_context().get_job_id()
-                             or pool.key != (json.dumps(settings["ray"], sort_keys=True), threads)):
+    if _live_pool is not None and _live_pool.identity != _pool_identity(settings, threads):
         release_job_pool()
-        pool = None
-    if pool is None:
-        pool = _job_pools["pool"] = _JobPool(settings, threads)
-    return pool
+    if _live_pool is None:
+        _live_pool = _JobPool(settings, threads)
+    return _live_pool
 
 
 def release_job_pool() -> None:
     """Stop the job pool's actors, if any: their CPUs go back to Ray."""
-    pool = _job_pools.pop("pool", None)
+    global _live_pool
+    pool, _live_pool = _live_pool, None
     if pool is not None:
         pool.stop()
 
@@ -547,7 +552,8 @@ def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: 
     release_job_pool()   # its actors would hold CPUs this pool may need
     ray.data.DataContext.get_current().enable_progress_bars = False
     mapped = rows.map_batches(
-        _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings["cpus_per_worker"]), batch_size=1, batch_format="numpy",
+        _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings["cpus_per_worker"]),
+        batch_size=1, batch_format="numpy",
         # no more actors than batches: each one loads the models
         compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbers))),
         num_cpus=ray_settings["cpus_per_worker"],

@@ -483,8 +483,8 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
         assert len(pids) <= 2 and pids != {os.getpid()}                      # the pool's two actors, both calls
         for calls in (first, second):                                          # one worker per actor and call
             assert len({(pid, built) for _, _, pid, built in calls}) == len({pid for _, _, pid, _ in calls})
-        actors = list(engine._job_pools["pool"].actors)
-    assert "pool" not in engine._job_pools
+        actors = list(engine._live_pool.actors)
+    assert engine._live_pool is None
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actors[0].run.remote(0, _Where, [ray.put(("c",))], [0]), timeout=60)
     # a Ray Data map after a runner left open: the pool is stopped first, so its CPUs are free for the map's
@@ -493,11 +493,11 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
     records = [{"id": f"r{k}", "value": k} for k in range(4)]
     assert engine.map_batches(records, _doubler(), (0,), {**RAY_JOBS, "batch_size": 2}) == \
         [{"id": f"r{k}", "value": 2 * k} for k in range(4)]
-    assert "pool" not in engine._job_pools
+    assert engine._live_pool is None
     # more workers than the local Ray's 2 CPUs hold: 2 actors, and every job still runs
     with engine.job_runner({**RAY_JOBS, "ray": {**RAY_JOBS["ray"], "workers": 5}}) as runner:
         assert [job for job, *_ in runner(list(range(12)), _Where, ("e",))] == list(range(12))
-        assert len(engine._job_pools["pool"].actors) == 2
+        assert len(engine._live_pool.actors) == 2
 
 
 def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):
