@@ -243,7 +243,6 @@ def main(argv=None) -> dict:
                            + ([f"causal LMs with {CUDA_TUNING}"] if args.cuda_tuned else []), "argv": argv or sys.argv[1:],
                   "runs": []}
 
-        # what every Ray run's files are compared with: the local run's, or without it the first Ray run's
         def unfinished(name):
             """Writes the instruments a run has finished under `unfinished_run`, for a run cut short."""
             def done(stages):
@@ -251,13 +250,17 @@ def main(argv=None) -> dict:
                 write_result(args.results, args.key, result)
             return done
 
+        def finished(run: dict, entry: dict) -> None:
+            """A run done: its entry replaces the unfinished one."""
+            result.pop("unfinished_run", None)
+            result["runs"].append({**entry, **run, "captions_per_s": round(used / run["wall_s"], 3)})
+            write_result(args.results, args.key, result)
+
+        # what every Ray run's files are compared with: the local run's, or without it the first Ray run's
         reference, compared = None, "identical_to_first_run" if args.skip_local else "identical_to_local"
         if not args.skip_local:
             local = local_run(args, base, samples, tmp, stages_run, only, result, unfinished("local"))
-            result.pop("unfinished_run", None)
-            result["runs"].append({"engine": "local", "workers": 1, **local,
-                                   "captions_per_s": round(used / local["wall_s"], 3)})
-            write_result(args.results, args.key, result)
+            finished(local, {"engine": "local", "workers": 1})
             reference = local
         plans = [({"workers": w, "cpus_per_worker": 1.0}, args.device, f"ray-{w}") for w in workers]
         if args.gpu_workers:
@@ -273,11 +276,8 @@ def main(argv=None) -> dict:
 
             ray.shutdown()
             reference = reference or run
-            result.pop("unfinished_run", None)
-            result["runs"].append({"engine": "ray", "workers": ray_block["workers"], "device": device, **run,
-                                   "captions_per_s": round(used / run["wall_s"], 3),
-                                   compared: run["files"] == reference["files"]})
-            write_result(args.results, args.key, result)
+            finished(run, {"engine": "ray", "workers": ray_block["workers"], "device": device,
+                           compared: run["files"] == reference["files"]})
     return write_result(args.results, args.key, result)
 
 

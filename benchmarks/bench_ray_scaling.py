@@ -77,9 +77,10 @@ def steady_rates(folder: Path) -> dict:
         entry["batches"] += len(batches)
         warm = batches[1:]
         seconds = sum(end - start for start, end, _ in warm)
+        rows = sum(rows for _, _, rows in warm)
         if warm and seconds > 0:
-            entry["warm_rows"] += sum(rows for _, _, rows in warm)
-            entry["rows_per_s"] = round(entry["rows_per_s"] + sum(rows for _, _, rows in warm) / seconds, 3)
+            entry["warm_rows"] += rows
+            entry["rows_per_s"] = round(entry["rows_per_s"] + rows / seconds, 3)
     return out
 
 
