@@ -52,7 +52,10 @@ class LinkGrammar:
         self.lg = linkgrammar
         # the C library prints locale notes to stderr while loading the dictionary
         linkgrammar.LG_Error.set_handler(lambda error, data: None)
-        self.dictionary = linkgrammar.Dictionary("en")
+        from foilforge.timings import load_section
+
+        with load_section("Link Grammar en dictionary"):
+            self.dictionary = linkgrammar.Dictionary("en")
         self.options = linkgrammar.ParseOptions(min_null_count=0, max_null_count=max_null_count, linkage_limit=1,
                                                 max_parse_time=max_parse_time, verbosity=0)
 

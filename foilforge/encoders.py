@@ -47,6 +47,7 @@ def _sentence_transformers_dir(spec) -> str:
 class SentenceTransformersEncoder:
     def __init__(self, spec):
         from foilforge.models import torch_device
+        from foilforge.timings import load_section
 
         self.spec = spec
         try:
@@ -57,7 +58,8 @@ class SentenceTransformersEncoder:
         # a local model must not trigger a hub lookup: said to this load only, never to the whole process
         local = {"local_files_only": True} if Path(path).exists() else {}
         try:
-            self.model = SentenceTransformer(path, device=str(torch_device(spec)), **local)
+            with load_section(f"sentence encoder {spec.describe()}"):
+                self.model = SentenceTransformer(path, device=str(torch_device(spec)), **local)
         except Exception as err:  # hub misses raise OSError / ValueError / hub-specific errors
             raise ConfigError(
                 f"could not load sentence encoder {spec.describe()!r} for {spec.param_key}: {type(err).__name__}: "

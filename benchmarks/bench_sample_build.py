@@ -1,0 +1,248 @@
+"""The sample build (`make repro` after setup) timed stage by stage, in a git worktree of its own.
+
+    python3 -m benchmarks.bench_sample_build --label before [--commit HEAD] [--reference-lock REF]
+
+Adds a detached git worktree of `--commit` (default HEAD) under /tmp, runs there what `make repro` runs after
+setup (`foilforge check-params`, `dvc repro`, `dvc metrics show`) with this checkout's .venv and the worktree's
+own code (PYTHONPATH), and FOILFORGE_STAGE_TIMINGS set, so every stage process writes its wall, CPU time
+(user + sys), startup, import, model-load and work time (foilforge/timings.py). The worktree has no DVC outputs,
+no DVC cache and no .foilforge-cache: every stage runs, as on a fresh clone. The GGUF conversion cache
+(foilforge/models.py) is a fresh directory too unless `--warm-gguf`.
+
+Then every DVC out the worktree's dvc.lock lists is compared by md5 with the reference dvc.lock (`git show
+REF:dvc.lock`, default: the same commit), and the worktree is removed (`--keep` keeps it).
+
+The machine may be shared: besides the stages' own CPU time, the run records the whole machine's busy CPU
+seconds (/proc/stat) over the build, so the CPU others used meanwhile is in the results. Results: one entry per
+`--label` in benchmarks/results/sample_build.json (other labels kept) and the per-stage table on stdout
+(`--table` prints the table of labels already measured, side by side, without running anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "sample_build.json"
+# stage kinds in pipeline order (dvc.yaml); check-params is `make repro`'s first command
+KINDS = ("check-params", "ingest", "foil", "score", "select", "validate", "bias", "baseline", "export", "evaluate")
+TIMES = ("wall_s", "cpu_s", "startup_s", "import_s", "model_load_s", "work_s")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class LoadSampler(threading.Thread):
+    """The 1-minute load average every `every` seconds while the build runs."""
+
+    def __init__(self, every: float = 10.0):
+        super().__init__(daemon=True)
+        self.every, self.samples, self.stop = every, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
+
+
+def stage_name(argv: list[str]) -> str:
+    """`foil relations --input ...` -> foil@relations; `export ...` -> export (dvc.yaml's stage names)."""
+    command = argv[0] if argv else "?"
+    if command in ("ingest", "foil", "score", "select", "validate", "bias", "baseline") and len(argv) > 1:
+        return f"{command}@{argv[1]}"
+    return command
+
+
+def lock_outs(lock: dict) -> dict[str, str]:
+    """path -> md5 of every out, metric and plot a dvc.lock records."""
+    return {out["path"]: out.get("md5") for stage in (lock.get("stages") or {}).values()
+            for out in stage.get("outs") or []}
+
+
+def run_logged(command: list[str], env: dict, cwd: Path, log) -> tuple[int, float, float]:
+    """(exit status, wall seconds, CPU seconds of the command and its children) of one command."""
+    before = os.times()
+    began = time.perf_counter()
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    rc = subprocess.run(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return rc, time.perf_counter() - began, cpu
+
+
+def build(args) -> dict:
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.commit], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    worktree = Path(args.worktree or f"/tmp/wt-bench-{args.label}")
+    if worktree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], check=False)
+        shutil.rmtree(worktree, ignore_errors=True)
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), commit], check=True,
+                   capture_output=True)
+    timings_dir = worktree / ".bench" / "timings"
+    timings_dir.mkdir(parents=True)
+    venv_bin = ROOT / ".venv" / "bin"
+    env = dict(os.environ, PATH=f"{venv_bin}:{os.environ.get('PATH', '')}", PYTHONPATH=str(worktree),
+               FOILFORGE_STAGE_TIMINGS=str(timings_dir))
+    if not args.warm_gguf:
+        env["FOILFORGE_GGUF_CACHE"] = str(worktree / ".bench" / "gguf")
+    log_path = worktree / ".bench" / "build.log"
+    steps = {}
+    sampler = LoadSampler()
+    busy_before, began = machine_busy_seconds(), time.perf_counter()
+    sampler.start()
+    try:
+        with log_path.open("w") as log:
+            for name, command in (("check-params", ["foilforge", "check-params"]), ("dvc repro", ["dvc", "repro"]),
+                                  ("dvc metrics show", ["dvc", "metrics", "show"])):
+                rc, wall, cpu = run_logged(command, env, worktree, log)
+                steps[name] = {"rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+                print(f"{name}: rc {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+                if rc:
+                    break
+    finally:
+        sampler.stop.set()
+    total_wall = time.perf_counter() - began
+    busy = machine_busy_seconds() - busy_before
+    own_cpu = sum(step["cpu_s"] for step in steps.values())
+    failed = [name for name, step in steps.items() if step["rc"]]
+    if failed:
+        tail = log_path.read_text()[-4000:]
+        print(tail, file=sys.stderr)
+
+    stages = {}
+    for path in sorted(timings_dir.glob("*.json")):
+        entry = json.loads(path.read_text())
+        name = stage_name(entry["argv"])
+        entry["cpu_s"] = round(entry["cpu_user_s"] + entry["cpu_sys_s"], 3)
+        stages[name] = {key: entry[key] for key in ("rc", *TIMES, "cpu_user_s", "cpu_sys_s", "max_rss_mb", "imports",
+                                                    "loads")}
+
+    reference_ref = args.reference_lock or commit
+    reference = lock_outs(yaml.safe_load(subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{reference_ref}:dvc.lock"], check=True, capture_output=True,
+        text=True).stdout))
+    built_lock = worktree / "dvc.lock"
+    built = lock_outs(yaml.safe_load(built_lock.read_text())) if built_lock.is_file() else {}
+    differ = sorted(p for p in reference if p in built and built[p] != reference[p])
+    missing = sorted(set(reference) - set(built))
+
+    result = {
+        "label": args.label, "commit": commit, "reference_lock": reference_ref,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "gguf_cache": "warm (shared)" if args.warm_gguf else "fresh (the first SmolLM2 load converts the GGUF file)",
+        "steps": steps, "failed": failed, "total_wall_s": round(total_wall, 1),
+        "stage_processes": len(stages),
+        "sum_stage_wall_s": round(sum(s["wall_s"] for s in stages.values()), 1),
+        "sharing": {
+            "note": "measured on a machine shared with other agents' jobs: wall times include waiting for a core; "
+                    "CPU seconds (user + sys) are the steadier figure",
+            "machine_busy_cpu_s": round(busy, 1), "this_build_cpu_s": round(own_cpu, 1),
+            "others_cpu_s": round(max(busy - own_cpu, 0.0), 1),
+            "load_average_1min": {"mean": round(sum(sampler.samples) / len(sampler.samples), 2) if sampler.samples else None,
+                                  "max": max(sampler.samples, default=None)},
+        },
+        "outs": {"compared": len([p for p in reference if p in built]), "differ": differ, "missing": missing},
+        "kinds": kind_totals(stages),
+        "stages": stages,
+    }
+    if not args.keep:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], check=False)
+        shutil.rmtree(worktree, ignore_errors=True)
+    return result
+
+
+def kind_totals(stages: dict) -> dict:
+    """Per stage kind (foil, score, ...): processes and the sums of their times."""
+    totals = {}
+    for name, entry in stages.items():
+        kind = name.split("@", 1)[0]
+        row = totals.setdefault(kind, {"processes": 0, **{key: 0.0 for key in TIMES}})
+        row["processes"] += 1
+        for key in TIMES:
+            row[key] += entry[key]
+    ordered = {kind: totals[kind] for kind in KINDS if kind in totals}
+    ordered.update({kind: row for kind, row in totals.items() if kind not in ordered})
+    for row in ordered.values():
+        for key in TIMES:
+            row[key] = round(row[key], 1)
+    return ordered
+
+
+def table(results: dict, labels: list[str]) -> str:
+    """Markdown: per stage kind, wall / CPU / import / model load / work seconds of each label, side by side."""
+    heads = ["stage (processes)"] + [f"{label} {what}" for label in labels
+                                     for what in ("wall", "CPU", "import", "load", "work")]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    kinds = []
+    for label in labels:
+        kinds += [k for k in results[label]["kinds"] if k not in kinds]
+    for kind in kinds:
+        counts = {results[label]["kinds"].get(kind, {}).get("processes", 0) for label in labels}
+        cells = [f"{kind} ({'/'.join(str(c) for c in sorted(counts))})"]
+        for label in labels:
+            row = results[label]["kinds"].get(kind)
+            cells += ["-"] * 5 if row is None else [f"{row[key]:.1f}" for key in
+                                                    ("wall_s", "cpu_s", "import_s", "model_load_s", "work_s")]
+        lines.append("| " + " | ".join(cells) + " |")
+    sums = ["all stage processes"]
+    for label in labels:
+        rows = results[label]["kinds"].values()
+        sums += [f"{sum(r[key] for r in rows):.1f}" for key in ("wall_s", "cpu_s", "import_s", "model_load_s", "work_s")]
+    lines.append("| " + " | ".join(sums) + " |")
+    totals = ["`make repro` after setup (wall)"]
+    for label in labels:
+        totals += [f"{results[label]['total_wall_s']:.1f}", "", "", "", ""]
+    lines.append("| " + " | ".join(totals) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", default="current", help="this run's key in the results file (before, after, ...)")
+    parser.add_argument("--commit", default="HEAD", help="the commit to build (default HEAD)")
+    parser.add_argument("--reference-lock", default=None,
+                        help="the commit whose dvc.lock holds the reference md5s (default: --commit's)")
+    parser.add_argument("--worktree", default=None, help="where the worktree goes (default /tmp/wt-bench-LABEL)")
+    parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
+    parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--table", nargs="*", default=None, metavar="LABEL",
+                        help="print the table of these labels (all when none given) from the results file and exit")
+    args = parser.parse_args(argv)
+    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    if args.table is not None:
+        labels = args.table or list(results)
+        print(table(results, labels))
+        return {label: results[label] for label in labels}
+    result = build(args)
+    results[args.label] = result
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.results.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(args.results)
+    print(table(results, [args.label]))
+    print(f"outs compared {result['outs']['compared']}, differ: {result['outs']['differ'] or 'none'}, "
+          f"missing: {result['outs']['missing'] or 'none'}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
