@@ -62,6 +62,8 @@ class ModelBlock(ModelFields):
     # the NLI role's extras: the label order of its checkpoint, and the check of that order before filtering
     label_map: dict[int, Literal["entailment", "neutral", "contradiction"]] | None = None
     sanity_check: bool | None = None
+    # GRUEN's and NLI's extra (grammar_lm, cola, nli): padded tokens a batch besides batch_size rows (a GPU's knob)
+    max_batch_tokens: PositiveInt | None = None
     # the open_clip role's extra: a pretrained tag of open_clip (e.g. openai, laion2b_s34b_b79k) or a checkpoint file
     pretrained: str | None = None
 
@@ -104,6 +106,13 @@ class InstrumentValidation(Block):
     votes: str | None = None            # the votes file; null: data/annotations/<instrument>.csv
 
 
+class InstrumentPairing(Block):
+    pairer: str | None = None             # a registered pairer (foilers/pairers/); null: no source evidence, say `why`
+    args: dict[str, Any] = {}
+    why: str | None = None                # printed by the data card when pairer is null
+    prefer_pairable: bool | None = None   # null: the top-level `pairing.prefer_pairable`
+
+
 class InstrumentBlock(Block):
     foiler: str
     source: str
@@ -115,6 +124,7 @@ class InstrumentBlock(Block):
     adversarial: AdversarialOverrides = AdversarialOverrides()
     gate: Literal["fail", "report"] = "fail"
     validation: InstrumentValidation = InstrumentValidation()
+    pairing: InstrumentPairing = InstrumentPairing()
 
 
 # ---------------------------------------------------------------- shared blocks
@@ -137,6 +147,7 @@ class AdversarialBlock(Block):
     balance: list[str] = []
     seed: NonNegativeInt = 0
     max_iterations: PositiveInt = 60
+    suspect_below: Share = 0.2              # a kept pair predicted right this rarely is a suspect (select report)
 
 
 class GateBlock(Block):
@@ -207,6 +218,10 @@ class ValidationBlock(Block):
         return self
 
 
+class PairingBlock(Block):
+    prefer_pairable: bool = True          # select: among a sample's candidates that pass, prefer one with a partner
+
+
 class Params(Block):
     seed: NonNegativeInt = 0
     sources: dict[str, SourceBlock] = {}
@@ -223,6 +238,7 @@ class Params(Block):
     export: ExportBlock = ExportBlock()
     engine: EngineBlock = EngineBlock()
     validation: ValidationBlock = ValidationBlock()
+    pairing: PairingBlock = PairingBlock()
 
 
 def _mapping(value) -> dict:

@@ -23,7 +23,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("foilforge", "pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
-REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters", "pipeline.sources.base": "pipeline.sources",
+REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters", "foilforge.pairing": "foilers.pairers",
+                    "pipeline.sources.base": "pipeline.sources",
                     "pipeline.emitters": "pipeline.emitters"}
 
 

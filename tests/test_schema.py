@@ -58,7 +58,8 @@ def test_load_params_reads_merge_keys_and_refuses_a_bad_file_naming_every_proble
     text = """
 shared:
   instrument: &instrument {args: {}, candidates_per_sample: null, max_samples: null, filters: {run: [], keep: {}}, bias: {},
-                           adversarial: {}, gate: fail, validation: {gold: [], votes: null}}
+                           adversarial: {}, gate: fail, validation: {gold: [], votes: null},
+                           pairing: {pairer: visual7w_answers.v1}}
 instruments:
   e:
     <<: *instrument

@@ -20,7 +20,7 @@ def check(params: dict, where: str = "params.yaml") -> list[str]:
 
     found = schema_problems(params, where, dvc_keys=True)
     for plugin_problems in (instrument_problems, filter_problems, source_problems, evaluate_problems,
-                            blind_check_problems, attacker_problems):
+                            blind_check_problems, attacker_problems, pairing_problems):
         try:
             found += plugin_problems(params)
         except (TypeError, AttributeError, KeyError, ValueError):
@@ -35,6 +35,20 @@ def instrument_problems(params: dict) -> list[str]:
     from pipeline.stages.foil import build_instrument
 
     return config_errors(partial(build_instrument, params, name) for name in sorted(params.get("instruments") or {}))
+
+
+def pairing_problems(params: dict) -> list[str]:
+    """Every instrument's pairer is registered and takes its args; a null pairer says why."""
+    from foilforge.groups import pairing_settings
+    from pipeline.stages.pair import build_for
+
+    found = config_errors(partial(build_for, params, name) for name in sorted(params.get("instruments") or {}))
+    for name in sorted(params.get("instruments") or {}):
+        settings = pairing_settings(params, name)
+        if not settings["pairer"] and not settings.get("why"):
+            found.append(f"params.yaml instruments.{name}.pairing: pairer is null and `why` is not given (the data "
+                         "card prints why an instrument has no Winoground groups)")
+    return found
 
 
 def attacker_problems(params: dict) -> list[str]:

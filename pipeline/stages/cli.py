@@ -20,6 +20,7 @@ COMMANDS = {
     "ingest": ("pipeline.stages.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
     "foil": ("pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
     "score": ("pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
+    "pair": ("pipeline.stages.pair", "find second images that each foil describes (Winoground groups); or mine groups in a released file (--like)"),
     "select": ("pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
     "validate": ("pipeline.stages.validate", "human validation: votes -> mturk counts, valid flags, agreement (VALSE Table 5)"),
     "bias": ("pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),

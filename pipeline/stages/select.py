@@ -17,6 +17,13 @@ the subset (and, among a sample's candidates, which one) as a whole; its
 report (scorers, records kept, acc_r before/after under each scorer) is under
 metrics `refinement.<filter>`, and each kept or dropped record's result gets
 `refined_on` (the scorers it was balanced on).
+
+A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py) is refused before
+any rule and counted under metrics `refused`. Where records carry human votes (`valid`, VALSE's `mturk`) a set
+rule chooses among the valid ones only, and metrics `validity` gives the valid share of all, kept and removed
+records; without votes, the kept pairs the adversarial filter's attackers get confidently wrong are marked
+`suspect: true` in the set rule's result (counted under metrics `suspects`), and the annotation batch
+(pipeline/stages/annotate.py) puts them first.
 """
 
 from __future__ import annotations
@@ -46,12 +53,19 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
     """
     from foilforge.filter import filter_class
     from foilforge.filter import filter_funnel
+    from foilforge.records import is_valid
+    from foilforge.validity import has_votes, refusal
 
     unused = sorted({n for r in records for n in (r.get("filters") or {}) if n not in enabled})
     if unused:
         log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
-    marked = []
+    marked, refused = [], {}
     for index, record in enumerate(records):
+        reason = refusal(record)
+        if reason is not None:  # no model can tell such a foil from its caption: never kept, whatever it scored
+            marked.append({**record, "refused": reason})
+            refused[reason] = refused.get(reason, 0) + 1
+            continue
         results = dict(record.get("filters") or {})
         for name, thresholds in enabled.items():
             result = results.get(name)
@@ -60,24 +74,42 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
                                  record=record.get("id", index), field=f"filters.{name}")
             results[name] = {**result, "passed": bool(filter_class(name).keep(result, **thresholds))}
         marked.append({**record, "filters": results})
+    refused = dict(sorted(refused.items()))
+    # where people voted, the set rules choose among the pairs they judged valid only
+    voted = has_votes(marked)
     refinement = {}
     for name, thresholds in enabled.items():
         cls = filter_class(name)
         if not cls.set_rule:
             continue
-        candidates = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
+        candidates = [r for r in marked if "refused" not in r and (not voted or is_valid(r) is True)
+                      and all(r["filters"][n]["passed"] for n in enabled if not filter_class(n).set_rule)]
         extra = {"adversarial": adversarial, "progress": progress, "runner": runner} if adversarial is not None else {}
         kept_ids, refinement[name] = cls.keep_subset(candidates, path, item_mode=item_mode, **thresholds, **extra)
-        for record in marked:
+        # without votes: the pairs the attackers get confidently wrong, for people to look at first
+        suspects = set() if voted else set((refinement[name].get("adversarial") or {}).get("suspects") or [])
+        for record in (r for r in marked if "refused" not in r):
             record["filters"][name] = {**record["filters"][name], "passed": record["id"] in kept_ids,
-                                       "refined_on": refinement[name].get("scorers", [])}
-    kept = [r for r in marked if all(r["filters"][n]["passed"] for n in enabled)]
-    rejected = [r for r in marked if not all(r["filters"][n]["passed"] for n in enabled)]
-    metrics = {"input": len(records), "kept": len(kept), "filters": {}, "funnel": filter_funnel(marked)}
+                                       "refined_on": refinement[name].get("scorers", []),
+                                       **({"suspect": True} if record["id"] in suspects else {})}
+
+    def kept_record(record):
+        return "refused" not in record and all(record["filters"][n]["passed"] for n in enabled)
+
+    kept = [r for r in marked if kept_record(r)]
+    rejected = [r for r in marked if not kept_record(r)]
+    metrics = {"input": len(records), "kept": len(kept), "filters": {}, "funnel": filter_funnel(marked),
+               "refused": refused,
+               "suspects": sum(any(res.get("suspect") for res in r.get("filters", {}).values()
+                                   if isinstance(res, dict)) for r in kept)}
+    if voted:
+        from foilforge.validity import validity_shares
+
+        metrics["validity"] = validity_shares(marked, kept)
     if refinement:
         metrics["refinement"] = refinement
     for name, thresholds in enabled.items():
-        results = [r["filters"][name] for r in marked]
+        results = [r["filters"][name] for r in marked if "refused" not in r]
         passed = sum(res["passed"] for res in results)
         metrics["filters"][name] = {
             "passed": passed, "failed": len(results) - passed, "threshold": thresholds,
@@ -94,11 +126,51 @@ def write_funnel_csv(path, funnel: dict) -> None:
         handle.write("\n".join(lines) + "\n")
 
 
+def read_partners(path) -> dict:
+    from foilforge.io import read_jsonl
+    from foilforge.groups import candidates_from_rows
+
+    return candidates_from_rows(read_jsonl(path, allow_empty=True), path)
+
+
+def choose_pairable(records: list[dict], candidates: dict, enabled: dict) -> tuple[list[dict], list[dict], dict]:
+    """The pairing-aware choice: among a sample's candidates that pass the record-by-record keep rules, those
+    without a partner image are set aside when another has one (foilforge/groups.py `prefer_pairable`)."""
+    from foilforge.filter import filter_class
+    from foilforge.groups import prefer_pairable
+
+    rules = {n: t for n, t in enabled.items() if not filter_class(n).set_rule}
+
+    def passes(record) -> bool:
+        results = record.get("filters") or {}
+        return all(isinstance(results.get(n), dict) and "score" in results[n]
+                   and filter_class(n).keep(results[n], **t) for n, t in rules.items())
+
+    chosen, set_aside = prefer_pairable(records, candidates, passes)
+    return chosen, set_aside, {"set_aside": len(set_aside)}
+
+
+def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[dict], set_aside: list[dict],
+               candidates: dict, choice: dict | None, position: dict) -> tuple[list[dict], list[dict], dict]:
+    """Each kept record's partner image (at most one; an image at most once): `group` on the record, and the
+    pairing metrics (coverage of the kept pairs, why the rest stayed unpaired)."""
+    from foilforge.groups import attach_groups, pairing_settings
+
+    settings = pairing_settings(params, instrument)
+    kept, pairing = attach_groups(kept, candidates)
+    rejected = sorted([*rejected, *set_aside], key=lambda r: position[str(r["id"])])  # input order, as select's
+    report = {"pairer": settings["pairer"], "why": None if settings["pairer"] else settings.get("why"),
+              "prefer_pairable": bool(choice is not None), **pairing.report(len(kept)),
+              **({"set_aside_for_a_pairable_candidate": choice["set_aside"]} if choice is not None else {})}
+    return kept, rejected, report
+
+
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
-        progress: bool = False) -> dict:
+        progress: bool = False, partners_path=None) -> dict:
     from foilforge.filter import keep_rules
     from pipeline.engine import engine_settings, job_runner
     from pipeline.stages.bias import instrument_settings
+    from foilforge.groups import pairing_settings
     from pipeline.stages.score import read_records
 
     from filters.adversarial import settings_for
@@ -106,10 +178,19 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_records(input_path)
+    candidates = read_partners(partners_path) if partners_path else None
+    position = {str(r.get("id")): i for i, r in enumerate(records)}
+    set_aside, choice = [], None
+    if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:
+        records, set_aside, choice = choose_pairable(records, candidates, enabled)
     with job_runner(engine_settings(params)) as runner:
         kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
                                          adversarial=settings_for(params, instrument), progress=progress,
                                          runner=runner)
+    if candidates is not None:
+        metrics["input"] = len(position)
+        kept, rejected, metrics["pairing"] = group_kept(params, instrument, kept, rejected, set_aside, candidates, choice,
+                                                        position)
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
@@ -125,12 +206,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rejected", required=True, help="rejected records with their passed flags (JSONL)")
     parser.add_argument("--metrics", required=True, help="counts per filter and the funnel (JSON)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--partners", default=None, help="each record's partner images (JSONL), from `foilforge pair`: "
+                        "prefer candidates with one, and group the kept records (Winoground groups)")
     parser.add_argument("--funnel", default=None, help="the funnel as plot data, `step,records` (CSV; `dvc plots show`)")
 
 
 def main(args) -> int:
     metrics = run(load_params(args.params), args.instrument, args.input, args.output, args.rejected, args.metrics,
-                  args.funnel, progress=not args.no_progress)
+                  args.funnel, progress=not args.no_progress, partners_path=args.partners)
     log.info("%s: kept %d of %d records (%s)", args.instrument, metrics["kept"], metrics["input"],
              ", ".join(f"{k} {v}" for k, v in metrics["funnel"].items()))
     return 0

@@ -1,0 +1,1 @@
+"""Pairers: one module per kind of evidence that a second image makes a foil true (foilforge/pairing.py)."""

@@ -1,0 +1,207 @@
+"""COCO captions: another image whose captions state the foil's changed part and never the caption's.
+
+Every caption of the source is parsed once (spaCy, `spacy_model`). From a parse come *relation claims*
+(left noun, preposition span, right noun), read as the relations foiler reads spans (foilers/lang/prepositions.py:
+spatial preposition runs with an object), the left noun being what the preposition attaches to (a noun, or the
+subject of the verb or participle it attaches to), the right noun the head of its object; and *noun mentions*
+(lemma and grammatical number). A partner's statements are the union over its five captions.
+
+* relations ("A cat sitting on a table." -> "... under a table."): a partner states (cat, under, table) and
+  never (cat, on, table);
+* foil_it ("A cat ..." -> "A dog ..."): a partner mentions the foil's noun, never the caption's, and states every
+  relation claim of the foil that involves the new noun;
+* plurals ("a dog" -> "a number of dogs"): a partner mentions the noun in the foil's number and never in the
+  caption's, and states every relation claim of the foil that involves it.
+
+Captions are people's descriptions, not exhaustive annotations: "never states the caption's part" is the rule,
+not proof.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from foilforge.pairing import PAIRERS, Pairer, Partner
+
+
+@dataclass(frozen=True)
+class Claim:
+    left: str
+    span: str
+    right: str
+
+    def text(self) -> str:
+        return f"{self.left} {self.span} {self.right}"
+
+
+def _noun_lemma(token) -> str:
+    return token.lemma_.lower() if token.lemma_ else token.lower_
+
+
+def _left_noun(token):
+    """The noun a preposition's relation is about: its head noun, or the subject of the verb it attaches to."""
+    head = token.head
+    for _ in range(4):
+        if head.pos_ in ("NOUN", "PROPN"):
+            return head
+        if head.pos_ in ("VERB", "AUX"):
+            if head.dep_ in ("acl", "relcl") and head.head.pos_ in ("NOUN", "PROPN"):
+                return head.head
+            subjects = [c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")]
+            if subjects:
+                return subjects[0] if subjects[0].pos_ in ("NOUN", "PROPN") else None
+        if head.head is head:
+            return None
+        head = head.head
+    return None
+
+
+def relation_claims(doc, non_spatial=None) -> list[tuple[Claim, int, int]]:
+    """(claim, span start, span end) for every spatial preposition span of a parsed caption."""
+    from foilers.lang.prepositions import DEFAULT_NON_SPATIAL, preposition_spans
+
+    claims = []
+    for span in preposition_spans(doc, non_spatial or DEFAULT_NON_SPATIAL):
+        tokens = [t for t in doc if span.start <= t.idx < span.end]
+        if not tokens:
+            continue
+        objects = [c for c in tokens[-1].children if c.dep_ in ("pobj", "pcomp") and c.pos_ in ("NOUN", "PROPN")]
+        left = _left_noun(tokens[0])
+        if not objects or left is None:
+            continue
+        claims.append((Claim(_noun_lemma(left), span.key, _noun_lemma(objects[0])), span.start, span.end))
+    return claims
+
+
+def noun_mentions(doc) -> set[tuple[str, str]]:
+    """(lemma, "plural" | "singular") of every common noun."""
+    return {(_noun_lemma(t), "plural" if t.tag_ in ("NNS", "NNPS") else "singular")
+            for t in doc if t.pos_ == "NOUN"}
+
+
+@dataclass
+class _Image:
+    image_file: str
+    sample_ids: list
+    claims: set
+    mentions: set
+    lemmas: set
+
+
+@PAIRERS.register("coco_captions.v1")
+class CocoCaptions(Pairer):
+    evidence = "another COCO image whose captions state the foil's changed part and never the caption's"
+
+    def __init__(self, spacy_model: str = "en_core_web_sm", mode: str = "auto", max_partners: int = 50):
+        self.spacy_model = spacy_model
+        self.mode = mode
+        self.max_partners = max_partners
+
+    def validate(self) -> None:
+        from foilforge.errors import ConfigError
+
+        if self.mode not in ("auto", "relations", "foil_it", "plurals"):
+            raise ConfigError(f"mode must be auto, relations, foil_it or plurals, got {self.mode!r}")
+        if self.max_partners < 1:
+            raise ConfigError(f"max_partners must be >= 1, got {self.max_partners}")
+
+    def _parse(self, texts: list[str]):
+        from foilforge.nlp import load_spacy
+
+        nlp = load_spacy(self.spacy_model, param_key="instruments.<I>.pairing.args.spacy_model")
+        return list(nlp.pipe(texts, batch_size=256, disable=[n for n in ("ner",) if n in nlp.pipe_names]))
+
+    def index(self, samples, records) -> None:
+        captions = [s for s in samples if isinstance(s.get("caption"), str) and s.get("image_file")]
+        captions.sort(key=lambda s: str(s["id"]))
+        docs = self._parse([s["caption"] for s in captions])
+        images: dict[str, _Image] = {}
+        for sample, doc in zip(captions, docs):
+            image = images.setdefault(sample["image_file"], _Image(sample["image_file"], [], set(), set(), set()))
+            image.sample_ids.append(str(sample["id"]))
+            image.claims.update(c for c, _, _ in relation_claims(doc))
+            image.mentions.update(noun_mentions(doc))
+            image.lemmas.update(lemma for lemma, _ in noun_mentions(doc))
+        self._images = images
+        self._by_claim: dict[Claim, list[str]] = defaultdict(list)
+        self._by_mention: dict[tuple, list[str]] = defaultdict(list)
+        for name in sorted(images):
+            for claim in images[name].claims:
+                self._by_claim[claim].append(name)
+            for mention in images[name].mentions:
+                self._by_mention[mention].append(name)
+        self._docs: dict[str, object] = {}
+
+    def _doc(self, text: str):
+        if text not in self._docs:
+            self._docs[text] = self._parse([text])[0]
+        return self._docs[text]
+
+    def _mode(self, record: dict) -> str:
+        if self.mode != "auto":
+            return self.mode
+        phenomenon = record.get("linguistic_phenomena")
+        if phenomenon in ("relations", "plurals"):
+            return phenomenon
+        return "foil_it" if phenomenon == "noun phrases" else "none"
+
+    def _partner(self, record, name, rule, evidence) -> Partner:
+        image = self._images[name]
+        return Partner(sample_id=image.sample_ids[0], image_file=name, rule=rule,
+                       dataset_idx=image.sample_ids[0].split(":", 1)[-1],
+                       annotations=(f"coco caption {record.get('sample_id')}",
+                                    *(f"coco caption {sid}" for sid in image.sample_ids), *evidence))
+
+    @staticmethod
+    def _span(record: dict, side: str):
+        spans = (record.get("provenance") or {}).get(f"{side}_span")
+        return tuple(spans) if spans else None
+
+    def candidates(self, record: dict, sample: dict | None) -> list[Partner]:
+        mode = self._mode(record)
+        caption_span, foil_span = self._span(record, "caption"), self._span(record, "foil")
+        if mode == "none" or not caption_span or not foil_span:
+            return []
+        caption_doc, foil_doc = self._doc(record["caption"]), self._doc(record["foil"])
+        if mode == "relations":
+            return self._relations(record, caption_doc, foil_doc, caption_span, foil_span)
+        return self._nouns(record, mode, caption_doc, foil_doc, caption_span, foil_span)
+
+    def _relations(self, record, caption_doc, foil_doc, caption_span, foil_span) -> list[Partner]:
+        caption_claim = next((c for c, s, e in relation_claims(caption_doc) if s < caption_span[1] and caption_span[0] < e), None)
+        foil_claim = next((c for c, s, e in relation_claims(foil_doc) if s < foil_span[1] and foil_span[0] < e), None)
+        if caption_claim is None or foil_claim is None or caption_claim == foil_claim:
+            return []
+        names = [n for n in self._by_claim.get(foil_claim, []) if caption_claim not in self._images[n].claims]
+        return [self._partner(record, n, "coco captions: foil's relation stated, caption's never", (foil_claim.text(),))
+                for n in names[: self.max_partners]]
+
+    def _changed_noun(self, doc, span):
+        nouns = [t for t in doc if t.pos_ in ("NOUN", "PROPN") and span[0] <= t.idx < span[1]]
+        return nouns[-1] if nouns else None
+
+    def _nouns(self, record, mode, caption_doc, foil_doc, caption_span, foil_span) -> list[Partner]:
+        old, new = self._changed_noun(caption_doc, caption_span), self._changed_noun(foil_doc, foil_span)
+        if old is None or new is None:
+            return []
+        old_number = "plural" if old.tag_ in ("NNS", "NNPS") else "singular"
+        new_number = "plural" if new.tag_ in ("NNS", "NNPS") else "singular"
+        old_lemma, new_lemma = _noun_lemma(old), _noun_lemma(new)
+        # the foil's relations that involve the changed noun must be stated too
+        needed = [c for c, _, _ in relation_claims(foil_doc) if new_lemma in (c.left, c.right)]
+        if mode == "foil_it":
+            if old_lemma == new_lemma:
+                return []
+            names = sorted({n for number in ("singular", "plural") for n in self._by_mention.get((new_lemma, number), [])})
+            names = [n for n in names if old_lemma not in self._images[n].lemmas]
+            rule = "coco captions: foil's noun mentioned, caption's never"
+        else:
+            if old_lemma != new_lemma or old_number == new_number:
+                return []
+            names = [n for n in self._by_mention.get((new_lemma, new_number), [])
+                     if (old_lemma, old_number) not in self._images[n].mentions]
+            rule = f"coco captions: '{new_lemma}' {new_number} mentioned, {old_number} never"
+        names = [n for n in names if all(c in self._images[n].claims for c in needed)]
+        evidence = tuple(c.text() for c in needed)
+        return [self._partner(record, n, rule, evidence) for n in names[: self.max_partners]]
