@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from foilforge.filter import FILTERS, Filter, model_spec, texts_of
 from filters.gruen import DEFAULT_COLA, DEFAULT_LM
+from foilforge.batching import check_max_batch_tokens
 from foilforge.errors import ConfigError
 
 VARIANTS = ("gruen", "linkgrammar")
@@ -54,8 +55,11 @@ class Grammaticality(Filter):
             self._specs()
 
     def _specs(self):
-        return (model_spec(self.grammar_lm, "models.grammar_lm", DEFAULT_LM),
-                model_spec(self.cola, "models.cola", DEFAULT_COLA))
+        specs = (model_spec(self.grammar_lm, "models.grammar_lm", DEFAULT_LM, allowed_extra=("max_batch_tokens",)),
+                 model_spec(self.cola, "models.cola", DEFAULT_COLA, allowed_extra=("max_batch_tokens",)))
+        for spec in specs:
+            check_max_batch_tokens(spec.extra.get("max_batch_tokens"), spec.param_key)
+        return specs
 
     def scorer(self):
         if self._scorer is None:

@@ -13,7 +13,9 @@ both averaged over the sentences; g = max(0, (exp(-0.5 * lm) + cola) / 8 + 0.5),
 and the GRUEN score of a single text is g clipped to [0, 1].
 
 The reference code scores one sentence at a time. Here sentences of all texts
-are deduplicated, sorted by length and run in padded batches; each sentence's
+are deduplicated, sorted by length and run in padded batches (of `batch_size`
+sentences, and with `max_batch_tokens` in the model's block at most that many
+padded tokens: foilforge/batching.py token_budget_batches); each sentence's
 loss is the mean over its own tokens (attention mask), not the batch mean
 that `model(..., labels=...)` returns, so padding never changes a score.
 
@@ -32,7 +34,7 @@ import re
 import string
 
 from foilforge.filter import CLASSIFIER_HEAD_KEYS
-from foilforge.batching import length_sorted_batches, pad, progress_bar
+from foilforge.batching import pad, progress_bar, token_budget_batches
 from foilforge.errors import ConfigError
 
 DEFAULT_LM = "bert-base-cased"
@@ -110,7 +112,8 @@ class Gruen:
         out = [0.0] * len(sentences)
         bar = progress_bar(len(sentences), "grammaticality: LM term", progress)
         with torch.inference_mode():
-            for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], batch_size or self.lm_spec.batch_size):
+            for idx in token_budget_batches([len(e["input_ids"]) for e in encoded], batch_size or self.lm_spec.batch_size,
+                                            self.lm_spec.extra.get("max_batch_tokens")):
                 batch = pad(self.lm_tokenizer, [encoded[i] for i in idx], self.lm_device)
                 logits = self.lm(**batch).logits.float()
                 token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch["input_ids"], reduction="none")
@@ -129,7 +132,8 @@ class Gruen:
         out = [0.0] * len(sentences)
         bar = progress_bar(len(sentences), "grammaticality: CoLA term", progress)
         with torch.inference_mode():
-            for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], batch_size or self.cola_spec.batch_size):
+            for idx in token_budget_batches([len(e["input_ids"]) for e in encoded], batch_size or self.cola_spec.batch_size,
+                                            self.cola_spec.extra.get("max_batch_tokens")):
                 batch = pad(self.cola_tokenizer, [encoded[i] for i in idx], self.cola_device)
                 logits = self.cola(**batch).logits.float()[:, self.cola_class].tolist()
                 for row, i in enumerate(idx):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 
 from foilforge.filter import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
-from foilforge.batching import length_sorted_batches, pad, progress_bar
+from foilforge.batching import check_max_batch_tokens, pad, progress_bar, token_budget_batches
 from foilforge.errors import ConfigError
 
 DEFAULT_NLI = "ynie/albert-xxlarge-v2-snli_mnli_fever_anli_R1_R2_R3-nli"
@@ -121,14 +121,16 @@ class NLIModel:
             self.check_labels()
 
     def probabilities(self, pairs: list[tuple[str, str]], progress: bool = False) -> list[dict[str, float]]:
-        """{label: probability} for each (premise, hypothesis), in input order."""
+        """{label: probability} for each (premise, hypothesis), in input order; sorted by length and batched by
+        `batch_size` pairs (and `max_batch_tokens` padded tokens, when the block sets it)."""
         import torch
 
         encoded = [self.tokenizer(p, h, truncation=True, max_length=self.max_length) for p, h in pairs]
         out: list[dict] = [{}] * len(pairs)
         bar = progress_bar(len(pairs), "nli", progress)
         with torch.inference_mode():
-            for idx in length_sorted_batches([len(e["input_ids"]) for e in encoded], self.spec.batch_size):
+            for idx in token_budget_batches([len(e["input_ids"]) for e in encoded], self.spec.batch_size,
+                                            self.spec.extra.get("max_batch_tokens")):
                 batch = pad(self.tokenizer, [encoded[i] for i in idx], self.device)
                 probs = torch.softmax(self.model(**batch).logits.float(), dim=-1).tolist()
                 for row, i in enumerate(idx):
@@ -160,10 +162,11 @@ class NLI(Filter):
         self._nli = None
 
     def _spec(self):
-        return model_spec(self.model, PARAM_KEY, DEFAULT_NLI, allowed_extra=("label_map", "sanity_check"))
+        return model_spec(self.model, PARAM_KEY, DEFAULT_NLI, allowed_extra=("label_map", "sanity_check", "max_batch_tokens"))
 
     def validate(self) -> None:
         spec = self._spec()
+        check_max_batch_tokens(spec.extra.get("max_batch_tokens"), PARAM_KEY)
         if not isinstance(spec.extra.get("sanity_check", True), bool):
             raise ConfigError(f"{PARAM_KEY}.sanity_check must be true or false")
         if spec.extra.get("label_map") is not None:

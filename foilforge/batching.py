@@ -19,6 +19,37 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[list[
         yield order[start : start + batch_size]
 
 
+def token_budget_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None = None) -> Iterator[list[int]]:
+    """Indices into `lengths` sorted by length (stable for ties), cut into batches of at most `batch_size` rows
+    and, when `max_batch_tokens` is set, at most that many padded tokens (rows times the longest row); a row
+    longer than the budget goes alone. Without a budget: `length_sorted_batches`.
+
+    On a GPU the budget, not the row count, is what fills the device: short sentences go in wide batches and
+    long ones in narrow batches of about the same size in tokens."""
+    if max_batch_tokens is None:
+        yield from length_sorted_batches(lengths, batch_size)
+        return
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batch: list[int] = []
+    for i in order:
+        # sorted ascending: the row joining is the batch's longest
+        if batch and (len(batch) >= batch_size or lengths[i] * (len(batch) + 1) > max_batch_tokens):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def check_max_batch_tokens(value, param_key: str) -> None:
+    """`max_batch_tokens` of a model block: null (batches of batch_size rows) or an integer >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        from foilforge.errors import ConfigError
+
+        raise ConfigError(f"{param_key}.max_batch_tokens must be an integer >= 1 (padded tokens a batch) or null "
+                          f"(batches of batch_size rows), got {value!r}")
+
+
 def ensure_pad_token(tokenizer) -> None:
     """Give a tokenizer without a pad token its EOS (else UNK) token as one: padded positions are masked, so
     the id is never read."""
