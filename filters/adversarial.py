@@ -229,6 +229,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
                    else min(rise, refine_args["max_js_rise"])}
     excluded: set[str] = set()
     prefer: dict | None = None
+    prefer_scores: dict = {}
     balanced_features: list[str] = []
     history, stop = [], None
     js: dict = {}
@@ -250,6 +251,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         alternatives = [by_id[rid] for rid in sorted(by_id) if rid not in kept_ids and rid not in excluded]
         scores, accuracy = predictability(kept, alternatives, blocks, settings["folds"], settings["rounds"],
                                           settings["seed"] + iteration, runner)
+        prefer_scores = scores
         worst = max((a for a in accuracy.values() if a is not None), default=None)
         history.append({"kept": len(kept), "excluded": len(excluded),
                         "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()}})
@@ -291,6 +293,11 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
     else:
         stop = f"max_iterations ({settings['max_iterations']}) reached"
     final = history[-1]["accuracy"] if history else {}
+    # pairs the attackers get confidently wrong (they pick the foil in most predictions): without votes, the
+    # likeliest to be foils people would accept as true (hard examples are disproportionately mislabelled);
+    # the select stage marks them and the annotation batch shows them first
+    suspects = sorted((rid for rid in kept_ids if prefer_scores.get(rid, 0.5) <= settings["suspect_below"] + 1e-12),
+                      key=lambda rid: (prefer_scores[rid], rid))
     # why the target was missed: the features a word/char attacker fitted on the kept set leans on most
     shortcuts = [] if stop == "target met" else remaining_shortcuts([by_id[rid] for rid in sorted(kept_ids)], blocks,
                                                                        settings["seed"])
@@ -301,6 +308,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         "target_met": stop == "target met", "stopped": stop, "rounds": len(history),
         "accuracy_before": history[0]["accuracy"] if history else {}, "accuracy_after": final,
         "excluded": len(excluded), "balanced_features": balanced_features, "shortcuts": shortcuts,
+        "suspect_below": settings["suspect_below"], "suspects": suspects,
         # per side feature: kept captions' count minus kept foils' count, and the most the program allowed
         "balance": {name: {"caption_minus_foil": sum(counts.get(rid, 0) for rid in kept_ids),
                            "allowed": round(slack + rate * len(kept_ids), 2)}

@@ -281,14 +281,22 @@ def record_id(instrument: str, sample_id, index: int) -> str:
 
 def build_records(foiler: Foiler, foils: list[Foil], context: RunContext) -> list[dict]:
     """VALSE records for the chosen foils: identities and duplicates dropped, the cap applied, ids assigned."""
+    from foilforge.validity import refusal
+
     cap = foiler.cap(context)
     per_sample: dict = {}
     seen: set = set()
     records = []
+    refused: dict[str, int] = {}
     for foil in foils:
         if foil.sample_id not in context.samples:
             raise ValueError(f"{foiler.registry_name}: a chosen foil names sample {foil.sample_id!r}, not one of the run's")
-        if foil.foil.strip() == foil.caption.strip() or (foil.sample_id, foil.key()) in seen:
+        # an empty foil, or the caption itself up to case and whitespace, tests nothing: refused and counted
+        reason = refusal({"caption": foil.caption, "foil": foil.foil})
+        if reason is not None:
+            refused[reason] = refused.get(reason, 0) + 1
+            continue
+        if (foil.sample_id, foil.key()) in seen:
             continue
         index = per_sample.get(foil.sample_id, 0)
         if index >= cap:
@@ -298,4 +306,5 @@ def build_records(foiler: Foiler, foils: list[Foil], context: RunContext) -> lis
         record = foil_record(context.samples[foil.sample_id], foil, instrument=context.instrument,
                              foiler=foiler.registry_name, phenomenon=foiler.phenomenon, index=index)
         records.append(record)
+    context.stats["refused"] = dict(sorted(refused.items()))
     return sorted(records, key=lambda r: r["id"])

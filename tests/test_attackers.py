@@ -355,8 +355,11 @@ def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
     record = to_records(fmt, rows, path, "x")[0]
     assert (record["caption"], record["foil"]) == ("a dog chases a cat", "a cat chases a dog")
     assert record["classes"] and record["classes_foil"]
-    path.write_text(json.dumps({"0": {"filename": "1.jpg", "caption": "a dog", "negative_caption": ""}}))
-    with pytest.raises(InputError, match=r"swap.json, record 0, field 'negative_caption': missing or empty"):
+    path.write_text(json.dumps({"0": {"filename": "1.jpg", "caption": "a dog", "negative_caption": None}}))
+    with pytest.raises(InputError, match=r"swap.json, record 0, field 'negative_caption': missing"):
+        refilter(refilter_params(tmp_path), path, "x", tmp_path / "out", progress=False)
+    path.write_text(json.dumps({"0": {"filename": "1.jpg", "caption": "", "negative_caption": "a cat"}}))
+    with pytest.raises(InputError, match=r"swap.json, record 0, field 'caption': missing or empty"):
         refilter(refilter_params(tmp_path), path, "x", tmp_path / "out", progress=False)
     path.write_text(json.dumps({"0": {"text": "a dog"}}))
     with pytest.raises(InputError, match="unknown benchmark format"):

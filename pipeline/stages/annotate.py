@@ -103,14 +103,21 @@ def annotation_items(records: list[dict], seed: int) -> list[dict]:
     return items
 
 
+def is_suspect(record: dict) -> bool:
+    """True when the select stage marked the record a suspect: the attackers get it confidently wrong, so its
+    foil may well be true of the image (pipeline/stages/select.py)."""
+    return any(isinstance(result, dict) and result.get("suspect") for result in (record.get("filters") or {}).values())
+
+
 def read_candidates(path) -> list[dict]:
-    """The records that passed every filter (what export would write before validation)."""
+    """The records that passed every filter (what export would write before validation): the suspects first,
+    then the others, each by id."""
     from foilforge.records import passed_all, read_instrument
 
     path = Path(path)
     if not path.exists():
         raise InputError(path, "file not found (run the pipeline up to select first, or pass --input)")
-    return sorted((r for r in read_instrument(path) if passed_all(r)), key=lambda r: str(r["id"]))
+    return sorted((r for r in read_instrument(path) if passed_all(r)), key=lambda r: (not is_suspect(r), str(r["id"])))
 
 
 # ---------------------------------------------------------------- route 1: a crowd batch

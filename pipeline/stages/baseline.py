@@ -174,6 +174,11 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     settings = gate_settings(params, instrument)
     if settings is None:
         return None
+    from foilforge.validity import has_votes, refuse_invalid, valid_only
+
+    kept, refused = refuse_invalid(kept)
+    if has_votes(kept):  # where people voted, only the pairs they judged valid are certified
+        kept = valid_only(kept)
     with job_runner(engine_settings(params)) as runner:
         args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
                     repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)

@@ -88,16 +88,19 @@ def to_records(fmt: str, rows: list[tuple[str, dict]], path, instrument: str) ->
         foil = row.get(foil_field)
         if foil is None and fmt == "valse" and isinstance(row.get("foils"), list) and row["foils"]:
             foil = row["foils"][0]
-        for field, value in (("caption", caption), (foil_field, foil)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(path, "missing or empty: every record needs a caption and a foil", record=key,
-                                 field=field)
+        if not isinstance(caption, str) or not caption.strip():
+            raise InputError(path, "missing or empty: every record needs a caption and a foil", record=key,
+                             field="caption")
+        if not isinstance(foil, str):
+            raise InputError(path, "missing: every record needs a caption and a foil", record=key, field=foil_field)
+        # an empty foil, or one equal to its caption, is refused later (foilforge/validity.py), and counted
         if "classes" in row and "classes_foil" in row and row["classes"] is not None and row["classes_foil"] is not None:
             classes, classes_foil = row["classes"], row["classes_foil"]
         else:
             classes, classes_foil = _differing_words(caption, foil)
         records.append({"id": f"{instrument}:{key}", "sample_id": f"{instrument}:{key}", "released_key": key,
-                        "caption": caption, "foil": foil, "classes": classes, "classes_foil": classes_foil})
+                        "caption": caption, "foil": foil, "classes": classes, "classes_foil": classes_foil,
+                        **({"mturk": row["mturk"]} if isinstance(row.get("mturk"), dict) else {})})
     return records
 
 
@@ -117,6 +120,7 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
 def score_released(params: dict, input_path, like: str, progress: bool = True) -> tuple[str, list, list[dict]]:
     """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
     from foilforge.filter import build_filter, scored_filters
+    from foilforge.validity import refusal
     from pipeline.stages.score import score_records
 
     if like not in (params.get("instruments") or {}):
@@ -128,7 +132,10 @@ def score_released(params: dict, input_path, like: str, progress: bool = True) -
     records = to_records(fmt, rows, input_path, like)
     log.info("%s: %d %s records; filters of %s", input_path, len(records), fmt, like)
     filters = [build_filter(params, name) for name in scored_filters(params, like)]
-    return fmt, rows, score_records(filters, records, input_path, progress)
+    # records that cannot be foils are not scored; they stay in the list, in order, for filter_scored to count
+    scorable = [r for r in records if refusal(r) is None]
+    scored = {r["id"]: r for r in score_records(filters, scorable, input_path, progress)}
+    return fmt, rows, [scored.get(r["id"], r) for r in records]
 
 
 def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True) -> tuple[list[dict], dict]:
@@ -145,6 +152,11 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
     return kept, {
         "like": like, "records_before": len(scored), "records_after": len(kept), "funnel": metrics["funnel"],
+        # records that cannot be foils (an empty foil, the caption itself), by reason: never kept
+        "refused": metrics["refused"],
+        # with votes (VALSE's mturk): the valid share of all, kept and removed records; the filter chose among
+        # the valid ones only
+        "validity": metrics.get("validity"),
         "gate": release_gate(params, like, kept, rejected),
         "adversarial": refinement.get("adversarial"),
         "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},

@@ -92,7 +92,8 @@ class ScoreWorker:
 def run(params: dict, instrument: str, input_path, output_path, progress: bool = False,
         cache_dir=None) -> int:
     """Score the records of `input_path` into `output_path` (the JSONL and its Parquet shards); returns the number
-    of records. With `cache_dir`, a killed run resumes from the batches it had scored (pipeline/engine.py
+    of records written (a record that cannot be a foil, foilforge/validity.py, is refused with a logged count).
+    With `cache_dir`, a killed run resumes from the batches it had scored (pipeline/engine.py
     BatchJournal).
 
     The input is read in batches and the output written record by record, so on the local engine the stage
@@ -132,11 +133,23 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
                         progress=f"score {instrument}" if progress else None, total=-(-count // size))
     from pipeline.shards import RecordWriter
 
+    from foilforge.validity import refusal
+
+    refused: dict[str, int] = {}
+
+    def refused_here(record) -> bool:
+        """True for a record that cannot be a foil (foilforge/validity.py): counted, not written."""
+        reason = refusal(record)
+        if reason is not None:
+            refused[reason] = refused.get(reason, 0) + 1
+        return reason is not None
+
     if not corpus:
         with RecordWriter(output_path, engine["shard_rows"]) as out:
             for part, result in mapped:
                 for record, _ in checked(result, part, ScoreWorker):
-                    out.write(record)
+                    if not refused_here(record):
+                        out.write(record)
     else:
         parts: dict[str, list] = {name: [] for name in batch_part_names}
         # beside the output, under a fixed name: the next run replaces what a killed one left
@@ -154,12 +167,16 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
                 for k, record in enumerate(iter_jsonl(spill, allow_empty=True)):
                     for f in corpus:
                         add_result(record, f, results[f.name][k])
-                    out.write(record)
+                    if not refused_here(record):
+                        out.write(record)
         finally:
             spill.unlink(missing_ok=True)
     if journal is not None:
         journal.finish()
-    return count
+    if refused:
+        log.warning("%s: refused %s (not written: no model can tell such a foil from its caption)", input_path,
+                    ", ".join(f"{n} records with {reason}" for reason, n in refused.items()))
+    return count - sum(refused.values())
 
 
 def add_arguments(parser) -> None:

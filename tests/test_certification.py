@@ -1,0 +1,151 @@
+"""Honest certification: pairs that cannot be foils are refused, votes decide what the filter may keep, suspects
+go first to annotators."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from filters.adversarial import adversarial_filter
+from foilforge.validity import EMPTY_FOIL, FOIL_EQUALS_CAPTION, refusal, refuse_invalid, validity_shares
+from tests.test_attackers import (REFINE, balanced_records, filter_settings, planted, refilter_params, scored,
+                                  write_valse)
+
+
+# ---------------------------------------------------------------------------------------- validity first
+
+def test_a_foil_equal_to_its_caption_or_empty_is_refused():
+    assert refusal({"caption": "A man confronts the people.", "foil": "A man confronts the people."}) == \
+        FOIL_EQUALS_CAPTION
+    assert refusal({"caption": "A man  confronts the people.", "foil": " a MAN confronts the people. "}) == \
+        FOIL_EQUALS_CAPTION
+    assert refusal({"caption": "A man.", "foil": "  "}) == EMPTY_FOIL
+    assert refusal({"caption": "A man.", "foil": None}) == EMPTY_FOIL
+    assert refusal({"caption": "A man confronts the people.", "foil": "A man confronts the person."}) is None
+    kept, counts = refuse_invalid([{"caption": "a", "foil": "A"}, {"caption": "a", "foil": ""},
+                                   {"caption": "a", "foil": "b"}, {"caption": "c", "foil": "C "}])
+    assert kept == [{"caption": "a", "foil": "b"}] and counts == {EMPTY_FOIL: 1, FOIL_EQUALS_CAPTION: 2}
+
+
+def test_select_refuses_them_and_counts(tmp_path):
+    from pipeline.stages.select import select
+
+    records = [{"id": "a", "caption": "A dog.", "foil": "A cat.", "filters": {"length": {"score": 3, "caption_tokens": 3, "foil_tokens": 3}}},
+               {"id": "b", "caption": "A dog.", "foil": "a dog.", "filters": {}},  # unscored: refused first
+               {"id": "c", "caption": "A dog.", "foil": "", "filters": {"length": {"score": 2, "caption_tokens": 3, "foil_tokens": 0}}}]
+    kept, rejected, metrics = select(records, {"length": {"max_tokens": 80}})
+    assert [r["id"] for r in kept] == ["a"]
+    assert [(r["id"], r["refused"]) for r in rejected] == [("b", FOIL_EQUALS_CAPTION), ("c", EMPTY_FOIL)]
+    assert metrics["refused"] == {EMPTY_FOIL: 1, FOIL_EQUALS_CAPTION: 1} and metrics["kept"] == 1
+
+
+def test_the_foil_stage_refuses_them_and_counts():
+    from foilforge.foiler import FOILERS, RunContext, build_records
+    from foilforge.records import Foil
+
+    foiler = FOILERS.build("released.v1", {"phenomenon": "relations"})
+    samples = {f"s{k}": {"id": f"s{k}", "source": "valse", "caption": "A cat sits on a mat."} for k in range(3)}
+    context = RunContext("x", seed=0)
+    context.samples = samples
+    chosen = [Foil(caption="A cat sits on a mat.", foil=text, classes="on", classes_foil="under", sample_id=sid)
+              for sid, text in zip(samples, ["A cat sits under a mat.", "a cat sits ON a mat. ", ""])]
+    records = build_records(foiler, chosen, context)
+    assert [r["foil"] for r in records] == ["A cat sits under a mat."]
+    assert context.stats["refused"] == {EMPTY_FOIL: 1, FOIL_EQUALS_CAPTION: 1}
+
+
+def test_refilter_refuses_them_with_a_count_in_the_report(tmp_path, tiny_models):
+    from pipeline.stages.refilter import refilter
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    source = tmp_path / "in" / "actant.json"
+    source.parent.mkdir()
+    records = balanced_records(30)
+    records[3] = {**records[3], "foil": records[3]["caption"]}
+    records[7] = {**records[7], "foil": records[7]["caption"].upper()}
+    records[9] = {**records[9], "foil": ""}
+    write_valse(source, records)
+    report = refilter(refilter_params(tmp_path), source, "x", tmp_path / "out", progress=False)
+    assert report["refused"] == {EMPTY_FOIL: 1, FOIL_EQUALS_CAPTION: 2}
+    out = json.loads((tmp_path / "out" / "actant.json").read_text())
+    assert not {"3", "7", "9"} & set(out) and report["records_after"] == len(out) == 27
+
+
+def voted(records: list[dict], invalid: set[str]) -> list[dict]:
+    """VALSE's votes on each record: 3 of 3 for the caption, or (invalid) 0 of 3."""
+    return [{**r, "mturk": {"caption": 0, "foil": 3, "other": 0} if r["id"] in invalid else
+             {"caption": 3, "foil": 0, "other": 0}} for r in records]
+
+
+def planted_invalid(n: int, seed: int) -> tuple[list[dict], set[str]]:
+    """Pairs with a shortcut word on the foil side (the filter has work to do) and a fifth of them whose foil is
+    true by construction: a paraphrase of the caption ("sits" -> "is sitting"), which no attacker can predict."""
+    records = planted(balanced_records(n, seed=seed))
+    rng = random.Random(seed)
+    invalid = set(rng.sample([r["id"] for r in records], n // 5))
+    out = []
+    for r in records:
+        if r["id"] in invalid:
+            caption = r["caption"]
+            r = {**r, "foil": caption.replace(" in the ", " apparently in the "), "classes_foil": r["classes"]}
+        out.append(r)
+    return out, invalid
+
+
+def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
+    from pipeline.stages.select import select
+
+    records, invalid = planted_invalid(100, seed=3)
+    input_share = len(invalid) / len(records)
+    rows = voted(scored(records), invalid)
+    for row in rows:
+        row["filters"]["plausibility"].update(score=0.0)
+    enabled = {"plausibility": {"bins": 1, "choose": True, "max_js_rise": None}}
+    kept, rejected, metrics = select(rows, enabled, item_mode="direct", adversarial=filter_settings())
+    kept_invalid = {r["id"] for r in kept} & invalid
+    assert len(kept_invalid) / len(kept) <= input_share and not kept_invalid
+    assert metrics["validity"] == validity_shares(rows, kept)
+    assert metrics["validity"]["kept"] == 1.0 and metrics["validity"]["all"] == 0.8
+    assert metrics["validity"]["removed"] < 0.8 and metrics["suspects"] == 0
+
+
+def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_first(tmp_path):
+    from pipeline.stages.annotate import read_candidates
+    from pipeline.stages.select import select
+
+    records = balanced_records(100, seed=4)
+    # the shortcut word on the foil side of most pairs, on the caption side of a few: the attackers learn it and
+    # then get those few confidently wrong (as they would a foil that is true of the image)
+    reversed_ids = {r["id"] for r in records[:12]}
+    rows = []
+    for r in scored(records):
+        if r["id"] in reversed_ids:
+            r = {**r, "caption": r["caption"].replace(" in the ", " apparently in the ")}
+        else:
+            r = {**r, "foil": r["foil"].replace(" in the ", " apparently in the ")}
+        r["filters"]["plausibility"].update(score=0.0)
+        rows.append(r)
+    enabled = {"plausibility": {"bins": 1, "choose": True, "max_js_rise": None}}
+    kept, _, metrics = select(rows, enabled, item_mode="direct", adversarial=filter_settings(min_keep=0.9))
+    suspects = [r["id"] for r in kept if r["filters"]["plausibility"].get("suspect")]
+    # the reversed pairs, up to one pair a noun's chance association makes look reversed too
+    assert len(set(suspects) & reversed_ids) >= 10 and len(set(suspects) - reversed_ids) <= 1
+    assert metrics["suspects"] == len(suspects)
+    report = metrics["refinement"]["plausibility"]["adversarial"]
+    assert sorted(report["suspects"]) == sorted(suspects) and "validity" not in metrics
+    path = tmp_path / "filtered.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    order = [r["id"] for r in read_candidates(path)]
+    assert order[:len(suspects)] == sorted(suspects)
+
+
+def test_the_gate_certifies_the_valid_pairs_only():
+    from pipeline.stages.baseline import release_gate
+
+    records, invalid = planted_invalid(60, seed=5)
+    params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word"], "repeats": 1}}
+    gate = release_gate(params, "x", voted(records, invalid), [])
+    assert gate["attackers"]["word"]["after"]["n"] == 60 - len(invalid)
