@@ -104,6 +104,17 @@ def winoground_scores(examples: Iterable[tuple[float, float, float, float]]) -> 
     return {"n": len(text), "text": _mean(text), "image": _mean(image), "group": _mean(group)}
 
 
+def group_pair_accuracy(examples: Iterable[tuple[float, float, float, float]]) -> dict:
+    """Accuracy over the two pairs of each Winoground group (image_0: C0 vs C1; image_1: C1 vs C0), a tie counting
+    one half (a coin flip's expected score). Same example layout as `winoground_scores`. A score that reads only
+    the text gets exactly 0.5: whatever it prefers on one image it prefers on the other."""
+    scores = []
+    for c0i0, c1i0, c0i1, c1i1 in examples:
+        scores.append(1.0 if c0i0 > c1i0 else 0.5 if c0i0 == c1i0 else 0.0)
+        scores.append(1.0 if c1i1 > c0i1 else 0.5 if c1i1 == c0i1 else 0.0)
+    return {"n_pairs": len(scores), "pair_accuracy": sum(scores) / len(scores) if scores else None}
+
+
 def pair_accuracy(items: Iterable[tuple[Hashable, bool]], pair_size: int = 2) -> dict:
     """Counter-balanced pairs (predicate-noun): a pair counts only if every member is right.
 

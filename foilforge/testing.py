@@ -405,3 +405,41 @@ def check_filter(filter_cls: type[Filter] | str, params: dict,
     scored = f.score(copy.deepcopy(records))
     for check in FILTER_CHECKS:
         run_filter_check(check, f, params, records, scored, thresholds or [{}])
+
+
+# ---------------------------------------------------------------- pairers: the contract every pairer keeps
+
+def check_pairer(pairer: str, samples: list[dict], records: list[dict], args: dict | None = None) -> None:
+    """A pairer's contract on a given source and records (raises AssertionError naming the broken rule):
+
+    builds from its registered name and args; deterministic (two fresh instances, records in either order, give
+    the same candidates); never the record's own image, one candidate per image; every partner names its
+    sample, image and rule; the assignment gives a record at most one partner and an image at most once, each
+    from the record's own candidates; the input is not mutated."""
+    import copy
+
+    from foilforge.groups import assign
+    from foilforge.pairing import PAIRERS, Pairer, find_candidates
+
+    built = PAIRERS.build(PAIRERS.newest(pairer), args or {}, "check_pairer")
+    assert isinstance(built, Pairer), f"{pairer}: not a foilforge.pairing.Pairer"
+    assert built.evidence, f"{pairer}: says no `evidence` (the data card prints it)"
+    before = copy.deepcopy((samples, records))
+    first = find_candidates(built, records, samples)
+    again = find_candidates(PAIRERS.build(PAIRERS.newest(pairer), args or {}, "check_pairer"),
+                            list(reversed(records)), list(reversed(samples)))
+    assert first == again, f"{pairer}: candidates depend on the input order or on the instance"
+    assert (samples, records) == before, f"{pairer}: mutated its input"
+    images = {str(r["id"]): r.get("image_file") for r in records}
+    for rid, partners in first.items():
+        seen = set()
+        for partner in partners or []:
+            assert partner.image_file != images[rid], f"{pairer}: {rid} paired with its own image"
+            assert partner.image_file not in seen, f"{pairer}: {rid} has image {partner.image_file} twice"
+            seen.add(partner.image_file)
+            assert partner.sample_id and partner.rule, f"{pairer}: a partner of {rid} has no sample id or rule"
+    pairing = assign(records, first)
+    used = [p.image_file for p in pairing.partners.values()]
+    assert len(used) == len(set(used)), f"{pairer}: a partner image went to two records"
+    for rid, partner in pairing.partners.items():
+        assert partner in (first[rid] or []), f"{pairer}: {rid} got a partner it was not offered"

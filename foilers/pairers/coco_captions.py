@@ -8,10 +8,12 @@ subject of the verb or participle it attaches to), the right noun the head of it
 
 * relations ("A cat sitting on a table." -> "... under a table."): a partner states (cat, under, table) and
   never (cat, on, table);
-* foil_it ("A cat ..." -> "A dog ..."): a partner mentions the foil's noun, never the caption's, and states every
-  relation claim of the foil that involves the new noun;
+* foil_it ("A man walking a dog." -> "A man walking a horse."): a partner mentions the foil's noun, never the
+  caption's, and states what the foil says of the new noun: every relation claim that involves it and its
+  *governor claim*, the word that governs it and how ((walk, obj, horse); (sit, on, bench) for a noun after a
+  preposition);
 * plurals ("a dog" -> "a number of dogs"): a partner mentions the noun in the foil's number and never in the
-  caption's, and states every relation claim of the foil that involves it.
+  caption's, and states what the foil says of it, as for foil_it.
 
 Captions are people's descriptions, not exhaustive annotations: "never states the caption's part" is the rule,
 not proof.
@@ -74,6 +76,17 @@ def relation_claims(doc, non_spatial=None) -> list[tuple[Claim, int, int]]:
     return claims
 
 
+def governor_claim(token) -> Claim | None:
+    """What a noun does or undergoes in its clause: (governor, relation, noun), e.g. (walk, obj, dog) in "a man
+    walking a dog", (sit, on, dog)... None for a noun that governs its clause (a fragment's head)."""
+    relation = {"nsubj": "subj", "nsubjpass": "subj", "dobj": "obj", "attr": "attr", "compound": "compound"}.get(token.dep_)
+    if relation is not None and token.head is not token:
+        return Claim(_noun_lemma(token.head), relation, _noun_lemma(token))
+    if token.dep_ == "pobj" and token.head.head is not token.head:
+        return Claim(_noun_lemma(token.head.head), token.head.lower_, _noun_lemma(token))
+    return None
+
+
 def noun_mentions(doc) -> set[tuple[str, str]]:
     """(lemma, "plural" | "singular") of every common noun."""
     return {(_noun_lemma(t), "plural" if t.tag_ in ("NNS", "NNPS") else "singular")
@@ -121,6 +134,7 @@ class CocoCaptions(Pairer):
             image = images.setdefault(sample["image_file"], _Image(sample["image_file"], [], set(), set(), set()))
             image.sample_ids.append(str(sample["id"]))
             image.claims.update(c for c, _, _ in relation_claims(doc))
+            image.claims.update(c for c in (governor_claim(t) for t in doc if t.pos_ == "NOUN") if c is not None)
             image.mentions.update(noun_mentions(doc))
             image.lemmas.update(lemma for lemma, _ in noun_mentions(doc))
         self._images = images
@@ -188,8 +202,11 @@ class CocoCaptions(Pairer):
         old_number = "plural" if old.tag_ in ("NNS", "NNPS") else "singular"
         new_number = "plural" if new.tag_ in ("NNS", "NNPS") else "singular"
         old_lemma, new_lemma = _noun_lemma(old), _noun_lemma(new)
-        # the foil's relations that involve the changed noun must be stated too
+        # what the foil says of the changed noun must be stated too: its relations and its role in the clause
         needed = [c for c, _, _ in relation_claims(foil_doc) if new_lemma in (c.left, c.right)]
+        governed = governor_claim(new)
+        if governed is not None and governed not in needed:
+            needed.append(governed)
         if mode == "foil_it":
             if old_lemma == new_lemma:
                 return []

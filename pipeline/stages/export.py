@@ -30,6 +30,7 @@ again from an existing export, without rerunning anything else.
 from __future__ import annotations
 
 import logging
+import posixpath
 from pathlib import Path
 
 from foilforge.errors import ConfigError, GateError, InputError
@@ -41,7 +42,7 @@ from foilforge.filter import filter_funnel, run_order  # noqa: F401  (select, te
 
 log = logging.getLogger(__name__)
 
-INTERNAL_FIELDS = ("id", "sample_id", "instrument", "provenance", "filters")
+INTERNAL_FIELDS = ("id", "sample_id", "instrument", "provenance", "filters", "group")
 INTERNAL_KEY = "foilforge"
 
 
@@ -149,6 +150,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "filters_not_run": filters_not_run(params, instrument, ran["filters"]),
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
             "formats": emit_formats(settings, output_dir, instrument, rows),
+            # Winoground groups: the kept records that have a second image their foil describes
+            "groups": write_groups(params, settings, output_dir, instrument, kept, len(benchmark), select_metrics_dir),
             "bias": bias,
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
@@ -165,6 +168,72 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
     write_datacard(output_dir / "DATACARD.md", manifest)
     write_dataset_card(output_dir, params, manifest)
     return manifest
+
+
+# ---------------------------------------------------------------- Winoground groups
+
+GROUPS_DIR = "winoground"
+
+
+def group_items(groups: list[dict]) -> dict:
+    """A group as two VALSE-shaped items ({id: record}), one per image, for the harness formats: image_0 with
+    caption_0 against caption_1, image_1 with caption_1 against caption_0."""
+    items = {}
+    for group in groups:
+        for member, (image, caption, foil) in enumerate(((group["image_0"], group["caption_0"], group["caption_1"]),
+                                                          (group["image_1"], group["caption_1"], group["caption_0"]))):
+            items[f"{group['id']}#{member}"] = {"image_file": image, "caption": caption, "foil": foil,
+                                                "linguistic_phenomena": group["tag"], "group_id": group["id"],
+                                                "group_member": member}
+    return items
+
+
+def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str, kept: list[dict], exported: int,
+                 select_metrics_dir=None) -> dict:
+    """winoground/<I>.jsonl (Winoground's layout, image paths as rows/ gives them) and the groups as two items each
+    in the harness formats (instrument name `<I>_groups`); returns the manifest entry."""
+    from foilforge.groups import group_row, pairing_settings
+    from pipeline.loadable import canonical_rows
+
+    pairing = pairing_settings(params, instrument)
+    select_report = ((_optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}) if select_metrics_dir
+                     else {}).get("pairing") or {}
+    entry = {"pairer": pairing["pairer"], "why": None if pairing["pairer"] else pairing.get("why"),
+             "kept_pairs": exported, "groups": 0, "coverage": None, "valid_groups": None, "file": None,
+             "unpaired": select_report.get("unpaired"),
+             "set_aside_for_a_pairable_candidate": select_report.get("set_aside_for_a_pairable_candidate")}
+    if not pairing["pairer"]:
+        return entry
+    image_root = settings["image_root"]
+    groups = [group_row(r, lambda name: posixpath.join(image_root, name)) for r in kept if isinstance(r.get("group"), dict)]
+    validity = [r["group"].get("valid") for r in kept if isinstance(r.get("group"), dict)]
+    path = output_dir / GROUPS_DIR / f"{instrument}.jsonl"
+    write_jsonl(path, groups, sort_by_id=False)
+    entry.update(groups=len(groups), coverage=round(len(groups) / exported, 4) if exported else None,
+                 valid_groups=sum(v is True for v in validity) if any(v is not None for v in validity) else None,
+                 file=f"{GROUPS_DIR}/{path.name}", sha256=file_sha256(path))
+    if groups:
+        rows = canonical_rows(f"{instrument}_groups", group_items(groups), "")
+        entry["formats"] = emit_formats(settings, output_dir, f"{instrument}_groups", rows)
+    return entry
+
+
+def groups_lines(manifest: dict) -> list[str]:
+    """The data card's Winoground section: per instrument kept pairs, groups formed, coverage, valid groups."""
+    entries = [(name, entry.get("groups")) for name, entry in manifest["instruments"].items() if entry.get("groups")]
+    if not entries:
+        return []
+    lines = ["", "## Winoground groups (blind by construction)", "",
+             "Each group adds a second image that the foil describes and the caption does not (`winoground/<I>.jsonl`:",
+             "caption_0 is true of image_0, caption_1 of image_1). Any text-only score orders the two texts the same",
+             "way for both images, so its text, image and group scores are 0 and its pair accuracy over a group is 50%.",
+             "", "| instrument | kept pairs | groups | coverage | valid groups | evidence |", "|---|---|---|---|---|---|"]
+    for name, entry in entries:
+        coverage = "n/a" if entry.get("coverage") is None else f"{100 * entry['coverage']:.1f}%"
+        valid = "no votes" if entry.get("valid_groups") is None else str(entry["valid_groups"])
+        evidence = entry["pairer"] or f"none: {entry.get('why')}"
+        lines.append(f"| {name} | {entry['kept_pairs']} | {entry['groups']} | {coverage} | {valid} | {evidence} |")
+    return lines
 
 
 # ---------------------------------------------------------------- human validation (validate stage)
@@ -492,6 +561,7 @@ def datacard_text(manifest: dict) -> str:
         lines.append(f"- **{name}**: " + ("; ".join(parts) if parts else "no provenance recorded"))
     lines += blind_check_lines(manifest)
     lines += gate_lines(manifest)
+    lines += groups_lines(manifest)
     lines += format_lines(manifest)
     lines += ["", "## Sources", "", "| source | file | sha256 |", "|---|---|---|"]
     for source, files in manifest["sources"].items():
