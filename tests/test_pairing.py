@@ -256,3 +256,54 @@ def test_valse_existence_groups_are_each_a_caption_the_file_states(tmp_path):
         assert group["caption_0"] in captions_of[group["image_0"]]
         assert group["image_0"] != group["image_1"]
     assert len({g["image_1"] for g in groups}) == len(groups)
+
+
+class AttackerAsScorer:
+    """A trained text-only attacker read as a scorer: the score of each text on an image is the attacker's margin
+    for that text against the other one. It never sees the image."""
+
+    name = "attacker"
+
+    def __init__(self, attacker):
+        self.attacker = attacker
+
+    def score(self, items):
+        from filters.attackers import text_pair
+
+        out = []
+        for _, _, (first, second) in items:
+            forward, backward = self.attacker.margins([text_pair(first, second, "g"), text_pair(second, first, "g")])
+            out.append([float(forward), float(backward)])
+        return out
+
+
+def attackers_in_params() -> list[str]:
+    from foilforge.params import load_params
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    return sorted(n for n, b in params["attackers"].items() if b["attacker"] != "transformer_pair.v1")
+
+
+@pytest.mark.parametrize("name", attackers_in_params())
+def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
+    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.params import load_params
+    from pipeline.stages.evaluate import group_metrics
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    groups = exported_groups(tmp_path)
+    # fitted on the very pairs the groups are made of, in both orders of nothing: it has learned what it can
+    attacker = build_attacker(params["attackers"][name], f"attackers.{name}").fit(pairs_from_records(existence_records()))
+    result = group_metrics(AttackerAsScorer(attacker), groups)
+    assert (result["text"], result["image"], result["group"], result["pair_accuracy"]) == (0.0, 0.0, 0.0, 0.5)
+
+
+def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
+    from foilforge.lm import CausalLM
+    from foilforge.models import ModelSpec
+    from pipeline.stages.evaluate import TextLMScorer, group_metrics
+
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 2},
+                                 "models.text_baseline")
+    result = group_metrics(TextLMScorer(CausalLM(spec)), exported_groups(tmp_path))
+    assert (result["n"], result["text"], result["image"], result["group"], result["pair_accuracy"]) == (3, 0.0, 0.0, 0.0, 0.5)

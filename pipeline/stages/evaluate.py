@@ -26,6 +26,10 @@ Scorers (params.yaml `evaluate.scorers`, plus every `--scores` file):
   the record's key in the benchmark file. When the scores are probabilities of
   "matches" set `evaluate.scores_threshold` (e.g. 0.5) to get acc, p_c, p_f.
 
+Winoground groups (`winoground/<I>.jsonl` of the export) give each scorer's text / image / group scores and its
+accuracy over the groups' two pairs (a tie one half), under `groups.<I>`: a score that reads only the text gets
+0 / 0 / 0 and exactly 50% there, whatever it learned.
+
 Record shapes: a caption/foil record gives the five VALSE metrics; records
 that carry a `pair_id` also give pair accuracy (both members right) and, when
 the two members swap caption and foil (I1: C1 vs C2; I2: C2 vs C1), the
@@ -530,9 +534,42 @@ def scorer_config(scorer) -> dict:
     return config() if callable(config) else {}
 
 
-def evaluate(benchmark: dict, scorers, threshold_for, item_rows: list | None = None) -> dict:
-    """{scorer: {model, config, instruments: {instrument: metrics}}}; with `item_rows`, one row per scored-or-not
-    record is appended to it (the items file's lines: scorer, instrument, id, scores, correct)."""
+def read_groups(benchmark_dir, image_root: str) -> dict[str, tuple[Path, list[dict]]]:
+    """winoground/<I>.jsonl of an export, by instrument: the groups, image paths made relative to `image_root`
+    again (the export writes them as `<image_root>/<file>`, the way rows/ gives them)."""
+    from foilforge.io import read_jsonl
+
+    prefix = image_root.rstrip("/") + "/"
+    found = {}
+    for path in sorted((Path(benchmark_dir) / "winoground").glob("*.jsonl")):
+        rows = read_jsonl(path, allow_empty=True)
+        for row in rows:
+            for key in ("id", "image_0", "image_1", "caption_0", "caption_1"):
+                require(row, key, str, path, row.get("id"))
+                if key.startswith("image") and row[key].startswith(prefix):
+                    row[key] = row[key][len(prefix):]
+        found[path.stem] = (path, rows)
+    return found
+
+
+def group_metrics(scorer, groups: list[dict]) -> dict:
+    """Winoground text / image / group scores and the accuracy over each group's two pairs, for one scorer: each
+    group is scored as two items (image_0 and image_1, each against caption_0 and caption_1)."""
+    items = [(f"{g['id']}#{m}", {"image_file": g[f"image_{m}"]}, [g["caption_0"], g["caption_1"]])
+             for g in groups for m in (0, 1)]
+    scores = scorer.score(items) if items else []
+    examples = []
+    for k in range(0, len(scores), 2):
+        first, second = scores[k], scores[k + 1]
+        if first is not None and second is not None:
+            examples.append((first[0], first[1], second[0], second[1]))
+    return {"groups": len(groups), **metrics.winoground_scores(examples), **metrics.group_pair_accuracy(examples)}
+
+
+def evaluate(benchmark: dict, scorers, threshold_for, item_rows: list | None = None, groups: dict | None = None) -> dict:
+    """{scorer: {model, config, instruments: {instrument: metrics}, groups: {instrument: Winoground scores}}}; with
+    `item_rows`, one row per scored-or-not record is appended to it (the items file's lines: scorer, instrument, id,
+    scores, correct)."""
     # texts are checked once, before any model runs, so a bad record fails fast
     items_by_instrument = {instrument: [(rid, r, record_texts(path, rid, r)) for rid, r in records.items()]
                            for instrument, (path, records) in benchmark.items()}
@@ -551,6 +588,13 @@ def evaluate(benchmark: dict, scorers, threshold_for, item_rows: list | None = N
                                   "scores": item_scores, "correct": record_correct(record, item_scores)}
                                  for (record_id, record, _), item_scores in zip(items, scores))
         out[scorer.name] = {"model": scorer.model_id, "config": scorer_config(scorer), "instruments": per_instrument}
+        if groups:
+            out[scorer.name]["groups"] = {}
+            for instrument, (path, rows) in groups.items():
+                try:
+                    out[scorer.name]["groups"][instrument] = group_metrics(scorer, rows)
+                except ValueError as err:
+                    raise InputError(path, f"{scorer.name}: {err}") from None
     return out
 
 
@@ -573,7 +617,8 @@ def run(params: dict, benchmark_dir, output, scores_files=(), scorers=None, item
         return scores_threshold if isinstance(scorer, ScoresFileScorer) else None
 
     item_rows = [] if items_output is not None else None
-    result = evaluate(benchmark, scorers, threshold_for, item_rows)
+    image_root = str((params.get("export") or {}).get("image_root", "data/images"))
+    result = evaluate(benchmark, scorers, threshold_for, item_rows, groups=read_groups(benchmark_dir, image_root))
     for name, reason in skipped.items():
         result[name] = {"skipped": reason}
     if items_output is not None:
