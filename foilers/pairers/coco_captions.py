@@ -218,7 +218,7 @@ class CocoCaptions(Pairer):
                 return []
             names = [n for n in self._by_mention.get((new_lemma, new_number), [])
                      if (old_lemma, old_number) not in self._images[n].mentions]
-            rule = f"coco captions: '{new_lemma}' {new_number} mentioned, {old_number} never"
+            rule = f"coco captions: the noun in the foil's number ({new_number}) mentioned, in the caption's never"
         names = [n for n in names if all(c in self._images[n].claims for c in needed)]
-        evidence = tuple(c.text() for c in needed)
+        evidence = (f"{new_lemma} {new_number}", *(c.text() for c in needed))
         return [self._partner(record, n, rule, evidence) for n in names[: self.max_partners]]
