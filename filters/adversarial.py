@@ -17,9 +17,12 @@ the trained text-only attackers of filters/attackers.py, and each round
    alternative candidate of a held-out caption: a candidate's predictability
    is the share of those predictions that pick its caption (a tie counts half);
    an attacker's accuracy is the mean predictability of the kept pairs;
-3. stops when every filter attacker is at or below `target`; otherwise
-   (`method: aflite`) excludes the `slice` most predictable kept pairs (only
-   those predicted above chance) or (`method: balance_features`) adds, for the
+3. stops when every filter attacker is within `target` of chance on either
+   side (at most `target`, at least 1 - `target`: a set that leads attackers
+   to the foil is over-balanced, not blind); otherwise (`method: aflite`)
+   excludes the `slice` most predictable kept pairs (only those predicted
+   above chance), or, when the worst attacker is below chance, the `slice`
+   pairs predicted most wrongly, or (`method: balance_features`) adds, for the
    `features_per_round` heaviest n-gram features of a word attacker fitted on
    the kept set, the constraint that they occur as often in kept captions as
    in kept foils (|difference| <= 1), and goes back to 1.
@@ -252,25 +255,30 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         scores, accuracy = predictability(kept, alternatives, blocks, settings["folds"], settings["rounds"],
                                           settings["seed"] + iteration, runner)
         prefer_scores = scores
-        worst = max((a for a in accuracy.values() if a is not None), default=None)
+        # the filter aims at chance from both sides: an attacker far below it (a set that leads to the foil) is as
+        # much a failure as one far above it
+        worst = max((a for a in accuracy.values() if a is not None), key=lambda a: abs(a - 0.5), default=None)
         history.append({"kept": len(kept), "excluded": len(excluded),
                         "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()}})
-        if worst is None or worst <= settings["target"] + 1e-12:
+        if worst is None or abs(worst - 0.5) <= settings["target"] - 0.5 + 1e-12:
             stop = "target met"
             break
         if settings["method"] == "aflite":
-            ranked = sorted((rid for rid in kept_ids if scores[rid] > 0.5), key=lambda rid: (-scores[rid], rid))
+            # above chance: drop the most predictable pairs; below it: the ones the attackers get most wrong
+            sign = 1.0 if worst > 0.5 else -1.0
+            ranked = sorted((rid for rid in kept_ids if sign * (scores[rid] - 0.5) > 0),
+                            key=lambda rid: (-sign * scores[rid], rid))
             remove = ranked[:max(1, math.ceil(settings["slice"] * len(kept_ids)))]
             if not remove:
-                stop = "nothing predicted above chance is left to remove"
+                stop = f"nothing predicted {'above' if sign > 0 else 'below'} chance is left to remove"
                 break
             # a removed pair's own alternative foils that are as predictable go too, so the next solve cannot swap
             # one in for it (other candidates stay: the refinement may need them as mirror partners)
-            cut = min(scores[rid] for rid in remove)
+            cut = min(sign * scores[rid] for rid in remove)
             removed_samples = {sample_of[rid] for rid in remove}
             excluded |= set(remove) | {a["id"] for a in alternatives
-                                       if sample_of[a["id"]] in removed_samples and scores[a["id"]] >= cut}
-            prefer = scores
+                                       if sample_of[a["id"]] in removed_samples and sign * scores[a["id"]] >= cut}
+            prefer = {rid: 0.5 + sign * (value - 0.5) for rid, value in scores.items()}
         else:
             fresh = [f for f in heaviest_features(kept, blocks[settings["attackers"][0]],
                                                   settings["features_per_round"] + len(balanced_features),

@@ -156,6 +156,14 @@ class GateBlock(Block):
     folds: Annotated[int, Field(ge=2)] = 5
     repeats: PositiveInt = 5
     seed: NonNegativeInt = 101
+    lower: Share = 0.40                   # certified: every attacker's 95% interval inside [lower, upper]
+    upper: Share = 0.60
+
+    @model_validator(mode="after")
+    def _lower_below_upper(self):
+        if not self.lower < 0.5 < self.upper:
+            raise ValueError(f"lower ({self.lower}) and upper ({self.upper}) must hold chance: lower < 0.5 < upper")
+        return self
 
 
 class BiasBlock(Block):

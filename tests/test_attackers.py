@@ -285,7 +285,9 @@ def test_datacard_says_not_blind_proof_first():
     manifest = {"instruments": {"relations": {"gate": gate, "counts": {"exported": 40}, "provenance": {}, "filters": {}}},
                 "sources": {}}
     text = datacard_text(manifest)
-    assert text.splitlines()[2].startswith("**Not blind-proof: relations (word 70.0%)")
+    lines = text.splitlines()
+    assert lines[2].startswith("**Not certified**") and lines[4] == "- relations: not certified"
+    assert lines[6].startswith("**Not blind-proof: relations (word 70.0%)")
     assert "| relations | word | word n-grams | 80.0% | 70.0% | 40 | 55-82% | caption preferred | FAIL (<= 55%) |" in text
 
 

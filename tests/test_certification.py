@@ -149,3 +149,105 @@ def test_the_gate_certifies_the_valid_pairs_only():
               "gate": {"attackers": ["word"], "repeats": 1}}
     gate = release_gate(params, "x", voted(records, invalid), [])
     assert gate["attackers"]["word"]["after"]["n"] == 60 - len(invalid)
+
+
+# ---------------------------------------------------------------------------------------- the two-sided gate
+
+def figures(accuracy: float, n: int) -> dict:
+    from foilforge.metrics import wilson_interval
+
+    return {"accuracy": accuracy, "n": n, "ci95": list(wilson_interval(round(accuracy * n), n))}
+
+
+def test_a_40_pair_set_at_50_percent_is_too_few_to_certify():
+    from filters.certification import certification
+
+    # Wilson at 20 of 40: 0.5 -+ 1.96 * sqrt(10 + 0.9604) / 43.8416 = 35.2-64.8%
+    verdict = certification({"word": figures(0.5, 40)}, 0.40, 0.60)
+    assert verdict["status"] == "too few pairs to certify" and not verdict["certified"]
+    assert verdict["why"] == ("too few pairs to certify: word reads 50.0% of 40 pairs, 95% CI 35.2%-64.8%: the "
+                              "interval reaches outside [40.0%, 60.0%]")
+    # at 400 pairs the interval is 45.1-54.9%: certified
+    assert certification({"word": figures(0.5, 400)}, 0.40, 0.60) == {
+        "certified": True, "status": "certified", "why": None, "lower": 0.4, "upper": 0.6,
+        "attackers": {"word": {"standing": "inside", "why": None}}}
+
+
+def test_a_point_estimate_outside_is_not_certified_whatever_the_others_say():
+    from filters.certification import certification
+
+    verdict = certification({"word": figures(0.5, 400), "char": figures(0.67, 400), "bayes": figures(0.5, 40)},
+                            0.40, 0.60)
+    assert verdict["status"] == "not certified"
+    assert verdict["why"].startswith("char reads 67.0% of 400 pairs, 95% CI 62.2%-71.4%: above 60.0%")
+    assert {n: a["standing"] for n, a in verdict["attackers"].items()} == {
+        "word": "inside", "char": "outside", "bayes": "too few pairs"}
+
+
+def over_balanced(n_reversed: int, n_random: int, seed: int = 0) -> list[dict]:
+    """Pairs whose changed word appears as caption in one pair and as foil in another (the two pairs have different
+    captions, so they fall in different folds): an attacker trained on one is led to the foil of the other; plus
+    pairs with nothing to learn."""
+    records = []
+    for k in range(n_reversed // 2):
+        a, b = f"zq{k}a", f"zq{k}b"
+        records.append({"id": f"r:{k}", "sample_id": f"r:{k}", "caption": f"A {a} sits by the door {k}.",
+                        "foil": f"A {b} sits by the door {k}.", "classes": a, "classes_foil": b})
+        records.append({"id": f"s:{k}", "sample_id": f"s:{k}", "caption": f"The {b} waits near a tree {k}.",
+                        "foil": f"The {a} waits near a tree {k}.", "classes": b, "classes_foil": a})
+    return records + balanced_records(n_random, seed=seed)
+
+
+def test_an_over_balanced_set_is_not_certified(tmp_path):
+    from pipeline.stages.baseline import release_gate
+
+    params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word"], "repeats": 3}}
+    gate = release_gate(params, "x", over_balanced(200, 200), [])
+    after = gate["attackers"]["word"]["after"]
+    assert 0.2 <= after["accuracy"] <= 0.36 and after["ci95"][1] < 0.40  # about 30%: half near 10% (a fifth of the reversed couples share a fold), half at chance
+    assert after["passed"]  # the one-sided max_accuracy lets it through ...
+    assert not gate["certified"] and gate["status"] == "not certified"  # ... the two-sided gate does not
+    assert "below 40.0%, the set is over-balanced" in gate["why"]
+
+
+def test_the_filter_aims_at_chance_from_below_too():
+    rows = scored(over_balanced(80, 120, seed=2))
+    kept, report = adversarial_filter(rows, filter_settings(min_keep=0.3), REFINE)
+    before = report["accuracy_before"]["word"]
+    assert before < 0.45
+    assert report["target_met"] and report["accuracy_after"]["word"] >= 0.45
+    removed = {r["id"] for r in rows} - kept
+    assert sum(rid.startswith(("r:", "s:")) for rid in removed) > len(removed) / 2  # the reversed pairs went first
+
+
+def test_refilter_reports_certified_and_why(tmp_path, tiny_models):
+    from pipeline.stages.refilter import refilter
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    source = tmp_path / "in" / "relations.json"
+    source.parent.mkdir()
+    write_valse(source, balanced_records(40))
+    report = refilter(refilter_params(tmp_path), source, "x", tmp_path / "out", progress=False)
+    written = json.loads((tmp_path / "out" / "report.json").read_text())
+    # 40 pairs cannot be certified whatever the attackers read: the intervals are some 30 points wide
+    assert written["certified"] is False and report["gate"]["status"] != "certified"
+    assert written["why"] == report["gate"]["why"] and "word reads" in written["why"]
+
+
+def test_the_card_names_every_uncertified_instrument_first():
+    from pipeline.stages.export import certification_entry, datacard_text
+
+    gates = {"existence": {"certified": True, "why": None, "attackers": {}},
+             "relations": {"certified": False, "why": "word reads 67.0% of 400 pairs: above 60.0%", "attackers": {}},
+             "plurals": {"certified": False, "why": "too few pairs to certify: word ...", "attackers": {}}}
+    manifest = {"instruments": {name: {"gate": gate, **certification_entry(gate), "counts": {"exported": 40},
+                                       "provenance": {}, "filters": {}} for name, gate in gates.items()},
+                "sources": {}}
+    manifest["instruments"]["swap"] = {"gate": None, **certification_entry(None), "counts": {"exported": 9}, "provenance": {},
+                                       "filters": {}}
+    lines = datacard_text(manifest).splitlines()
+    assert lines[2].startswith("**Not certified**")
+    assert lines[4:7] == ["- relations: word reads 67.0% of 400 pairs: above 60.0%",
+                          "- plurals: too few pairs to certify: word ...",
+                          "- swap: no release gate was run (params.yaml gate)"]

@@ -166,9 +166,12 @@ def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
-    or below max_accuracy on the kept records (filters/attackers.py `certify`). None without a `gate` block."""
+    or below max_accuracy on the kept records (filters/attackers.py `certify`: what export enforces), `certified`
+    when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
+    (filters/certification.py). None without a `gate` block."""
     from filters.adversarial import gate_settings
     from filters.attackers import certify
+    from filters.certification import certification
     from pipeline.engine import engine_settings, job_runner
 
     settings = gate_settings(params, instrument)
@@ -184,9 +187,15 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
                     repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
         after = certify(kept, **args)
         before = certify(unrefined(kept, rejected), **args) if rejected else after
+    verdict = certification(after, settings["lower"], settings["upper"])
+    for name, result in after.items():
+        result["standing"] = verdict["attackers"][name]["standing"]
     return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
             "repeats": settings["repeats"], "seed": settings["seed"],
             "passed": all(a["passed"] for a in after.values()),
+            # certified: every attacker's 95% interval inside [lower, upper] (filters/certification.py)
+            "lower": settings["lower"], "upper": settings["upper"], "certified": verdict["certified"],
+            "status": verdict["status"], "why": verdict["why"], "refused": refused,
             "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
 
 

@@ -156,6 +156,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
             "gate": (baseline or {}).get("gate"),
+            # certified: every gate attacker's 95% interval inside [gate.lower, gate.upper]; why not, in words
+            **certification_entry((baseline or {}).get("gate")),
             # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
             # the refinement's own report (records kept, acc_r, JS before/after and what the JS bound dropped)
@@ -493,6 +495,26 @@ def gate_lines(manifest: dict) -> list[str]:
     return lines
 
 
+def certification_entry(gate: dict | None) -> dict:
+    """The manifest's `certified` and `why` of an instrument from its baseline gate (filters/certification.py)."""
+    if not gate:
+        return {"certified": False, "why": "no release gate was run (params.yaml gate)"}
+    if "certified" not in gate:
+        return {"certified": False, "why": "the gate report predates certification: rerun the baseline stage"}
+    return {"certified": bool(gate["certified"]), "why": gate.get("why")}
+
+
+def not_certified_lines(manifest: dict) -> list[str]:
+    """The card's first lines: every instrument that is not certified, and why."""
+    missing = [(name, entry.get("why")) for name, entry in manifest["instruments"].items()
+               if not entry.get("certified")]
+    if not missing:
+        return []
+    return ["**Not certified** (every trained text-only attacker's 95% interval must lie inside the gate's "
+            "[lower, upper]; see \"Blind-proof gate\" below):", "",
+            *[f"- {name}: {why or 'not certified'}" for name, why in missing], ""]
+
+
 def not_blind_proof_lines(manifest: dict) -> list[str]:
     failing = [(name, failing_attackers(entry.get("gate"))) for name, entry in manifest["instruments"].items()]
     failing = [(name, bad) for name, bad in failing if bad]
@@ -529,6 +551,7 @@ def datacard_text(manifest: dict) -> str:
     lines = [
         "# foilforge benchmark: data card",
         "",
+        *not_certified_lines(manifest),
         *not_blind_proof_lines(manifest),
         "Image-caption-foil triples built the way VALSE (Parcalabescu et al., ACL 2022) built them: each foil",
         "changes one linguistic phenomenon of a correct caption. A model is asked to score the caption above",

@@ -10,8 +10,11 @@ dropped by `instruments.INSTRUMENT.filters.keep` (the plausibility refinement wi
 adversarial filter of params.yaml `adversarial`, as the select stage does) and
 certified by the release gate (params.yaml `gate`; the baseline stage's
 attackers). Writes `DIR/<FILE's name>` in FILE's own format with only the kept
-records (as released, in their order) and `DIR/report.json`: records before and
-after, every gate attacker before/after (accuracy, n, Wilson CI, verdict), the
+records (as released, in their order) and `DIR/report.json`: `certified` (every gate
+attacker's 95% interval inside [gate.lower, gate.upper]) and `why` not, records
+before and after, the records refused (an empty foil, the caption itself) and,
+with VALSE's votes, the valid share of all, kept and removed records (the filter
+chooses among the valid ones), every gate attacker before/after (accuracy, n, Wilson CI, verdict), the
 adversarial filter's rounds, the JS of the changed items and the class balance
 before/after. SugarCrepe records carry no changed items: they are the words
 that differ between caption and negative caption (difflib). A VALSE record's
@@ -177,7 +180,12 @@ def refilter(params: dict, input_path, like: str, output_dir, progress: bool = T
             handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for _, row in kept_rows)
     else:
         write_json(out_path, dict(kept_rows))
-    report = {"input": str(input_path), "format": fmt, "output": str(out_path), **report}
+    gate = report["gate"] or {}
+    report = {"input": str(input_path), "format": fmt, "output": str(out_path),
+              # the release gate's verdict first: certified (every attacker's interval inside [lower, upper]) or why not
+              "certified": bool(gate.get("certified")),
+              "why": gate.get("why") if gate else "no gate block in params.yaml: nothing certifies the kept pairs",
+              **report}
     write_json(output_dir / "report.json", report)
     return report
 
@@ -194,6 +202,6 @@ def main(args) -> int:
     gate = report["gate"] or {}
     attackers = ", ".join(f"{name} {100 * (e['before']['accuracy'] or 0):.1f}% -> {100 * (e['after']['accuracy'] or 0):.1f}%"
                           for name, e in (gate.get("attackers") or {}).items())
-    log.info("%s: kept %d of %d (%s); gate %s", args.file, report["records_after"], report["records_before"],
-             attackers or "not configured", "passed" if gate.get("passed") else "NOT passed")
+    log.info("%s: kept %d of %d (%s); %s", args.file, report["records_after"], report["records_before"],
+             attackers or "not configured", "certified" if report["certified"] else f"NOT certified: {report['why']}")
     return 0
