@@ -307,3 +307,20 @@ def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
                                  "models.text_baseline")
     result = group_metrics(TextLMScorer(CausalLM(spec)), exported_groups(tmp_path))
     assert (result["n"], result["text"], result["image"], result["group"], result["pair_accuracy"]) == (3, 0.0, 0.0, 0.0, 0.5)
+
+
+def test_the_release_gate_reads_group_blindness_directly():
+    from foilforge.params import load_params
+    from pipeline.stages.baseline import group_blindness
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    records = existence_records()
+    pairing = pair_records(PAIRERS.build("visual7w_answers.v1", {}), records, SAMPLES)
+    kept = [{**r, "group": group_of(r, pairing.partners[r["id"]])} if r["id"] in pairing.partners else r
+            for r in records]
+    result = group_blindness(params, "existence", kept, [])
+    assert result["groups"] == 3
+    assert set(result["scorers"]) == set(params["gate"]["attackers"])
+    for name, scores in result["scorers"].items():
+        assert (scores["text"], scores["image"], scores["group"], scores["pair_accuracy"]) == (0.0, 0.0, 0.0, 0.5), name
+    assert group_blindness(params, "existence", records, []) is None

@@ -163,14 +163,25 @@ def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
     return [first[k] for k in sorted(first)]
 
 
+def instrument_pool(params: dict, instrument: str) -> list[str]:
+    """The released files of the instrument's phenomenon that transfer attackers learn from (params.yaml
+    `instruments.<I>.adversarial.pool`, else `adversarial.pool`), whether or not its adversarial filter runs."""
+    from foilforge.params import instrument_part
+
+    own = instrument_part(params, instrument, "adversarial", {}) or {}
+    return list(own.get("pool") or (params.get("adversarial") or {}).get("pool") or [])
+
+
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
     or below max_accuracy on the kept records (filters/attackers.py `certify`: what export enforces), `certified`
     when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
-    (filters/certification.py). None without a `gate` block."""
-    from filters.adversarial import gate_settings
-    from filters.attackers import certify
+    (filters/certification.py). With `gate.transfer`, every attacker is also fitted on the rejected records and
+    the instrument's pool (never on a kept caption) and scored on the kept ones (`transfer`): certification
+    needs those inside too. None without a `gate` block."""
+    from filters.adversarial import gate_settings, pool_records, transfer_training
+    from filters.attackers import certify, certify_transfer
     from filters.certification import certification
     from pipeline.engine import engine_settings, job_runner
 
@@ -187,8 +198,16 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
                     repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
         after = certify(kept, **args)
         before = certify(unrefined(kept, rejected), **args) if rejected else after
-    verdict = certification(after, settings["lower"], settings["upper"])
-    for name, result in after.items():
+    transfer = {}
+    if settings["transfer"]:
+        # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
+        train = transfer_training(kept, rejected, pool_records(instrument_pool(params, instrument),
+                                                               f"params.yaml instruments.{instrument}.adversarial"))
+        transfer = certify_transfer(kept, train, settings["attacker_blocks"], settings["seed"],
+                                    settings["max_accuracy"])
+    judged = {**after, **{f"{name} from removed": result for name, result in transfer.items()}}
+    verdict = certification(judged, settings["lower"], settings["upper"])
+    for name, result in judged.items():
         result["standing"] = verdict["attackers"][name]["standing"]
     return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
             "repeats": settings["repeats"], "seed": settings["seed"],
@@ -196,7 +215,41 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
             # certified: every attacker's 95% interval inside [lower, upper] (filters/certification.py)
             "lower": settings["lower"], "upper": settings["upper"], "certified": verdict["certified"],
             "status": verdict["status"], "why": verdict["why"], "refused": refused,
+            # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
+            "transfer": transfer,
             "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
+
+
+def group_blindness(params: dict, instrument: str, kept: list[dict], lm_rows: list[dict]) -> dict | None:
+    """Winoground scores on the kept records' groups (a second image the foil describes; foilforge/groups.py) of the
+    text LM and of every gate attacker fitted on all the kept pairs: each reads only the text, so each gives both
+    images the same order of the two texts, and its text / image / group scores are 0 and its pair accuracy 50%
+    by construction. Measured, not assumed. None when no kept record has a group."""
+    from filters.adversarial import gate_settings
+    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.metrics import group_pair_accuracy, winoground_scores
+
+    grouped = [k for k, record in enumerate(kept) if isinstance(record.get("group"), dict)]
+    if not grouped:
+        return None
+
+    def summary(examples):
+        return {**winoground_scores(examples), **group_pair_accuracy(examples)}
+
+    scores = {}
+    if lm_rows:
+        scores["text_lm"] = summary([(lm_rows[k]["caption_score"], lm_rows[k]["foil_score"],
+                                      lm_rows[k]["caption_score"], lm_rows[k]["foil_score"]) for k in grouped])
+    settings = gate_settings(params, instrument)
+    pairs = pairs_from_records(kept)
+    for name, block in ((settings or {}).get("attacker_blocks") or {}).items():
+        if len({p.caption for p in pairs}) < 2:
+            break
+        attacker = build_attacker(block, f"params.yaml attackers.{name}").fit(pairs, seed=0)
+        forward = attacker.margins([pairs[k] for k in grouped])
+        backward = attacker.margins([pairs[k].swapped() for k in grouped])
+        scores[name] = summary([(float(f), float(b), float(f), float(b)) for f, b in zip(forward, backward)])
+    return {"groups": len(grouped), "scorers": scores}
 
 
 def run(params: dict, instrument: str, input_path, output_path, scores_path=None, lm=None, rejected_path=None,
@@ -213,6 +266,8 @@ def run(params: dict, instrument: str, input_path, output_path, scores_path=None
     rejected = [r for _, r in read_records(rejected_path)] if rejected_path and Path(rejected_path).is_file() else []
     summary["blind_check"] = blind_check(params, [r for _, r in records], rejected, scorer=held_out)
     summary["gate"] = release_gate(params, instrument, [r for _, r in records], rejected)
+    # the groups' blindness, read directly: every text-only score above, on the Winoground groups
+    summary["groups"] = group_blindness(params, instrument, [r for _, r in records], rows)
     write_json(output_path, summary)
     if scores_path:
         write_jsonl(scores_path, rows)
