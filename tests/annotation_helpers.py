@@ -34,6 +34,17 @@ def foil_records(n: int, instrument: str = "relations") -> list[dict]:
     return records
 
 
+def grouped_records(n: int, instrument: str = "relations", ungrouped: int = 0) -> list[dict]:
+    """foil_records(n + ungrouped), the first n with a `group` as the select stage stores it: the partner image
+    partner_<i>.jpg, which the foil describes."""
+    records = foil_records(n + ungrouped, instrument)
+    for i, record in enumerate(records[:n]):
+        record["group"] = {"id": f"{record['id']}|group", "image_1": f"partner_{i:03d}.jpg",
+                           "partner_sample_id": f"coco:{1000 + i}", "partner_dataset_idx": str(1000 + i),
+                           "rule": "coco: the partner's captions state the foil's span", "annotations": [str(i), str(1000 + i)]}
+    return records
+
+
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -91,12 +102,16 @@ def running_server(db: Path, params: Path, image_root: Path | None = None):
         log.close()
 
 
-def setup_server_db(tmp: Path, n_items: int, annotators=("ann1", "ann2", "ann3"), **validation) -> tuple[Path, Path, dict]:
-    """A params file, the records loaded into a fresh database, and a token per annotator."""
+def setup_server_db(tmp: Path, n_items: int, annotators=("ann1", "ann2", "ann3"), groups: int = 0,
+                    **validation) -> tuple[Path, Path, dict]:
+    """A params file, the records loaded into a fresh database, and a token per annotator. With `groups`: only
+    the groups of the first `groups` records are loaded (`annotate load --groups`), none of the pairs."""
     params = write_params(tmp / "params.yaml", **validation)
-    records = write_jsonl(tmp / "filtered" / "relations.jsonl", foil_records(n_items))
+    records = write_jsonl(tmp / "filtered" / "relations.jsonl",
+                          grouped_records(groups, ungrouped=n_items - groups) if groups else foil_records(n_items))
     db = tmp / "annotations" / "annotations.sqlite"
-    done = foilforge("annotate", "--params", str(params), "load", "relations", "--input", str(records), "--db", str(db))
+    done = foilforge("annotate", "--params", str(params), "load", "relations", "--input", str(records), "--db", str(db),
+                     *(["--groups"] if groups else []))
     assert done.returncode == 0, done.stderr
     tokens = {}
     for name in annotators:

@@ -280,3 +280,90 @@ def test_dump_writes_the_batch_results_format(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0] == "Input.item_id,WorkerId,Answer.choice,SubmitTime"
     assert [line.rsplit(",", 1)[0] for line in lines[1:]] == ["relations:coco:1,ann1,first", "relations:coco:1,ann2,both"]
+
+
+# ---------------------------------------------------------------- group items (two images, two texts)
+
+@pytest.fixture
+def group_client(tmp_path):
+    from fastapi.testclient import TestClient
+
+    params, database, tokens = setup_server_db(tmp_path, 6, groups=4)
+    with TestClient(server.create_app(database, tmp_path / "images", annotators_per_item=2)) as test_client:
+        yield test_client, database, tokens
+
+
+def test_group_items_need_a_token_and_never_say_which_image_is_whose(group_client):
+    from pipeline.stages.validate import group_orders
+
+    test_client, database, tokens = group_client
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        assert test_client.get("/api/next", headers=headers).status_code == 401
+        assert test_client.post("/api/answer", headers=headers, json={"item_id": "relations:coco:0|group",
+                                                                      "text_1": "A", "text_2": "B"}).status_code == 401
+    seen = []
+    while (response := test_client.get("/api/next", headers=_auth(tokens["ann1"]))).status_code == 200:
+        item = response.json()
+        assert set(item) == {"item_id", "kind", "image_a_url", "image_b_url", "text_1", "text_2", "done", "total"}
+        assert item["kind"] == "group" and item["total"] == 4
+        i = int(item["item_id"].split(":")[2].split("|")[0])
+        image_0_first, caption_0_first = group_orders(item["item_id"], 0)
+        images = [f"/images/img_{i:03d}.jpg", f"/images/partner_{i:03d}.jpg"]
+        assert [item["image_a_url"], item["image_b_url"]] == (images if image_0_first else images[::-1])
+        assert ("<b>on</b>" in item["text_1"]) == caption_0_first and "<b>under</b>" in item["text_1"] + item["text_2"]
+        assert test_client.post("/api/answer", headers=_auth(tokens["ann1"]),
+                                json={"item_id": item["item_id"], "text_1": "A", "text_2": "B"}).status_code == 200
+        seen.append(item["item_id"])
+    assert sorted(seen) == [f"relations:coco:{i}|group" for i in range(4)]      # the 2 ungrouped records: no item
+
+
+def test_group_answers_one_per_annotator_both_texts_required(group_client):
+    test_client, database, tokens = group_client
+    gid = "relations:coco:1|group"
+    post = lambda name, body: test_client.post("/api/answer", headers=_auth(tokens[name]), json={"item_id": gid, **body})
+    for body, problem in (({"text_1": "A"}, "unknown answer for text_2 None"),
+                          ({"text_1": "first", "text_2": "B"}, "unknown answer for text_1 'first'"),
+                          ({"choice": "first"}, "unknown answer for text_1 None"),
+                          ({"text_1": "a", "text_2": "B"}, "unknown answer for text_1 'a'")):
+        response = post("ann1", body)
+        assert response.status_code == 400
+        assert response.json()["error"] == f"{problem}; expected one of A, B, both, neither, cannot_tell"
+    assert _stored(database) == []
+    assert post("ann1", {"text_1": "B", "text_2": "neither"}).status_code == 200
+    again = post("ann1", {"text_1": "A", "text_2": "B"})
+    assert again.status_code == 409 and "already answered by you" in again.json()["error"]
+    assert post("ann2", {"text_1": "A", "text_2": "A"}).status_code == 200
+    full = post("ann3", {"text_1": "A", "text_2": "B"})
+    assert full.status_code == 409 and "already has 2 answers" in full.json()["error"]
+    conn = sqlite3.connect(database)
+    assert conn.execute("SELECT n.name, a.choice, a.choice_2 FROM answers a JOIN annotators n USING (annotator_id) "
+                        "ORDER BY 1").fetchall() == [("ann1", "B", "neither"), ("ann2", "A", "A")]
+    conn.close()
+
+
+def test_dump_groups_writes_the_group_votes_format_and_pairs_stay_apart(tmp_path):
+    from fastapi.testclient import TestClient
+
+    params, database, tokens = setup_server_db(tmp_path, 3, groups=2)
+    pairs = tmp_path / "pairs.jsonl"
+    from tests.annotation_helpers import foilforge, write_jsonl
+
+    write_jsonl(pairs, foil_records(1))
+    assert foilforge("annotate", "--params", str(params), "load", "relations", "--input", str(pairs),
+                     "--db", str(database)).returncode == 0
+    with TestClient(server.create_app(database)) as test_client:
+        assert test_client.post("/api/answer", headers=_auth(tokens["ann2"]),
+                                json={"item_id": "relations:coco:1|group", "text_1": "both", "text_2": "B"}).status_code == 200
+        assert test_client.post("/api/answer", headers=_auth(tokens["ann1"]),
+                                json={"item_id": "relations:coco:1|group", "text_1": "A", "text_2": "B"}).status_code == 200
+        assert test_client.post("/api/answer", headers=_auth(tokens["ann1"]),
+                                json={"item_id": "relations:coco:0", "choice": "second"}).status_code == 200
+    out = tmp_path / "votes" / "relations.groups.csv"
+    done = foilforge("annotate", "dump", "--groups", "--db", str(database), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "Input.item_id,WorkerId,Answer.text_1,Answer.text_2,SubmitTime"
+    assert [line.rsplit(",", 1)[0] for line in lines[1:]] == ["relations:coco:1|group,ann1,A,B",
+                                                             "relations:coco:1|group,ann2,both,B"]
+    assert annotate.dump_votes(database, "relations", tmp_path / "votes" / "relations.csv") == 1
+    assert (tmp_path / "votes" / "relations.csv").read_text().splitlines()[1].startswith("relations:coco:0,ann1,second,")

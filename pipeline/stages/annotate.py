@@ -6,11 +6,17 @@ Subcommands:
   add-annotator NAME                                    register an annotator; prints the token (stored hashed)
   serve                                                 run the annotation web app (FastAPI on uvicorn)
   dump --output data/annotations/INSTRUMENT.csv         the server's votes as a batch-results CSV
+  (export, load and dump take --groups: the Winoground groups, votes to INSTRUMENT.groups.csv)
 
 Each item shows the image and two numbered texts, the caption first in half of the items (a
 seeded coin per item, `validate.caption_first`, kept out of every file and response an
 annotator sees) with the differing words in bold. Both routes produce the same batch-results
 CSV (`Input.item_id`, `WorkerId`, `Answer.choice`), which the validate stage reads.
+
+With `--groups` (export, load, dump) the items are the Winoground groups instead: both images
+(A and B) and both texts (1 and 2), each order a seeded coin per group (`validate.group_orders`),
+and for each text the person says which image it describes (`Answer.text_1`, `Answer.text_2`:
+A | B | both | neither | cannot_tell), written to a second votes file, `INSTRUMENT.groups.csv`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ log = logging.getLogger(__name__)
 DEFAULT_DB = "data/annotations/annotations.sqlite"
 BATCH_COLUMNS = ("item_id", "image_file", "image_url", "text_1", "text_2")
 RESULT_COLUMNS = ("Input.item_id", "WorkerId", "Answer.choice", "SubmitTime")
+GROUP_BATCH_COLUMNS = ("item_id", "image_a_file", "image_a_url", "image_b_file", "image_b_url", "text_1", "text_2")
+GROUP_RESULT_COLUMNS = ("Input.item_id", "WorkerId", "Answer.text_1", "Answer.text_2", "SubmitTime")
 
 
 # ---------------------------------------------------------------- the two texts
@@ -103,6 +111,30 @@ def annotation_items(records: list[dict], seed: int) -> list[dict]:
     return items
 
 
+def group_annotation_items(records: list[dict], seed: int) -> list[dict]:
+    """One item per grouped record (a `group` with its partner image): the group id, images A and B and texts 1
+    and 2 in the group's seeded orders, and those orders (`image_first`: A is the record's own image;
+    `caption_first`: text 1 is its caption)."""
+    from pipeline.stages.validate import group_orders
+
+    items = []
+    for record in records:
+        group = record.get("group")
+        if not isinstance(group, dict):
+            continue
+        item_id = str(group["id"])
+        caption_html, foil_html = marked_texts(record)
+        images = (str(record.get("image_file") or ""), str(group["image_1"]))
+        image_first, caption_first = group_orders(item_id, seed)
+        items.append({"item_id": item_id, "kind": "group",
+                      "image_file": images[0] if image_first else images[1],
+                      "image_file_b": images[1] if image_first else images[0],
+                      "text_1": caption_html if caption_first else foil_html,
+                      "text_2": foil_html if caption_first else caption_html,
+                      "image_first": image_first, "caption_first": caption_first})
+    return items
+
+
 def is_suspect(record: dict) -> bool:
     """True when the select stage marked the record a suspect: the attackers get it confidently wrong, so its
     foil may well be true of the image (pipeline/stages/select.py)."""
@@ -156,6 +188,78 @@ MTURK_TEMPLATE = """<!-- foilforge task template for Amazon Mechanical Turk (VAL
 """
 
 
+GROUP_MTURK_TEMPLATE = """<!-- foilforge group task template for Amazon Mechanical Turk.
+     Columns of the batch file: ${item_id} ${image_a_file} ${image_a_url} ${image_b_file} ${image_b_url} ${text_1} ${text_2}.
+     The answers come back as Answer.text_1 and Answer.text_2: A | B | both | neither | cannot_tell. -->
+<script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
+<crowd-form answer-format="flatten-objects">
+  <style>
+    .ff { max-width: 900px; font: 16px/1.4 sans-serif; }
+    .ff .images { display: flex; gap: 10px; }
+    .ff figure { flex: 1; margin: 0; text-align: center; }
+    .ff figure img { max-width: 100%; max-height: 45vh; display: block; margin: 0 auto; }
+    .ff figcaption { font-weight: bold; font-size: 1.3rem; }
+    .ff fieldset { margin: 10px 0; border: 1px solid #999; border-radius: 6px; }
+    .ff legend { font-size: 1.1rem; } .ff label { display: inline-block; padding: 4px 10px 4px 0; }
+  </style>
+  <div class="ff">
+    <p>You will see two images, A and B, and two short texts. For each text, say which image it accurately
+       describes. The parts where the texts differ are in bold.</p>
+    <div class="images">
+      <figure><figcaption>A</figcaption><img src="${image_a_url}" alt="image A (${image_a_file})"></figure>
+      <figure><figcaption>B</figcaption><img src="${image_b_url}" alt="image B (${image_b_file})"></figure>
+    </div>
+    <input type="hidden" name="item_id" value="${item_id}">
+    <fieldset><legend>Text 1: ${text_1}</legend>
+      <p>Which image does it describe?</p>
+      <label><input type="radio" name="text_1" value="A" required> A</label>
+      <label><input type="radio" name="text_1" value="B"> B</label>
+      <label><input type="radio" name="text_1" value="both"> Both</label>
+      <label><input type="radio" name="text_1" value="neither"> Neither</label>
+      <label><input type="radio" name="text_1" value="cannot_tell"> I cannot tell</label>
+    </fieldset>
+    <fieldset><legend>Text 2: ${text_2}</legend>
+      <p>Which image does it describe?</p>
+      <label><input type="radio" name="text_2" value="A" required> A</label>
+      <label><input type="radio" name="text_2" value="B"> B</label>
+      <label><input type="radio" name="text_2" value="both"> Both</label>
+      <label><input type="radio" name="text_2" value="neither"> Neither</label>
+      <label><input type="radio" name="text_2" value="cannot_tell"> I cannot tell</label>
+    </fieldset>
+  </div>
+  <script>
+    // keys 1-5 answer text 1, then text 2 (A, B, both, neither, cannot tell); a and b work too
+    document.addEventListener("keydown", function (e) {
+      var i = "12345".indexOf(e.key);
+      if (i < 0) i = "ab".indexOf(e.key.toLowerCase());
+      if (i < 0) return;
+      var name = document.querySelector('input[name="text_1"]:checked') ? "text_2" : "text_1";
+      document.querySelectorAll('input[name="' + name + '"]')[i].checked = true;
+    });
+  </script>
+</crowd-form>
+"""
+
+
+def export_group_batch(records: list[dict], output, seed: int, image_url_prefix: str = "") -> tuple[Path, Path]:
+    """Write the group batch CSV (one row per grouped record) and its task template next to it (.html)."""
+    output = Path(output)
+    items = group_annotation_items(records, seed)
+    with atomic_write(output) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(GROUP_BATCH_COLUMNS)
+        for item in items:
+            writer.writerow([item["item_id"], item["image_file"], image_url_prefix + quote(item["image_file"]),
+                             item["image_file_b"], image_url_prefix + quote(item["image_file_b"]),
+                             item["text_1"], item["text_2"]])
+    template = output.with_suffix(".html")
+    with atomic_write(template) as handle:
+        handle.write(GROUP_MTURK_TEMPLATE)
+    log.info("wrote %d groups to %s (record's image as A in %d, caption as text 1 in %d) and the task template %s",
+             len(items), output, sum(i["image_first"] for i in items), sum(i["caption_first"] for i in items), template)
+    return output, template
+
+
 def export_batch(records: list[dict], output, seed: int, image_url_prefix: str = "") -> tuple[Path, Path]:
     """Write the batch CSV (one row per item) and the task template next to it (same name, .html)."""
     output = Path(output)
@@ -177,15 +281,16 @@ def export_batch(records: list[dict], output, seed: int, image_url_prefix: str =
 
 # ---------------------------------------------------------------- route 2: the own server
 
-def dump_votes(db_path, instrument: str, output) -> int:
+def dump_votes(db_path, instrument: str, output, groups: bool = False) -> int:
+    """The server's answers to one instrument's items (`groups`: to its group items) as a batch-results CSV."""
     from pipeline.stages.annotate_app import db
 
-    rows = db.answers_for(db_path, instrument)
+    rows = db.answers_for(db_path, instrument, kind="group" if groups else "pair")
     with atomic_write(output) as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(RESULT_COLUMNS)
+        writer.writerow(GROUP_RESULT_COLUMNS if groups else RESULT_COLUMNS)
         writer.writerows(rows)
-    log.info("wrote %d answers of %s to %s", len(rows), instrument, output)
+    log.info("wrote %d %sanswers of %s to %s", len(rows), "group " if groups else "", instrument, output)
     return len(rows)
 
 
@@ -195,9 +300,21 @@ def _settings(args):
     return settings_from_params(load_params(args.params))
 
 
+def _grouped_candidates(args) -> list[dict]:
+    path = args.input or f"data/filtered/{args.instrument}.jsonl"
+    records = [r for r in read_candidates(path) if isinstance(r.get("group"), dict)]
+    if not records:
+        raise InputError(path, "no record has a `group` (a second image): nothing to validate as groups "
+                               "(pairing is configured per instrument: params.yaml instruments.<I>.pairing)")
+    return records
+
+
 def _cmd_export(args) -> int:
     if args.format != "mturk":
         raise ConfigError(f"unknown batch format {args.format!r}; supported: mturk")
+    if args.groups:
+        export_group_batch(_grouped_candidates(args), args.output, _settings(args)["seed"], args.image_url_prefix)
+        return 0
     records = read_candidates(args.input or f"data/filtered/{args.instrument}.jsonl")
     export_batch(records, args.output, _settings(args)["seed"], args.image_url_prefix)
     return 0
@@ -206,12 +323,17 @@ def _cmd_export(args) -> int:
 def _cmd_load(args) -> int:
     from pipeline.stages.annotate_app import db
 
-    records = read_candidates(args.input or f"data/filtered/{args.instrument}.jsonl")
+    seed = _settings(args)["seed"]
+    if args.groups:
+        items = group_annotation_items(_grouped_candidates(args), seed)
+    else:
+        items = annotation_items(read_candidates(args.input or f"data/filtered/{args.instrument}.jsonl"), seed)
     try:
-        added, same = db.load_items(args.db, args.instrument, annotation_items(records, _settings(args)["seed"]))
+        added, same = db.load_items(args.db, args.instrument, items)
     except ValueError as err:
         raise InputError(args.db, str(err)) from None
-    print(f"{args.instrument}: {added} item(s) added, {same} already loaded ({args.db})")
+    what = "group item(s)" if args.groups else "item(s)"
+    print(f"{args.instrument}: {added} {what} added, {same} already loaded ({args.db})")
     return 0
 
 
@@ -240,12 +362,16 @@ def _cmd_dump(args) -> int:
 
     if not Path(args.db).is_file():
         raise InputError(args.db, "annotation database not found")
-    loaded = db.instruments(args.db)
+    kind = "group" if args.groups else "pair"
+    loaded = db.instruments(args.db, kind)
     instrument = args.instrument or Path(args.output).stem
+    if args.groups and not args.instrument and instrument.endswith(".groups"):
+        instrument = instrument[: -len(".groups")]
     if instrument not in loaded:
-        raise InputError(args.db, f"no items of instrument {instrument!r} loaded (loaded: {', '.join(loaded) or 'none'}); "
+        what = "group items" if args.groups else "items"
+        raise InputError(args.db, f"no {what} of instrument {instrument!r} loaded (loaded: {', '.join(loaded) or 'none'}); "
                                   "pass --instrument")
-    dump_votes(args.db, instrument, args.output)
+    dump_votes(args.db, instrument, args.output, groups=args.groups)
     return 0
 
 
@@ -269,11 +395,14 @@ def add_arguments(parser) -> None:
     p.add_argument("--input", default=None, help="records, JSONL (default: data/filtered/INSTRUMENT.jsonl)")
     p.add_argument("--output", required=True, help="batch CSV; the template is written next to it (.html)")
     p.add_argument("--image-url-prefix", default="", help="prepended to image_file for the image_url column")
+    p.add_argument("--groups", action="store_true",
+                   help="one row per Winoground group (both images, both texts; which image does each text describe?)")
     p.set_defaults(_action=_cmd_export)
 
     p = sub.add_parser("load", help="put an instrument's items into the server database")
     p.add_argument("instrument")
     p.add_argument("--input", default=None, help="records, JSONL (default: data/filtered/INSTRUMENT.jsonl)")
+    p.add_argument("--groups", action="store_true", help="load the instrument's Winoground groups instead of its pairs")
     p.add_argument("--db", default=DEFAULT_DB, help=f"annotation database (default: {DEFAULT_DB})")
     p.set_defaults(_action=_cmd_load)
 
@@ -292,7 +421,8 @@ def add_arguments(parser) -> None:
     p = sub.add_parser("dump", help="write the server's votes as a batch-results CSV")
     p.add_argument("--db", default=DEFAULT_DB, help=f"annotation database (default: {DEFAULT_DB})")
     p.add_argument("--instrument", default=None, help="instrument to dump (default: the output file's stem)")
-    p.add_argument("--output", required=True, help="data/annotations/INSTRUMENT.csv")
+    p.add_argument("--output", required=True, help="data/annotations/INSTRUMENT.csv (with --groups: INSTRUMENT.groups.csv)")
+    p.add_argument("--groups", action="store_true", help="the answers to the group items (Answer.text_1, Answer.text_2)")
     p.set_defaults(_action=_cmd_dump)
 
 

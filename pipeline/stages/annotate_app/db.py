@@ -4,6 +4,11 @@ Every write is one `BEGIN IMMEDIATE ... COMMIT` on a fresh connection with
 `synchronous=FULL`: when a request returns 200 its answer is on disk, so a
 killed server loses nothing it acknowledged. The primary key (annotator, item)
 makes a second answer impossible, whatever the timing of concurrent requests.
+
+Two kinds of item share the tables: a pair (`kind` 'pair': one image, two texts, one `choice`) and a
+Winoground group (`kind` 'group': images A and B, two texts, and for each text the image it describes,
+`choice` for text 1 and `choice_2` for text 2). The group columns are added to an existing database
+on first use (`MIGRATIONS`), so databases made before them keep their items and answers.
 """
 
 from __future__ import annotations
@@ -38,6 +43,13 @@ CREATE TABLE IF NOT EXISTS answers (
 );
 CREATE INDEX IF NOT EXISTS answers_by_item ON answers(item_id);
 """
+#: columns added after the first schema: (table, column, definition); only ever appended to
+MIGRATIONS = (
+    ("items", "kind", "TEXT NOT NULL DEFAULT 'pair'"),
+    ("items", "image_file_b", "TEXT"),          # a group's image B (image_file is image A)
+    ("items", "image_first", "INTEGER"),        # a group's key: image A is the record's own image; never sent
+    ("answers", "choice_2", "TEXT"),            # a group's answer for text 2 (choice: for text 1)
+)
 
 
 def token_hash(token: str) -> str:
@@ -78,7 +90,30 @@ def init(path) -> Path:
         conn.executescript(SCHEMA)
     finally:
         conn.close()
+    migrate(path)
     return path
+
+
+def _columns(conn, table: str) -> set:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def migrate(path) -> list[str]:
+    """Add the columns of MIGRATIONS that the database lacks (additive: no row is changed); returns those added.
+    Under the write lock, so two processes starting at once add each column once."""
+    conn = connect(path)
+    try:
+        if all(column in _columns(conn, table) for table, column, _ in MIGRATIONS):
+            return []
+    finally:
+        conn.close()
+    added = []
+    with transaction(path) as conn:
+        for table, column, definition in MIGRATIONS:
+            if column not in _columns(conn, table):
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                added.append(f"{table}.{column}")
+    return added
 
 
 def add_annotator(path, name: str) -> str:
@@ -92,8 +127,12 @@ def add_annotator(path, name: str) -> str:
     return token
 
 
+ITEM_COLUMNS = ("instrument", "kind", "image_file", "image_file_b", "text_1", "text_2", "caption_first", "image_first")
+
+
 def load_items(path, instrument: str, items: list[dict]) -> tuple[int, int]:
-    """Insert items (item_id, image_file, text_1, text_2, caption_first); existing identical ones are kept.
+    """Insert items (item_id, image_file, text_1, text_2, caption_first; a group also kind 'group', image_file_b
+    and image_first); existing identical ones are kept.
 
     Returns (added, already there). An item id that exists with other content is an error: annotators may
     already have answered the old version.
@@ -103,35 +142,46 @@ def load_items(path, instrument: str, items: list[dict]) -> tuple[int, int]:
     with transaction(path) as conn:
         start = conn.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM items").fetchone()[0]
         for offset, item in enumerate(items):
-            row = conn.execute("SELECT instrument, image_file, text_1, text_2, caption_first FROM items WHERE item_id = ?",
+            row = conn.execute(f"SELECT {', '.join(ITEM_COLUMNS)} FROM items WHERE item_id = ?",
                                (item["item_id"],)).fetchone()
-            new = (instrument, item["image_file"], item["text_1"], item["text_2"], int(item["caption_first"]))
+            group = item.get("kind", "pair") == "group"
+            new = (instrument, "group" if group else "pair", item["image_file"],
+                   item["image_file_b"] if group else None, item["text_1"], item["text_2"], int(item["caption_first"]),
+                   int(item["image_first"]) if group else None)
             if row is not None:
                 if tuple(row) != new:
                     raise ValueError(f"item {item['item_id']!r} is already loaded with different content")
                 same += 1
                 continue
-            conn.execute("INSERT INTO items(item_id, instrument, position, image_file, text_1, text_2, caption_first) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)", (item["item_id"], instrument, start + offset, *new[1:]))
+            conn.execute(f"INSERT INTO items(item_id, position, {', '.join(ITEM_COLUMNS)}) "
+                         f"VALUES (?, ?, {', '.join('?' * len(ITEM_COLUMNS))})", (item["item_id"], start + offset, *new))
             added += 1
     return added, same
 
 
-def answers_for(path, instrument: str) -> list[tuple[str, str, str, str]]:
-    """(item_id, annotator name, choice, answered_at) for one instrument, sorted by item then annotator."""
+def answers_for(path, instrument: str, kind: str = "pair") -> list[tuple]:
+    """One instrument's answers, sorted by item then annotator: (item_id, annotator name, choice, answered_at) for
+    its pairs; (item_id, annotator name, text 1's answer, text 2's answer, answered_at) for its groups."""
+    init(path)
+    answer = "a.choice, a.choice_2" if kind == "group" else "a.choice"
     conn = connect(path)
     try:
         return conn.execute(
-            "SELECT a.item_id, n.name, a.choice, a.answered_at FROM answers a "
+            f"SELECT a.item_id, n.name, {answer}, a.answered_at FROM answers a "
             "JOIN annotators n ON n.annotator_id = a.annotator_id JOIN items i ON i.item_id = a.item_id "
-            "WHERE i.instrument = ? ORDER BY a.item_id, n.name", (instrument,)).fetchall()
+            "WHERE i.instrument = ? AND i.kind = ? ORDER BY a.item_id, n.name", (instrument, kind)).fetchall()
     finally:
         conn.close()
 
 
-def instruments(path) -> list[str]:
+def instruments(path, kind: str | None = None) -> list[str]:
+    """The instruments with items loaded (of one kind, 'pair' or 'group', when given)."""
+    init(path)
     conn = connect(path)
     try:
-        return [r[0] for r in conn.execute("SELECT DISTINCT instrument FROM items ORDER BY instrument")]
+        if kind is None:
+            return [r[0] for r in conn.execute("SELECT DISTINCT instrument FROM items ORDER BY instrument")]
+        return [r[0] for r in conn.execute("SELECT DISTINCT instrument FROM items WHERE kind = ? ORDER BY instrument",
+                                           (kind,))]
     finally:
         conn.close()

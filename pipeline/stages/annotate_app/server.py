@@ -4,6 +4,10 @@ Annotators authenticate with `Authorization: Bearer TOKEN` (tokens from `foilfor
 add-annotator`; only their hashes are stored). No response carries which text is the caption,
 and no route reads or changes anything but the caller's own answers: admin actions (adding
 annotators, loading items, dumping votes) are CLI commands, not HTTP routes.
+
+A group item (a Winoground group: two images, two texts) comes with `kind: "group"`, `image_a_url`
+and `image_b_url`, and is answered with `{"item_id", "text_1": ..., "text_2": ...}`, each one of
+A, B, both, neither, cannot_tell; which image is the record's own is never sent either.
 """
 
 
@@ -18,6 +22,7 @@ from urllib.parse import quote
 from pipeline.stages.annotate_app import db
 
 CHOICES = ("first", "second", "both", "neither", "cannot_tell")
+GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 
 
@@ -92,13 +97,17 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
                 return unauthorized()
             # items nearest to complete first, so finished items accumulate; then load order
             row = conn.execute(
-                "SELECT i.item_id, i.image_file, i.text_1, i.text_2, "
+                "SELECT i.item_id, i.kind, i.image_file, i.image_file_b, i.text_1, i.text_2, "
                 "(SELECT COUNT(*) FROM answers a WHERE a.item_id = i.item_id) AS n FROM items i "
                 "WHERE NOT EXISTS (SELECT 1 FROM answers a WHERE a.item_id = i.item_id AND a.annotator_id = ?) "
                 "AND n < ? ORDER BY n DESC, i.position LIMIT 1", (who, annotators_per_item)).fetchone()
             if row is None:
                 return Response(status_code=204)
-            item_id, image_file, text_1, text_2, _ = row
+            item_id, kind, image_file, image_file_b, text_1, text_2, _ = row
+            if kind == "group":
+                return {"item_id": item_id, "kind": "group", "image_a_url": "/images/" + quote(image_file),
+                        "image_b_url": "/images/" + quote(image_file_b), "text_1": text_1, "text_2": text_2,
+                        **progress(conn, who)}
             return {"item_id": item_id, "image_url": "/images/" + quote(image_file), "text_1": text_1,
                     "text_2": text_2, **progress(conn, who)}
 
@@ -127,17 +136,27 @@ def create_app(db_path, image_root=None, annotators_per_item: int = 3):
             if who is None:
                 return unauthorized()
             if not isinstance(body, dict) or not isinstance(body.get("item_id"), str):
-                return error(400, 'expected a JSON object {"item_id": "...", "choice": "..."}')
-            item_id, choice = body["item_id"], body.get("choice")
-            if choice not in CHOICES:
-                return error(400, f"unknown choice {choice!r}; expected one of {', '.join(CHOICES)}")
-            if conn.execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone() is None:
+                return error(400, 'expected a JSON object {"item_id": "...", "choice": "..."} '
+                                  '(a group item: {"item_id": "...", "text_1": "A", "text_2": "B"})')
+            item_id = body["item_id"]
+            kind = conn.execute("SELECT kind FROM items WHERE item_id = ?", (item_id,)).fetchone()
+            if kind is not None and kind[0] == "group":
+                answers = (body.get("text_1"), body.get("text_2"))
+                for name, given in zip(("text_1", "text_2"), answers):
+                    if given not in GROUP_CHOICES:
+                        return error(400, f"unknown answer for {name} {given!r}; expected one of {', '.join(GROUP_CHOICES)}")
+            else:
+                answers = (body.get("choice"), None)
+                if answers[0] not in CHOICES:
+                    return error(400, f"unknown choice {answers[0]!r}; expected one of {', '.join(CHOICES)}")
+            if kind is None:
                 return error(400, f"unknown item {item_id!r}")
             if conn.execute("SELECT 1 FROM answers WHERE item_id = ? AND annotator_id = ?", (item_id, who)).fetchone():
                 return error(409, f"item {item_id!r} already answered by you")
             if conn.execute("SELECT COUNT(*) FROM answers WHERE item_id = ?", (item_id,)).fetchone()[0] >= annotators_per_item:
                 return error(409, f"item {item_id!r} already has {annotators_per_item} answers")
-            conn.execute("INSERT INTO answers(annotator_id, item_id, choice) VALUES (?, ?, ?)", (who, item_id, choice))
+            conn.execute("INSERT INTO answers(annotator_id, item_id, choice, choice_2) VALUES (?, ?, ?, ?)",
+                         (who, item_id, *answers))
         # the transaction has committed (synchronous=FULL) before this response is built
         return {"ok": True, "item_id": item_id}
 
