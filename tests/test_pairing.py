@@ -324,3 +324,37 @@ def test_the_release_gate_reads_group_blindness_directly():
     for name, scores in result["scorers"].items():
         assert (scores["text"], scores["image"], scores["group"], scores["pair_accuracy"]) == (0.0, 0.0, 0.0, 0.5), name
     assert group_blindness(params, "existence", records, []) is None
+
+
+def swig(image: str, verb: str, abstract: str, order: list[str], frames: list[dict]) -> dict:
+    """An ingested SWiG sample, as pipeline/sources/swig.py writes it."""
+    glosses = {"n10448983": ["policeman"], "n10287213": ["man"], "n04334599": ["street"], "n10787470": ["woman"]}  # WordNet ids
+    used = {noun for frame in frames for noun in frame.values() if noun}
+    return {"id": f"swig:{image}", "source": "swig", "dataset": "SWiG", "original_split": "test",
+            "dataset_idx": image, "image_file": image, "verb": verb, "frames": frames,
+            "nouns": {n: glosses[n] for n in sorted(used)}, "verb_abstract": abstract, "verb_order": order}
+
+
+ARREST = ("the AGENT arrests the SUSPECT at a PLACE", ["agent", "suspect", "place"])
+SWIG_SAMPLES = [
+    swig("arresting_1.jpg", "arresting", *ARREST, [{"agent": "n10448983", "suspect": "n10287213", "place": "n04334599"}] * 3),
+    swig("arresting_2.jpg", "arresting", *ARREST, [{"agent": "n10287213", "suspect": "n10448983", "place": ""}] * 3),
+    # annotators disagree: one frame states the first image's order too, so it proves nothing
+    swig("arresting_3.jpg", "arresting", *ARREST, [{"agent": "n10287213", "suspect": "n10448983", "place": ""}] * 2
+         + [{"agent": "n10448983", "suspect": "n10287213", "place": ""}]),
+    swig("arresting_4.jpg", "arresting", *ARREST, [{"agent": "n10787470", "suspect": "n10448983", "place": ""}] * 3),
+]
+
+
+def test_swig_frames_pair_an_actant_swap_with_the_exchanged_fillers_by_noun_id():
+    from foilforge.foiler import FOILERS
+
+    records = FOILERS.build("actant_swap.v1", {}).run(SWIG_SAMPLES, instrument="actant_swap")
+    first = next(r for r in records if r["sample_id"] == "swig:arresting_1.jpg")
+    assert (first["caption"], first["foil"]) == ("A policeman arrests a man.", "A man arrests a policeman.")
+    candidates = find_candidates(PAIRERS.build("swig_frames.v1", {}), records, SWIG_SAMPLES)
+    offered = {rid.split(":")[-1]: [p.image_file for p in partners] for rid, partners in candidates.items()}
+    assert offered["arresting_1.jpg"] == ["arresting_2.jpg"]
+    assert offered["arresting_2.jpg"] == ["arresting_1.jpg"]
+    assert offered["arresting_4.jpg"] == []   # nobody annotated a policeman arresting a woman
+    check_pairer("swig_frames", SWIG_SAMPLES, records)
