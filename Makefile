@@ -36,6 +36,10 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 ENGINE ?=
 export FOILFORGE_ENGINE := $(ENGINE)
 
+# model scores kept between the stages and runs that make the same call (foilforge/lm.py); not a DVC output.
+# FOILFORGE_SCORE_CACHE=off: none
+export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
+
 # PROFILE=paper: the paper's models (profiles/paper.yaml) as a DVC experiment (`dvc exp show`)
 PROFILE ?=
 

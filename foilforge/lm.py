@@ -6,12 +6,29 @@
 * `MaskedLM`: a masked LM whose prediction head must come from the
   checkpoint; a freshly initialised head (SpanBERT hub checkpoints, docs/reference.md §2)
   is refused at load time.
+
+A `CausalLM` loads its tokenizer and model when first used, not when built, and with
+$FOILFORGE_SCORE_CACHE set (`make repro` sets it to .foilforge-cache/scores, a directory DVC does
+not track) `sentence_logprobs` keeps each call's results there, keyed by everything that decides
+their bits: the model (name, revision, GGUF file, its files' names, sizes and modification
+times), device, dtype, torch threads, batch size, the scoring code and library versions, and the
+texts of the call in order. A CPU matrix product's sums depend on the batch a text is padded in,
+so a text scored in another batch may differ in its last bits: only the same call is answered
+from the cache, with the bits it gave. The score, baseline and evaluate stages score with the
+same model, and a stage whose calls are all in the cache loads no model at all.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from pathlib import Path
+
 from foilforge.batching import ensure_pad_token, pad_ids
 from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
+
+SCORE_CACHE_ENV = "FOILFORGE_SCORE_CACHE"
 
 # weight-name fragments of the heads that must be trained
 MLM_HEAD_KEYS = ("cls.predictions", "lm_head", "predictions.", "generator_lm_head", "vocab_projector", "vocab_transform")
@@ -50,14 +67,87 @@ def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
 
 
+def score_cache_dir() -> Path | None:
+    """Where `CausalLM.sentence_logprobs` keeps its results ($FOILFORGE_SCORE_CACHE; unset or "off": nowhere)."""
+    value = os.environ.get(SCORE_CACHE_ENV)
+    return Path(value) if value and value != "off" else None
+
+
+def model_identity(spec: ModelSpec) -> dict:
+    """The model a spec loads: its name, revision and GGUF file, and for a local model (or a `package:` one) the
+    (name, size, mtime) of each of its files, so weights replaced under the same path are another model."""
+    from foilforge.models import resolve_path
+
+    path, gguf = resolve_path(spec)
+    directory = Path(path)
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
+        if directory.is_dir() else None
+    return {"name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf, "files": files}
+
+
+def _scoring_code() -> dict:
+    """This module's and its helpers' code, and the versions of the libraries that compute the numbers (read from
+    the installed packages' metadata: no import)."""
+    from importlib import metadata
+
+    from foilforge import batching, models
+
+    digest = hashlib.sha256()
+    for module_file in (__file__, batching.__file__, models.__file__):
+        digest.update(Path(module_file).read_bytes())
+    versions = {}
+    for package in ("torch", "transformers", "tokenizers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"code": digest.hexdigest()[:16], **versions}
+
+
 class CausalLM:
     def __init__(self, spec: ModelSpec):
         self.spec = spec
-        self.tokenizer = load_tokenizer(spec)
-        self.model = load_transformers_model(spec, "AutoModelForCausalLM", refuse_new_weights=CAUSAL_HEAD_KEYS)
-        self.device = torch_device(spec)
-        use_tokenizer_padding(self.tokenizer, "right")
-        self.bos = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.cls_token_id
+        self._tokenizer = self._model = self._device = None
+        self._cache_identity = None
+        self.cache_hits = self.cache_misses = 0
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            tokenizer = load_tokenizer(self.spec)
+            use_tokenizer_padding(tokenizer, "right")
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = load_transformers_model(self.spec, "AutoModelForCausalLM", refuse_new_weights=CAUSAL_HEAD_KEYS)
+        return self._model
+
+    @property
+    def device(self):
+        if self._device is None:
+            self._device = torch_device(self.spec)
+        return self._device
+
+    @property
+    def bos(self):
+        tokenizer = self.tokenizer
+        return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
+
+    def _cache_path(self, texts: list[str], batch_size: int) -> Path | None:
+        root = score_cache_dir()
+        if root is None:
+            return None
+        if self._cache_identity is None:
+            import torch
+
+            self._cache_identity = json.dumps({"model": model_identity(self.spec), "device": str(self.device),
+                                               "dtype": self.spec.dtype, "torch_threads": torch.get_num_threads(),
+                                               "scoring": _scoring_code()}, sort_keys=True)
+        key = hashlib.sha256(json.dumps([self._cache_identity, batch_size, texts]).encode("utf-8")).hexdigest()
+        return root / "causal_lm" / key[:2] / f"{key}.json"
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text with a start token first, so the first word is scored too."""
@@ -71,10 +161,28 @@ class CausalLM:
         return pad_ids(self.tokenizer, sequences)
 
     def sentence_logprobs(self, texts: list[str], batch_size: int | None = None) -> list[tuple[float, int]]:
-        """(sum of log p(token | prefix), number of scored tokens) for each text, in input order."""
+        """(sum of log p(token | prefix), number of scored tokens) for each text, in input order; from the score
+        cache (module docstring) when this very call was made before."""
+        batch_size = batch_size or self.spec.batch_size
+        texts = list(texts)
+        cached = self._cache_path(texts, batch_size) if texts else None
+        if cached is not None and cached.is_file():
+            stored = json.loads(cached.read_text(encoding="utf-8"))
+            if len(stored) == len(texts):
+                self.cache_hits += 1
+                return [(float(lp), int(n)) for lp, n in stored]
+        results = self._sentence_logprobs(texts, batch_size)
+        if cached is not None:
+            from foilforge.io import atomic_write
+
+            self.cache_misses += 1
+            with atomic_write(cached) as handle:
+                handle.write(json.dumps(results))
+        return results
+
+    def _sentence_logprobs(self, texts: list[str], batch_size: int) -> list[tuple[float, int]]:
         import torch
 
-        batch_size = batch_size or self.spec.batch_size
         encoded = self.encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         results: list[tuple[float, int] | None] = [None] * len(texts)

@@ -23,9 +23,11 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
     spec = smollm2_spec()
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
     direct = CausalLM(spec)
+    direct.tokenizer, direct.model  # a CausalLM loads when first used: here, with the cache off
     assert not (tmp_path / "cache").exists()
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
-    first = CausalLM(spec)  # converts
+    first = CausalLM(spec)
+    first.tokenizer, first.model  # converts
     [entry] = list((tmp_path / "cache").iterdir())
     assert entry.name.startswith("SmolLM2-135M-Instruct.Q4_1-")
     assert sorted(p.name for p in entry.iterdir()) == ["AutoModelForCausalLM", "tokenizer"]
@@ -36,6 +38,7 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
 
     monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", no_gguf)
     cached = CausalLM(spec)
+    cached.tokenizer, cached.model  # from the cache: no GGUF read
     for lm in (first, cached):
         assert lm.encode(TEXTS) == direct.encode(TEXTS)
         assert lm.sentence_logprobs(TEXTS) == direct.sentence_logprobs(TEXTS)

@@ -131,8 +131,9 @@ class TextLMScorer:
         self.model_id = lm.spec.describe()
 
     def config(self) -> dict:
-        model = getattr(self.lm, "model", None)
-        return model_config(self.lm.spec, getattr(model, "dtype", self.lm.spec.dtype), "transformers",
+        # the dtype the model loads in (foilforge/models.py torch_dtype), read without loading it: a run whose
+        # scores all came from the score cache (foilforge/lm.py) loads no model
+        return model_config(self.lm.spec, torch_dtype(self.lm.spec, self.lm.device), "transformers",
                             _transformers_versions(), score="-perplexity")
 
     def score(self, items) -> list[list[float] | None]:
