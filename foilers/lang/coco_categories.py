@@ -108,10 +108,10 @@ PLURAL_ONLY = frozenset(("skis", "scissors", "cattle", "people"))
 def _plural(word: str) -> str:
     if word in INVARIANT:
         return word
-    import inflect
+    from foilers.lang.inflection import import_inflect
 
     words = word.split()
-    return " ".join(words[:-1] + [inflect.engine().plural_noun(words[-1])])
+    return " ".join(words[:-1] + [import_inflect().engine().plural_noun(words[-1])])
 
 
 def plural_form(word: str) -> str:

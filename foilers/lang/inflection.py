@@ -21,11 +21,37 @@ NUMBER_WORDS = {
 ZERO_WORDS = {"none": 0, "no": 0}
 
 
+def import_inflect():
+    """The inflect module, imported with typeguard's `@typechecked` as a no-op.
+
+    inflect checks the types of its methods' arguments at run time with typeguard, whose decorator re-reads and
+    re-compiles inflect's source for each of its 23 methods while inflect is imported: 2.2-2.8 s of every stage
+    process that imports it (benchmarks/results/sample_build.json). The foilers pass it strings only, for which
+    the checks never fail, so they are left out; every import of inflect in foilers/ goes through here.
+    """
+    import sys
+
+    if "inflect" in sys.modules:
+        return sys.modules["inflect"]
+    import typeguard
+
+    checked = typeguard.typechecked
+    typeguard.typechecked = _unchecked
+    try:
+        import inflect
+    finally:
+        typeguard.typechecked = checked
+    return inflect
+
+
+def _unchecked(target=None, **_settings):
+    """typeguard.typechecked's signature, doing nothing (`@typechecked` and `@typechecked(...)` alike)."""
+    return _unchecked if target is None else target
+
+
 @functools.lru_cache(maxsize=1)
 def inflect_engine():
-    import inflect
-
-    return inflect.engine()
+    return import_inflect().engine()
 
 
 def match_case(template: str, word: str) -> str:

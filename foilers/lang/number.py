@@ -251,10 +251,11 @@ def _wordnet_noun_known(word: str) -> bool:
 @functools.lru_cache(maxsize=8192)
 def singular_of_plural(word: str) -> str | None:
     """The singular if `word` is a plural noun form ("children" -> "child"), else None."""
-    import inflect
     from lemminflect import getInflection, getLemma
 
-    engine = inflect.engine()
+    from foilers.lang.inflection import import_inflect
+
+    engine = import_inflect().engine()
     word = word.lower()
     candidates = list(getLemma(word, upos="NOUN"))
     singular = engine.singular_noun(word)

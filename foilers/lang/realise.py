@@ -96,9 +96,9 @@ def noun_synset(synset_id: str):
 
 
 def indefinite_article(text: str) -> str:
-    import inflect
+    from foilers.lang.inflection import import_inflect
 
-    return inflect.engine().a(text).split()[0]
+    return import_inflect().engine().a(text).split()[0]
 
 
 # ----------------------------------------------------------------------------- frames
