@@ -124,6 +124,39 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     return {**merged, "attacker_blocks": blocks, "families": families, "mode": mode}
 
 
+def pool_records(paths: list[str], where: str) -> list[dict]:
+    """The pairs of the released files a `pool` names (VALSE JSON, SugarCrepe JSON, foilforge JSONL; read as
+    `foilforge refilter` reads them), without those that cannot be foils and, where they carry votes, without
+    the ones people judged invalid. Training material for transfer attackers only: never kept, never scored."""
+    from pathlib import Path
+
+    from foilforge.errors import ConfigError
+    from foilforge.validity import has_votes, refuse_invalid, valid_only
+    from foilforge.released import read_released, to_records
+
+    records = []
+    for number, path in enumerate(paths or []):
+        if not Path(path).is_file():
+            raise ConfigError(f"{where}.pool[{number}]: {path} is not a file (a released VALSE or SugarCrepe JSON "
+                              f"file, or foilforge JSONL, of the same phenomenon)")
+        fmt, rows = read_released(path)
+        records += to_records(fmt, rows, path, f"pool{number}")
+    records, _ = refuse_invalid(records)
+    return valid_only(records) if has_votes(records) else records
+
+
+def transfer_training(kept: list[dict], removed: list[dict], pool: list[dict]) -> list[dict]:
+    """What a transfer attacker learns from: the removed pairs and the pool, without pairs that cannot be foils,
+    without those people judged invalid where there are votes, and without any pair whose caption a kept pair
+    has (a caption's other foils would hand it the caption)."""
+    from filters.attackers import group_key
+    from foilforge.validity import has_votes, refuse_invalid, valid_only
+
+    kept_groups = {group_key(r["caption"]) for r in kept}
+    train, _ = refuse_invalid([r for r in list(removed) + list(pool) if group_key(r["caption"]) not in kept_groups])
+    return valid_only(train) if has_votes(train) else train
+
+
 def side_balances(records: list[dict], names: list[str], unrefined: list[str]) -> list[tuple[dict, float, float]]:
     """Per side feature: (record id -> caption count minus foil count, rate, slack 1) for the refinement program.
 
@@ -140,22 +173,34 @@ def side_balances(records: list[dict], names: list[str], unrefined: list[str]) -
 
 
 def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, folds: int, rounds: int,
-                   seed: int, runner=None) -> tuple[dict, dict]:
+                   seed: int, runner=None, transfer: list[dict] = (), with_transfer: bool = False) -> tuple:
     """(id -> share of out-of-sample predictions that pick the caption, attacker -> mean over kept).
 
     Every attacker of `blocks` is fitted on `rounds` fresh grouped `folds`-fold partitions of the kept set; an
     alternative is scored by the models whose training did not include its caption. The fold fits go to
     `runner` (filters/attackers.py `run_here` unless the stage passes the engine's).
+
+    `transfer`: records outside the kept set (`transfer_training`: the pairs removed so far, a pool); every
+    attacker is also fitted once on them and its predictions count as one more round, so a pair predictable
+    from the rest of the data is as predictable as one the kept set gives away. With `with_transfer`, a third
+    value: attacker -> its transfer accuracy on the kept pairs (reported; the stopping rule reads the within
+    accuracies, which the kept set's own size does not make noisier than the gate's).
     """
     import numpy as np
 
-    from filters.attackers import correctness, out_of_fold_runs, pairs_from_records, run_here
+    from filters.attackers import correctness, out_of_fold_runs, pairs_from_records, run_here, transfer_margins
 
     kept_pairs, extra_pairs = pairs_from_records(kept), pairs_from_records(alternatives) if alternatives else []
     seeds = [seed * 1000 + r for r in range(rounds)]
     runs = out_of_fold_runs(blocks, kept_pairs, folds, seeds, extra_pairs, runner or run_here)
+    transferred = {}
+    if transfer:
+        # one feature layout for the training and the scored pairs (the scorers all of them have)
+        both = pairs_from_records(list(transfer) + kept + alternatives)
+        train, scored = both[:len(transfer)], both[len(transfer):]
+        transferred = transfer_margins(blocks, train, scored, seed)
     total = {r["id"]: 0.0 for r in kept + alternatives}
-    accuracy = {}
+    accuracy, transfer_accuracy = {}, {}
     for name in blocks:
         kept_sum, extra_sum = np.zeros(len(kept)), np.zeros(len(alternatives))
         for s in seeds:
@@ -163,10 +208,19 @@ def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, fol
             kept_sum += correctness(margins)
             extra_sum += correctness(extra)
         accuracy[name] = float(kept_sum.mean() / rounds) if len(kept) else None
+        counted = rounds
+        if name in transferred:
+            right = correctness(transferred[name])
+            kept_sum += right[:len(kept)]
+            extra_sum += right[len(kept):]
+            counted += 1
+            transfer_accuracy[name] = float(right[:len(kept)].mean()) if len(kept) else None
         for record, value in zip(kept, kept_sum):
-            total[record["id"]] += value / rounds
+            total[record["id"]] += value / counted
         for record, value in zip(alternatives, extra_sum):
-            total[record["id"]] += value / rounds
+            total[record["id"]] += value / counted
+    if with_transfer:
+        return {rid: value / len(blocks) for rid, value in total.items()}, accuracy, transfer_accuracy
     return {rid: value / len(blocks) for rid, value in total.items()}, accuracy
 
 
@@ -217,6 +271,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
     blocks = settings["attacker_blocks"]
     for name, block in blocks.items():
         build_attacker(block, f"params.yaml attackers.{name}")  # configuration errors before any fitting
+    pool = pool_records(settings["pool"], "params.yaml adversarial") if settings["transfer"] else []
     by_id = {r["id"]: r for r in candidates}
     samples: dict[str, list[str]] = {}
     for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
@@ -252,14 +307,19 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         # every candidate not kept and not excluded: another foil of a kept caption, or one that may bring a
         # dropped caption back
         alternatives = [by_id[rid] for rid in sorted(by_id) if rid not in kept_ids and rid not in excluded]
-        scores, accuracy = predictability(kept, alternatives, blocks, settings["folds"], settings["rounds"],
-                                          settings["seed"] + iteration, runner)
+        transfer = (transfer_training(kept, [by_id[rid] for rid in sorted(excluded)], pool)
+                    if settings["transfer"] else [])
+        scores, accuracy, transferred = predictability(kept, alternatives, blocks, settings["folds"],
+                                                       settings["rounds"], settings["seed"] + iteration, runner,
+                                                       transfer, with_transfer=True)
         prefer_scores = scores
         # the filter aims at chance from both sides: an attacker far below it (a set that leads to the foil) is as
         # much a failure as one far above it
         worst = max((a for a in accuracy.values() if a is not None), key=lambda a: abs(a - 0.5), default=None)
         history.append({"kept": len(kept), "excluded": len(excluded),
-                        "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()}})
+                        "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()},
+                        **({"transfer": {n: None if a is None else round(a, 4) for n, a in transferred.items()},
+                            "transfer_pairs": len(transfer)} if transferred else {})})
         if worst is None or abs(worst - 0.5) <= settings["target"] - 0.5 + 1e-12:
             stop = "target met"
             break

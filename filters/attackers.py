@@ -680,6 +680,39 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
     return out
 
 
+def transfer_margins(blocks: dict, train: list[Pair], scored: list[Pair], seed: int = 0) -> dict:
+    """{attacker name: margins of `scored`} from each attacker of `blocks` fitted once on `train`: pairs outside
+    the scored set (those a filter removed, a pool of the same phenomenon), so the attacker learns from all the
+    data a language prior could have come from, not only from the other folds of the kept pairs. Pairs of
+    `train` whose caption group is among the scored pairs' are dropped first (the attacker never sees a caption
+    it scores). Empty when fewer than 2 training pairs remain."""
+    import numpy as np
+
+    held_groups = {p.group for p in scored}
+    train = [p for p in train if p.group not in held_groups]
+    if len(train) < 2:
+        return {}
+    return {name: (np.asarray(_maker(blocks, name)().fit(train, seed=seed).margins(scored)) if scored
+                   else np.zeros(0)) for name in blocks}
+
+
+def certify_transfer(records: list[dict], train_records: list[dict], blocks: dict, seed: int = 1,
+                     max_accuracy: float = 0.55) -> dict:
+    """The release gate's transfer figures: per attacker fitted on `train_records` (`transfer_margins`), its
+    accuracy on `records` with n, Wilson CI, verdict, family and `trained_on` (the training pairs it kept)."""
+    # one feature layout for both: the plausibility scorers every record of either set has
+    both = pairs_from_records(list(records) + list(train_records))
+    pairs = both[:len(records)]
+    train = [p for p in both[len(records):] if p.group not in {q.group for q in pairs}]
+    margins = transfer_margins(blocks, train, pairs, seed)
+    out = {}
+    for name, values in margins.items():
+        attacker = _maker(blocks, name)()
+        out[name] = {"attacker": attacker.describe(), "family": attacker.family, "trained_on": len(train),
+                     **_summary(correctness(values), max_accuracy, 0.5)}
+    return out
+
+
 def _summary(scores, max_accuracy: float | None, chance: float) -> dict:
     """Figures of per-item success shares (1, 0, a tie's 0.5, or averaged over repeats).
 

@@ -99,6 +99,9 @@ class AdversarialOverrides(Block):
     balance: list[str] | None = None          # side features (filters/adversarial.py SIDE_FEATURES)
     seed: NonNegativeInt | None = None
     max_iterations: PositiveInt | None = None
+    suspect_below: Share | None = None
+    transfer: bool | None = None
+    pool: list[str] | None = None             # released files of this instrument's phenomenon
 
 
 class InstrumentValidation(Block):
@@ -148,6 +151,8 @@ class AdversarialBlock(Block):
     seed: NonNegativeInt = 0
     max_iterations: PositiveInt = 60
     suspect_below: Share = 0.2              # a kept pair predicted right this rarely is a suspect (select report)
+    transfer: bool = True                   # attackers also fitted on the removed pairs and the pool count
+    pool: list[str] = []                    # released files of the same phenomenon: transfer training only
 
 
 class GateBlock(Block):
@@ -158,6 +163,8 @@ class GateBlock(Block):
     seed: NonNegativeInt = 101
     lower: Share = 0.40                   # certified: every attacker's 95% interval inside [lower, upper]
     upper: Share = 0.60
+    transfer: bool = True                 # also certify each attacker fitted on the removed pairs and the pool
+                                          # (the instrument's adversarial.pool)
 
     @model_validator(mode="after")
     def _lower_below_upper(self):

@@ -251,3 +251,73 @@ def test_the_card_names_every_uncertified_instrument_first():
     assert lines[4:7] == ["- relations: word reads 67.0% of 400 pairs: above 60.0%",
                           "- plurals: too few pairs to certify: word ...",
                           "- swap: no release gate was run (params.yaml gate)"]
+
+
+# ---------------------------------------------------------------------------------------- attackers not starved
+
+def starved(seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """(kept, removed): each kept pair carries its own cue couple, one word on the caption side and its partner in
+    the same place on the foil side, that no other kept pair has (out of fold within the kept set it is unseen:
+    chance), while the removed pairs carry every couple four times, the same way round."""
+    def cued(r, k, tag):
+        return {**r, "caption": r["caption"].replace(" in the ", f" cue{k}c in the "),
+                "foil": r["foil"].replace(" in the ", f" cue{k}f in the "), **tag}
+
+    kept = [cued(r, k, {}) for k, r in enumerate(balanced_records(120, seed=seed))]
+    removed = [cued(r, k % 120, {"id": f"gone:{k}", "sample_id": f"gone:{k}",
+                                  "caption": r["caption"].replace(".", " today.")})
+               for k, r in enumerate(balanced_records(480, seed=seed + 1))]
+    return kept, removed
+
+
+def test_an_attacker_fitted_on_the_removed_pairs_finds_what_the_kept_set_hides():
+    from filters.adversarial import predictability
+
+    kept, removed = starved()
+    blocks = {"word": {"attacker": "word_ngram.v1"}}
+    _, within = predictability(kept, [], blocks, 5, 2, seed=0)
+    scores, both, transfer = predictability(kept, [], blocks, 5, 2, seed=0, transfer=removed, with_transfer=True)
+    assert 0.4 <= within["word"] <= 0.6 and both == within
+    assert transfer["word"] >= 0.65
+    # AFLite's predictability counts the transfer predictions as one more round: (2 rounds within + 1) / 3
+    assert sum(scores.values()) / len(scores) == pytest.approx((2 * within["word"] + transfer["word"]) / 3)
+
+
+def test_the_gate_certifies_transfer_attackers_too():
+    from pipeline.stages.baseline import release_gate
+
+    kept, removed = starved(seed=2)
+    params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word"], "repeats": 2}}
+    gate = release_gate(params, "x", kept, removed)
+    assert 0.4 <= gate["attackers"]["word"]["after"]["accuracy"] <= 0.6
+    transfer = gate["transfer"]["word"]
+    assert transfer["accuracy"] >= 0.65 and transfer["trained_on"] == 480 and transfer["n"] == 120
+    assert not gate["certified"] and gate["why"].startswith("word from removed reads")
+    params["gate"]["transfer"] = False
+    assert release_gate(params, "x", kept, removed)["transfer"] == {}
+
+
+def test_transfer_training_never_holds_a_kept_caption_or_an_invalid_pair():
+    from filters.adversarial import transfer_training
+
+    kept = balanced_records(4)
+    removed = [{**kept[0], "id": "other foil of a kept caption", "foil": "A bird sits."},
+               {**kept[1], "id": "x", "caption": "A new caption.", "foil": "A new caption."},
+               {**kept[2], "id": "y", "caption": "Another caption.", "foil": "Another foil."}]
+    assert [r["id"] for r in transfer_training(kept, removed, [])] == ["y"]
+    voted = [{**removed[2], "mturk": {"caption": 1, "foil": 2, "other": 0}},
+             {**removed[2], "id": "z", "caption": "Third caption.", "mturk": {"caption": 3, "foil": 0, "other": 0}}]
+    assert [r["id"] for r in transfer_training(kept, voted, [])] == ["z"]
+
+
+def test_a_pool_is_read_like_a_released_file_and_a_missing_one_names_the_key(tmp_path):
+    from filters.adversarial import pool_records
+    from foilforge.errors import ConfigError
+
+    path = tmp_path / "pool.json"
+    write_valse(path, balanced_records(5) + [{**balanced_records(1)[0], "id": "t:9", "foil": "A dog."}])
+    records = pool_records([str(path)], "params.yaml adversarial")
+    assert len(records) == 6 and records[0]["id"] == "pool0:0"
+    with pytest.raises(ConfigError, match=r"params.yaml adversarial.pool\[0\]: .*missing.json is not a file"):
+        pool_records([str(tmp_path / "missing.json")], "params.yaml adversarial")
