@@ -10,7 +10,10 @@ no DVC cache and no .foilforge-cache: every stage runs, as on a fresh clone. The
 (foilforge/models.py) is a fresh directory too unless `--warm-gguf`.
 
 Then every DVC out the worktree's dvc.lock lists is compared by md5 with the reference dvc.lock (`git show
-REF:dvc.lock`, default: the same commit), and the worktree is removed (`--keep` keeps it).
+REF:dvc.lock`, default: the same commit; or a dvc.lock file, e.g. another label's `--save-lock`), and the
+worktree is removed (`--keep` keeps it). `--cherry-pick` applies commits on top of `--commit` in the worktree, so
+a change is measured against the same base. `make repro` exports FOILFORGE_SCORE_CACHE (Makefile); so does
+this run, to the worktree's .foilforge-cache/scores.
 
 The machine may be shared: besides the stages' own CPU time, the run records the whole machine's busy CPU
 seconds (/proc/stat) over the build, so the CPU others used meanwhile is in the results. Results: one entry per
@@ -95,11 +98,18 @@ def build(args) -> dict:
         shutil.rmtree(worktree, ignore_errors=True)
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), commit], check=True,
                    capture_output=True)
+    for picked in args.cherry_pick or []:
+        subprocess.run(["git", "-C", str(worktree), "-c", "user.name=bench", "-c", "user.email=bench@localhost",
+                        "cherry-pick", picked], check=True, capture_output=True)
+    built_commit = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], check=True, capture_output=True,
+                                  text=True).stdout.strip()
     timings_dir = worktree / ".bench" / "timings"
     timings_dir.mkdir(parents=True)
     venv_bin = ROOT / ".venv" / "bin"
+    # what `make repro` exports besides PATH (Makefile): the score cache under the checkout's .foilforge-cache
     env = dict(os.environ, PATH=f"{venv_bin}:{os.environ.get('PATH', '')}", PYTHONPATH=str(worktree),
-               FOILFORGE_STAGE_TIMINGS=str(timings_dir))
+               FOILFORGE_STAGE_TIMINGS=str(timings_dir),
+               FOILFORGE_SCORE_CACHE=str(worktree / ".foilforge-cache" / "scores"))
     if not args.warm_gguf:
         env["FOILFORGE_GGUF_CACHE"] = str(worktree / ".bench" / "gguf")
     log_path = worktree / ".bench" / "build.log"
@@ -135,16 +145,23 @@ def build(args) -> dict:
                                                     "loads")}
 
     reference_ref = args.reference_lock or commit
-    reference = lock_outs(yaml.safe_load(subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{reference_ref}:dvc.lock"], check=True, capture_output=True,
-        text=True).stdout))
+    if Path(reference_ref).is_file():  # a dvc.lock file (another label's build), else a commit
+        reference_text = Path(reference_ref).read_text()
+    else:
+        reference_text = subprocess.run(["git", "-C", str(ROOT), "show", f"{reference_ref}:dvc.lock"], check=True,
+                                        capture_output=True, text=True).stdout
+    reference = lock_outs(yaml.safe_load(reference_text))
     built_lock = worktree / "dvc.lock"
     built = lock_outs(yaml.safe_load(built_lock.read_text())) if built_lock.is_file() else {}
+    if args.save_lock:
+        args.save_lock.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built_lock, args.save_lock)
     differ = sorted(p for p in reference if p in built and built[p] != reference[p])
     missing = sorted(set(reference) - set(built))
 
     result = {
-        "label": args.label, "commit": commit, "reference_lock": reference_ref,
+        "label": args.label, "commit": built_commit, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
+        "reference_lock": reference_ref,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "gguf_cache": "warm (shared)" if args.warm_gguf else "fresh (the first SmolLM2 load converts the GGUF file)",
@@ -159,7 +176,8 @@ def build(args) -> dict:
             "load_average_1min": {"mean": round(sum(sampler.samples) / len(sampler.samples), 2) if sampler.samples else None,
                                   "max": max(sampler.samples, default=None)},
         },
-        "outs": {"compared": len([p for p in reference if p in built]), "differ": differ, "missing": missing},
+        "outs": {"compared": len([p for p in reference if p in built]), "differ": differ, "missing": missing,
+                 "md5": built},
         "kinds": kind_totals(stages),
         "stages": stages,
     }
@@ -219,7 +237,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--label", default="current", help="this run's key in the results file (before, after, ...)")
     parser.add_argument("--commit", default="HEAD", help="the commit to build (default HEAD)")
     parser.add_argument("--reference-lock", default=None,
-                        help="the commit whose dvc.lock holds the reference md5s (default: --commit's)")
+                        help="a dvc.lock file, or the commit whose dvc.lock holds the reference md5s (default: --commit's)")
+    parser.add_argument("--cherry-pick", nargs="*", default=None, metavar="COMMIT",
+                        help="commits applied on top of --commit in the worktree (a change measured alone)")
+    parser.add_argument("--save-lock", type=Path, default=None, help="copy the build's dvc.lock here")
     parser.add_argument("--worktree", default=None, help="where the worktree goes (default /tmp/wt-bench-LABEL)")
     parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
@@ -233,6 +254,8 @@ def main(argv=None) -> dict:
         print(table(results, labels))
         return {label: results[label] for label in labels}
     result = build(args)
+    # read again: another run may have written its label meanwhile
+    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
     results[args.label] = result
     args.results.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.results.with_suffix(".json.tmp")
