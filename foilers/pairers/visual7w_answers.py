@@ -41,8 +41,12 @@ def scene_free(text: str) -> str:
 def counted_phrase(question: str) -> tuple | None:
     """What a "how many" question counts, as a comparable key (None when the templates cannot read it)."""
     statement = statement_from_question(question)
-    if statement is None:
-        return None
+    return None if statement is None else statement_key(statement)
+
+
+def statement_key(statement) -> tuple:
+    """A statement's counted phrase as a comparable key: frame, noun, modifiers, what follows (a tail that only
+    names the picture counts as none), verb, what precedes, tense."""
     tail = "" if _SCENE.match(text_key(statement.tail)) else scene_free(statement.tail)
     return (statement.frame, (statement.head or "").lower(), statement.modifiers.lower(), tail,
             statement.verb.lower(), statement.left.lower(), statement.past)
