@@ -110,7 +110,13 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     merged = {**GATE_DEFAULTS, **block}
     mode = instrument_part(params, instrument, "gate", "fail") if instrument else "fail"
     attackers = params.get("attackers") or {}
-    blocks = {name: attackers[name] for name in merged["attackers"]}
+    grid = merged.get("grid") or {}
+    stray = sorted(set(grid) - set(merged["attackers"]))
+    if stray:
+        raise ConfigError(f"{where}.grid: {', '.join(stray)} not among gate.attackers ({', '.join(merged['attackers'])})")
+    # a gate attacker with a grid is certified at its strongest setting (nested CV inside the training folds)
+    blocks = {name: {**attackers[name], **({"grid": grid[name]} if grid.get(name) else {})}
+              for name in merged["attackers"]}
     families = {name: build_attacker(b, f"params.yaml attackers.{name}").family for name, b in blocks.items()}
     filtering = settings_for(params, instrument) if instrument else None
     if filtering is not None:

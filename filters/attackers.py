@@ -484,14 +484,80 @@ def _openmp_threads():
     return ThreadpoolController()
 
 
+class GridSearchAttacker(Attacker):
+    """An attacker at the strongest setting of a small declared grid, chosen by nested cross-validation.
+
+    `fit(pairs)` runs every setting out of fold on grouped `inner_folds` of `pairs` alone, keeps the one whose
+    accuracy is furthest from chance (either side: the gate is two-sided), and refits it on all of `pairs`. The
+    caller's held-out pairs never reach `fit`, so the choice never sees the fold it is scored on. `chosen` is
+    the setting of the last fit (a dict of the grid's arguments).
+    """
+
+    relative_messages = True
+
+    def __init__(self, make, settings: list[dict], inner_folds: int = 3):
+        self.make, self.settings, self.inner_folds = make, list(settings), inner_folds
+        probe = make(self.settings[0])
+        self.family, self.registry_name = probe.family, probe.registry_name
+        self.chosen: dict | None = None
+        self._model = None
+
+    def describe(self) -> str:
+        options = "; ".join(", ".join(f"{k}={v}" for k, v in setting.items()) for setting in self.settings)
+        return f"{self.make(self.settings[0]).describe()} at the strongest of [{options}] (nested {self.inner_folds}-fold CV)"
+
+    def choose(self, pairs: list[Pair], seed: int = 0) -> dict:
+        """The setting whose out-of-fold accuracy on `pairs` (grouped inner folds) is furthest from chance."""
+        if len(self.settings) == 1 or len({p.group for p in pairs}) < 2:
+            return self.settings[0]
+        distance = []
+        for setting in self.settings:
+            margins, _ = out_of_fold_margins(lambda setting=setting: self.make(setting), pairs, self.inner_folds, seed)
+            distance.append(abs(float(correctness(margins).mean()) - 0.5))
+        return self.settings[max(range(len(self.settings)), key=lambda k: (distance[k], -k))]
+
+    def fit(self, pairs: list[Pair], seed: int = 0) -> "GridSearchAttacker":
+        self.chosen = self.choose(pairs, seed)
+        self._model = self.make(self.chosen).fit(pairs, seed=seed)
+        return self
+
+    def margins(self, pairs: list[Pair]):
+        return self._model.margins(pairs)
+
+
+def grid_settings(grid: dict, param_key: str) -> list[dict]:
+    """Every combination of a grid `{argument: [values]}`, in the order the values are listed."""
+    import itertools
+
+    if not isinstance(grid, dict) or not grid or not all(isinstance(v, list) and v for v in grid.values()):
+        raise ConfigError(f"{param_key} must map argument names to non-empty lists of values, got {grid!r:.80}")
+    names = list(grid)
+    return [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
+
+
 def build_attacker(block, param_key: str) -> Attacker:
-    """An attacker from a params block `{attacker: word_ngram.v1, args: {...}}` (args checked against __init__)."""
+    """An attacker from a params block `{attacker: word_ngram.v1, args: {...}}` (args checked against __init__).
+
+    With `grid: {argument: [values], ...}` (the release gate's `gate.grid`), a GridSearchAttacker over the
+    combinations, each built (and checked) as `args` with the grid's values."""
     if not isinstance(block, dict) or "attacker" not in block:
         raise ConfigError(f"{param_key} must be a mapping with attacker (one of {', '.join(ATTACKERS.names())}) "
                           f"and optional args, got {block!r:.80}")
-    unknown = sorted(set(block) - {"attacker", "args"})
+    unknown = sorted(set(block) - {"attacker", "args", "grid"})
     if unknown:
-        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; allowed: attacker, args")
+        raise ConfigError(f"{param_key}: unknown key(s) {', '.join(unknown)}; allowed: attacker, args, grid")
+    if block.get("grid"):
+        settings = grid_settings(block["grid"], f"{param_key}.grid")
+
+        def make(setting, block=block):
+            return build_attacker({"attacker": block["attacker"], "args": {**(block.get("args") or {}), **setting}},
+                                  param_key)
+
+        for setting in settings:
+            make(setting)  # every combination's arguments checked before any fitting
+        attacker = GridSearchAttacker(make, settings)
+        attacker._where = param_key
+        return attacker
     attacker = ATTACKERS.build(ATTACKERS.newest(block["attacker"]), block.get("args") or {}, where=param_key)
     attacker._where = param_key
     return attacker
@@ -677,6 +743,9 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
             scores = np.mean([correctness(runs[name, s][0]) for s in seeds], axis=0) if pairs else np.zeros(0)
             summary = _summary(scores, max_accuracy, 0.5)
         out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": repeats, **summary}
+        if isinstance(attacker, GridSearchAttacker) and not multiple:
+            # the setting the nested choice makes on all the records (each fold chose on its training pairs)
+            out[name]["setting"] = attacker.choose(pairs, seed)
     return out
 
 

@@ -165,6 +165,7 @@ class GateBlock(Block):
     upper: Share = 0.60
     transfer: bool = True                 # also certify each attacker fitted on the removed pairs and the pool
                                           # (the instrument's adversarial.pool)
+    grid: dict[str, dict[str, list]] = {}  # attacker -> {argument: [values]}: certified at the strongest setting
 
     @model_validator(mode="after")
     def _lower_below_upper(self):

@@ -10,7 +10,7 @@ import pytest
 
 from filters.adversarial import adversarial_filter
 from foilforge.validity import EMPTY_FOIL, FOIL_EQUALS_CAPTION, refusal, refuse_invalid, validity_shares
-from tests.test_attackers import (REFINE, balanced_records, filter_settings, planted, refilter_params, scored,
+from tests.test_attackers import (NOUNS, REFINE, balanced_records, filter_settings, planted, refilter_params, scored,
                                   write_valse)
 
 
@@ -321,3 +321,92 @@ def test_a_pool_is_read_like_a_released_file_and_a_missing_one_names_the_key(tmp
     assert len(records) == 6 and records[0]["id"] == "pool0:0"
     with pytest.raises(ConfigError, match=r"params.yaml adversarial.pool\[0\]: .*missing.json is not a file"):
         pool_records([str(tmp_path / "missing.json")], "params.yaml adversarial")
+
+
+# ---------------------------------------------------------------------------------------- not one setting
+
+def word_order(n: int) -> list[dict]:
+    """Pairs whose two texts hold the same words: the caption says "sits near", the foil "near sits". No bag of
+    single words tells them apart; a bigram does."""
+    rng = random.Random(1)
+    out = []
+    for k in range(n):
+        a, b = rng.sample(NOUNS, 2)
+        out.append({"id": f"o:{k}", "sample_id": f"o:{k}", "caption": f"The {a} sits near the {b} {k}.",
+                    "foil": f"The {a} near sits the {b} {k}.", "classes": "sits near", "classes_foil": "near sits"})
+    return out
+
+
+def test_each_family_is_certified_at_the_strongest_setting_of_its_grid():
+    from filters.attackers import certify
+
+    records = word_order(100)
+    plain = {"word": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 1]}}}
+    assert certify(records, plain, repeats=1)["word"]["accuracy"] == 0.5  # every margin 0: a coin
+    grid = {"word": {**plain["word"], "grid": {"ngram_range": [[1, 1], [1, 2]], "C": [0.1, 1.0]}}}
+    result = certify(records, grid, repeats=1)["word"]
+    assert result["accuracy"] == 1.0 and result["setting"] == {"ngram_range": [1, 2], "C": 0.1}
+    assert "at the strongest of [ngram_range=[1, 1], C=0.1; ngram_range=[1, 1], C=1.0;" in result["attacker"]
+
+
+def test_nested_cross_validation_never_sees_the_scored_fold():
+    from filters.attackers import GridSearchAttacker, out_of_fold_margins, pairs_from_records
+
+    pairs = pairs_from_records(balanced_records(60))
+    fitted: list[set] = []
+
+    class Spy:
+        family, registry_name = "spy", "spy"
+
+        def __init__(self, setting):
+            self.setting = setting
+
+        def describe(self):
+            return "spy"
+
+        def fit(self, train, seed=0):
+            self.train = {p.group for p in train}
+            fitted.append(self.train)
+            return self
+
+        def margins(self, held):
+            import numpy as np
+
+            assert not self.train & {p.group for p in held}
+            return np.full(len(held), 1.0 if self.setting["sign"] > 0 else -1.0)
+
+    scored: list[set] = []
+
+    def make():
+        grid = GridSearchAttacker(Spy, [{"sign": 1}, {"sign": -1}])
+        original = grid.fit
+
+        def fit(train, seed=0):
+            fitted.clear()
+            result = original(train, seed)
+            scored.append(({p.group for p in train}, [set(f) for f in fitted]))
+            return result
+
+        grid.fit = fit
+        return grid
+
+    out_of_fold_margins(make, pairs, folds=5, seed=0)
+    all_groups = {p.group for p in pairs}
+    assert len(scored) == 5
+    for train_groups, fits in scored:
+        held = all_groups - train_groups
+        assert held and len(fits) == 2 * 3 + 1  # 2 settings x 3 inner folds, then the chosen one on all of train
+        assert all(not fit & held for fit in fits)
+
+
+def test_a_grid_names_its_key_when_it_is_wrong():
+    from filters.adversarial import gate_settings
+    from foilforge.errors import ConfigError
+
+    params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word"], "grid": {"word": {"ngram_range": [[2, 1]]}}}}
+    with pytest.raises(ConfigError, match=r"attackers.word.*ngram_range must be \[low, high\]"):
+        gate_settings(params)
+    params["gate"]["grid"] = {"char": {"C": [1.0]}}
+    with pytest.raises(ConfigError, match=r"params.yaml gate.grid: char not among gate.attackers \(word\)"):
+        gate_settings(params)
