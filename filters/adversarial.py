@@ -22,15 +22,18 @@ the trained text-only attackers of filters/attackers.py, and each round
    to the foil is over-balanced, not blind); otherwise (`method: aflite`)
    excludes the `slice` most predictable kept pairs (only those predicted
    above chance), or, when the worst attacker is below chance, the `slice`
-   pairs predicted most wrongly, or (`method: balance_features`) adds, for the
+   pairs predicted most wrongly (the slice halves each time the worst
+   attacker crosses chance, so the set is not cut back and forth), or (`method: balance_features`) adds, for the
    `features_per_round` heaviest n-gram features of a word attacker fitted on
    the kept set, the constraint that they occur as often in kept captions as
    in kept foils (|difference| <= 1), and goes back to 1.
 
-It stops without reaching the target when the kept set would fall below
+It stops without reaching the target after `patience` rounds that bring no attacker set closer to chance than
+the best round so far, or when the kept set would fall below
 `min_keep` of the pairs it was given (what the refinement keeps without
 attackers), or when nothing predictable is left to
-remove; the report says which, and lists under `shortcuts` the n-gram features
+remove; it then returns the kept set of the round closest to chance
+(`returned_round`); the report says why it stopped, and lists under `shortcuts` the n-gram features
 that still give captions or foils away (an n-gram filter attacker fitted on the
 kept set: counting_adversarial's caption numerals, say). Balance is never traded away: the JS of the
 changed items may not rise above the unrefined set's (`max_js_rise`, default
@@ -294,6 +297,9 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
     excluded: set[str] = set()
     prefer: dict | None = None
     prefer_scores: dict = {}
+    share, previous_sign = settings["slice"], None
+    # the round whose worst attacker was closest to chance: (distance, kept ids, JS report, scores, round)
+    best, since_best = None, 0
     balanced_features: list[str] = []
     history, stop = [], None
     js: dict = {}
@@ -326,15 +332,29 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
                         "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()},
                         **({"transfer": {n: None if a is None else round(a, 4) for n, a in transferred.items()},
                             "transfer_pairs": len(transfer)} if transferred else {})})
-        if worst is None or abs(worst - 0.5) <= settings["target"] - 0.5 + 1e-12:
+        deviation = None if worst is None else abs(worst - 0.5)
+        if deviation is not None and (best is None or deviation < best[0] - 1e-12):
+            best, since_best = (deviation, set(kept_ids), js, scores, len(history) - 1), 0
+        else:
+            since_best += 1
+        if worst is None or deviation <= settings["target"] - 0.5 + 1e-12:
             stop = "target met"
+            break
+        if since_best >= settings["patience"]:
+            stop = (f"no progress: {settings['patience']} rounds came no closer to chance than round {best[4]}, "
+                    f"whose kept set is returned")
             break
         if settings["method"] == "aflite":
             # above chance: drop the most predictable pairs; below it: the ones the attackers get most wrong
             sign = 1.0 if worst > 0.5 else -1.0
+            # each time the worst attacker crosses chance the slice halves: removing the most predictable pairs
+            # leaves the least predictable ones, and full slices back and forth would only shrink the set
+            if previous_sign is not None and sign != previous_sign:
+                share /= 2
+            previous_sign = sign
             ranked = sorted((rid for rid in kept_ids if sign * (scores[rid] - 0.5) > 0),
                             key=lambda rid: (-sign * scores[rid], rid))
-            remove = ranked[:max(1, math.ceil(settings["slice"] * len(kept_ids)))]
+            remove = ranked[:max(1, math.ceil(share * len(kept_ids)))]
             if not remove:
                 stop = f"nothing predicted {'above' if sign > 0 else 'below'} chance is left to remove"
                 break
@@ -366,7 +386,11 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         kept_ids, js = trial, trial_js
     else:
         stop = f"max_iterations ({settings['max_iterations']}) reached"
-    final = history[-1]["accuracy"] if history else {}
+    returned = len(history) - 1
+    if stop != "target met" and best is not None and best[1] != set(kept_ids):
+        # short of the target: the kept set of the round closest to chance, not whatever the last cut left
+        _, kept_ids, js, prefer_scores, returned = best
+    final = history[returned]["accuracy"] if history else {}
     # pairs the attackers get confidently wrong (they pick the foil in most predictions): without votes, the
     # likeliest to be foils people would accept as true (hard examples are disproportionately mislabelled);
     # the select stage marks them and the annotation batch shows them first
@@ -379,7 +403,7 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
         "method": settings["method"], "attackers": {n: blocks[n] for n in blocks}, "target": settings["target"],
         "min_keep": settings["min_keep"], "samples": len(samples), "refined": refined, "floor": floor,
         "kept": len(kept_ids),
-        "target_met": stop == "target met", "stopped": stop, "rounds": len(history),
+        "target_met": stop == "target met", "stopped": stop, "rounds": len(history), "returned_round": returned,
         "accuracy_before": history[0]["accuracy"] if history else {}, "accuracy_after": final,
         "excluded": len(excluded), "balanced_features": balanced_features, "shortcuts": shortcuts,
         "suspect_below": settings["suspect_below"], "suspects": suspects,

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from foilforge.errors import ConfigError
 from foilforge.registry import Registry
 
-ATTACKERS = Registry("attacker", modules=("filters.attackers", "filters.transformer_attacker"),
+ATTACKERS = Registry("attacker", modules=("filters.attackers", "filters.transformer_attacker", "filters.probe_attacker"),
                      entry_points="foilforge.attackers")
 
 

@@ -99,6 +99,7 @@ class AdversarialOverrides(Block):
     balance: list[str] | None = None          # side features (filters/adversarial.py SIDE_FEATURES)
     seed: NonNegativeInt | None = None
     max_iterations: PositiveInt | None = None
+    patience: PositiveInt | None = None
     suspect_below: Share | None = None
     transfer: bool | None = None
     pool: list[str] | None = None             # released files of this instrument's phenomenon
@@ -150,6 +151,7 @@ class AdversarialBlock(Block):
     balance: list[str] = []
     seed: NonNegativeInt = 0
     max_iterations: PositiveInt = 60
+    patience: PositiveInt = 3               # rounds without coming closer to chance before the filter stops
     suspect_below: Share = 0.2              # a kept pair predicted right this rarely is a suspect (select report)
     transfer: bool = True                   # attackers also fitted on the removed pairs and the pool count
     pool: list[str] = []                    # released files of the same phenomenon: transfer training only

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from filters.adversarial import adversarial_filter
+from foilforge.errors import ConfigError
 from foilforge.validity import EMPTY_FOIL, FOIL_EQUALS_CAPTION, refusal, refuse_invalid, validity_shares
 from tests.test_attackers import (NOUNS, REFINE, balanced_records, filter_settings, planted, refilter_params, scored,
                                   write_valse)
@@ -410,3 +411,106 @@ def test_a_grid_names_its_key_when_it_is_wrong():
     params["gate"]["grid"] = {"char": {"C": [1.0]}}
     with pytest.raises(ConfigError, match=r"params.yaml gate.grid: char not among gate.attackers \(word\)"):
         gate_settings(params)
+
+
+# ---------------------------------------------------------------------------------------- representation probes
+
+def synonym_model(directory, cue_a: list[str], cue_b: list[str], seed: int = 0):
+    """A tiny random BERT whose word embeddings give every word of `cue_a` one meaning and every word of `cue_b`
+    another (the rows of each list share a vector, plus a little noise): two disjoint lists of synonyms that no
+    n-gram relates, saved with save_pretrained and loaded back through from_pretrained like a user's model."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from tests.tiny_models import write_vocab
+
+    torch.manual_seed(seed)
+    vocab = write_vocab(directory, extra_words=cue_a + cue_b)
+    tokenizer = BertTokenizerFast(vocab=str(vocab), do_lower_case=True)
+    tokenizer.save_pretrained(directory)
+    model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=37, max_position_embeddings=64))
+    with torch.no_grad():
+        embeddings = model.embeddings.word_embeddings.weight
+        meaning = torch.randn(2, embeddings.shape[1])
+        for side, words in enumerate((cue_a, cue_b)):
+            for word in words:
+                row = tokenizer.convert_tokens_to_ids(word)
+                embeddings[row] = meaning[side] + 0.05 * torch.randn(embeddings.shape[1])
+    model.save_pretrained(directory)
+    return directory
+
+
+def synonym_pairs(cue_a: list[str], cue_b: list[str], shuffled: bool = False) -> list[dict]:
+    """Pair k: the caption holds cue_a[k], the foil cue_b[k] in the same place; every cue word occurs once. With
+    `shuffled`, a seeded coin swaps the two texts, so the cue says nothing about which is the caption."""
+    rng = random.Random(7)
+    out = []
+    for k, (a, b) in enumerate(zip(cue_a, cue_b)):
+        noun, place = rng.choice(NOUNS), rng.choice(["park", "street", "field", "room"])
+        caption, foil = f"the {noun} is {a} in the {place} .", f"the {noun} is {b} in the {place} ."
+        if shuffled and rng.random() < 0.5:
+            caption, foil = foil, caption
+        out.append({"id": f"p:{k}", "sample_id": f"p:{k}", "caption": caption, "foil": foil,
+                    "classes": a, "classes_foil": b})
+    return out
+
+
+def cue_words(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(n)]
+
+
+def test_the_probe_solves_a_meaning_cue_no_ngram_sees_and_sits_at_chance_on_shuffled_sides(tmp_path):
+    from filters.attackers import certify
+
+    cue_a, cue_b = cue_words(80, seed=1), cue_words(80, seed=2)
+    assert not set(cue_a) & set(cue_b)
+    model = synonym_model(tmp_path / "synonyms", cue_a, cue_b)
+    probe = {"attacker": "hidden_probe.v1",
+             "args": {"model": {"name_or_path": str(model), "device": "cpu", "batch_size": 16}, "C": 1.0}}
+    blocks = {"probe": probe, "word": {"attacker": "word_ngram.v1"}}
+    solved = certify(synonym_pairs(cue_a, cue_b), blocks, repeats=1)
+    assert solved["word"]["accuracy"] == 0.5  # each cue word once: out of fold it is never seen
+    assert solved["probe"]["accuracy"] >= 0.9 and solved["probe"]["family"] == "linear probe on frozen hidden states"
+    shuffled = certify(synonym_pairs(cue_a, cue_b, shuffled=True), {"probe": probe}, repeats=3)
+    assert 0.35 <= shuffled["probe"]["accuracy"] <= 0.65 and shuffled["probe"]["ci95"][0] < 0.5 < \
+        shuffled["probe"]["ci95"][1]
+
+
+def test_the_probe_encodes_each_text_once_and_names_its_key(tmp_path, monkeypatch):
+    from filters import probe_attacker
+    from filters.attackers import build_attacker, out_of_fold_margins, pairs_from_records
+
+    cue_a, cue_b = cue_words(20, seed=3), cue_words(20, seed=4)
+    model = synonym_model(tmp_path / "m", cue_a, cue_b)
+    block = {"attacker": "hidden_probe.v1", "args": {"model": {"name_or_path": str(model), "device": "cpu"}}}
+    encoded = []
+    original = probe_attacker.HiddenStateProbeAttacker.vectors
+
+    def counting(self, texts):
+        cache = probe_attacker._CACHE.get(self._key(), {})
+        encoded.extend(t for t in set(texts) if t not in cache)
+        return original(self, texts)
+
+    monkeypatch.setattr(probe_attacker.HiddenStateProbeAttacker, "vectors", counting)
+    pairs = pairs_from_records(synonym_pairs(cue_a, cue_b))
+    for seed in range(3):
+        out_of_fold_margins(lambda: build_attacker(block, "params.yaml attackers.probe"), pairs, 5, seed)
+    assert sorted(encoded) == sorted({t for p in pairs for t in (p.caption, p.foil)})  # once each, 3 runs
+    with pytest.raises(ConfigError, match=r"params.yaml attackers.probe \(attacker hidden_probe.v1\): argument pooling must be one of mean, last"):
+        build_attacker({**block, "args": {**block["args"], "pooling": "max"}}, "params.yaml attackers.probe")
+    with pytest.raises(ConfigError, match=r"attackers.probe.args.model"):
+        build_attacker({"attacker": "hidden_probe.v1", "args": {"model": {"name_or_path": str(tmp_path / "none")}}},
+                       "params.yaml attackers.probe").fit(pairs)
+
+
+def test_a_filter_that_makes_no_progress_returns_its_closest_round():
+    # a target no set of these pairs meets (exactly 50%): the filter stops after two rounds without progress
+    rows = scored(over_balanced(120, 80))
+    kept, report = adversarial_filter(rows, filter_settings(target=0.5, min_keep=0.1, patience=2), REFINE)
+    assert not report["target_met"] and report["stopped"].startswith("no progress: 2 rounds came no closer")
+    closest = min(range(report["rounds"]), key=lambda k: (max(abs(a - 0.5) for a in
+                                                            report["history"][k]["accuracy"].values()), k))
+    assert report["returned_round"] == closest and len(kept) == report["history"][closest]["kept"]
+    assert report["accuracy_after"] == report["history"][closest]["accuracy"]
