@@ -514,3 +514,18 @@ def test_a_filter_that_makes_no_progress_returns_its_closest_round():
                                                             report["history"][k]["accuracy"].values()), k))
     assert report["returned_round"] == closest and len(kept) == report["history"][closest]["kept"]
     assert report["accuracy_after"] == report["history"][closest]["accuracy"]
+
+
+def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
+    from pipeline.stages.score import run
+
+    source = tmp_path / "foils.jsonl"
+    rows = [{"id": "a", "caption": "A dog.", "foil": "A cat."}, {"id": "b", "caption": "A dog.", "foil": " a DOG."},
+            {"id": "c", "caption": "A dog.", "foil": ""}]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    params = {"instruments": {"x": {"filters": {"run": []}}}}
+    with caplog.at_level("WARNING"):
+        assert run(params, "x", source, tmp_path / "scored.jsonl") == 1
+    written = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in written] == ["a"]
+    assert "refused 1 records with empty foil, 1 records with foil equals caption" in caplog.text

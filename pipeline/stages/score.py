@@ -175,7 +175,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         journal.finish()
     if refused:
         log.warning("%s: refused %s (not written: no model can tell such a foil from its caption)", input_path,
-                    ", ".join(f"{n} records with {reason}" for reason, n in refused.items()))
+                    ", ".join(f"{n} records with {reason}" for reason, n in sorted(refused.items())))
     return count - sum(refused.values())
 
 
