@@ -103,6 +103,8 @@ def build(args) -> dict:
                         "cherry-pick", picked], check=True, capture_output=True)
     built_commit = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], check=True, capture_output=True,
                                   text=True).stdout.strip()
+    if args.seed_data:  # another build's outputs as the inputs of the stages run here (--only)
+        shutil.copytree(args.seed_data, worktree / "data", dirs_exist_ok=True)
     timings_dir = worktree / ".bench" / "timings"
     timings_dir.mkdir(parents=True)
     venv_bin = ROOT / ".venv" / "bin"
@@ -119,7 +121,8 @@ def build(args) -> dict:
     sampler.start()
     try:
         with log_path.open("w") as log:
-            for name, command in (("check-params", ["foilforge", "check-params"]), ("dvc repro", ["dvc", "repro"]),
+            repro = ["dvc", "repro", "--force", "--single-item", *args.only] if args.only else ["dvc", "repro"]
+            for name, command in (("check-params", ["foilforge", "check-params"]), ("dvc repro", repro),
                                   ("dvc metrics show", ["dvc", "metrics", "show"])):
                 rc, wall, cpu = run_logged(command, env, worktree, log)
                 steps[name] = {"rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
@@ -155,15 +158,19 @@ def build(args) -> dict:
             print(f"no reference dvc.lock at {reference_ref}: outs not compared", file=sys.stderr)
     reference = lock_outs(yaml.safe_load(reference_text) or {})
     built_lock = worktree / "dvc.lock"
-    built = lock_outs(yaml.safe_load(built_lock.read_text())) if built_lock.is_file() else {}
+    built_yaml = yaml.safe_load(built_lock.read_text()) if built_lock.is_file() else {}
+    if args.only:  # only the outs of the stages run here
+        built_yaml = {"stages": {name: stage for name, stage in (built_yaml.get("stages") or {}).items()
+                                 if name in args.only}}
+    built = lock_outs(built_yaml)
     if args.save_lock:
         args.save_lock.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built_lock, args.save_lock)
     differ = sorted(p for p in reference if p in built and built[p] != reference[p])
-    missing = sorted(set(reference) - set(built))
+    missing = sorted(set(built) - set(reference)) if args.only else sorted(set(reference) - set(built))
 
     result = {
-        "label": args.label, "commit": built_commit, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
+        "label": args.label, "commit": built_commit, "only": args.only, "seed_data": args.seed_data, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
         "reference_lock": reference_ref,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -252,6 +259,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--cherry-pick", nargs="*", default=None, metavar="COMMIT",
                         help="commits applied on top of --commit in the worktree (a change measured alone)")
     parser.add_argument("--save-lock", type=Path, default=None, help="copy the build's dvc.lock here")
+    parser.add_argument("--only", nargs="*", default=None, metavar="STAGE",
+                        help="run only these stages (dvc repro --force --single-item), on --seed-data's inputs")
+    parser.add_argument("--seed-data", default=None,
+                        help="a data/ directory of another build copied into the worktree first (the inputs of --only)")
     parser.add_argument("--worktree", default=None, help="where the worktree goes (default /tmp/wt-bench-LABEL)")
     parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
