@@ -26,6 +26,9 @@ def _pct(value: float) -> str:
 def attacker_standing(figures: dict, lower: float, upper: float, min_pairs: int) -> tuple[str, str | None]:
     """(OUTSIDE / TOO_FEW / INSIDE, why in words or None when inside) for one attacker's figures."""
     accuracy, n, interval = figures.get("accuracy"), figures.get("n") or 0, figures.get("ci95")
+    # multiple choice (the target among k options): the same band around chance 1/k
+    chance = figures.get("chance", 0.5)
+    lower, upper = chance - (0.5 - lower), chance + (upper - 0.5)
     if accuracy is None or n < min_pairs or interval is None:
         return TOO_FEW, f"{n} pairs (at least {min_pairs} are judged)"
     shown = f"{_pct(accuracy)} of {n} pairs, 95% CI {_pct(interval[0])}-{_pct(interval[1])}"

@@ -529,3 +529,13 @@ def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
     written = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
     assert [r["id"] for r in written] == ["a"]
     assert "refused 1 records with empty foil, 1 records with foil equals caption" in caplog.text
+
+
+def test_multiple_choice_is_certified_around_its_own_chance():
+    from filters.certification import certification
+
+    # the target among 5 options: chance 20%, the band 10-30%
+    at_chance = {**figures(0.2, 900), "chance": 0.2}
+    assert certification({"word": at_chance}, 0.40, 0.60)["certified"]
+    above = {**figures(0.35, 900), "chance": 0.2}
+    assert "above 30.0%" in certification({"word": above}, 0.40, 0.60)["why"]
