@@ -13,7 +13,7 @@ Three parts, each on files of ../shared/data (skipped when absent):
   rule against random subsets of those images of growing size; the coverage curve, fitted in log(images), is
   projected to Visual7W's 47,300 images and labelled a projection (`visual7w_estimate_how` in the results).
 
-    python -m benchmarks.bench_pairing [--coco-n 2000] [--relations-n 300] [--skip-coco]
+    python -m benchmarks.bench_pairing [--coco-n 2000] [--relations-n 300] [--skip-coco] [--only plurals,foil_it]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _params():
     return load_params(ROOT / "params.yaml")
 
 
-def coco_part(params, coco_n: int, relations_n: int) -> dict:
+def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | None = None) -> dict:
     from foilforge.foiler import RunContext
     from foilforge.groups import assign
     from foilforge.pairing import find_candidates
@@ -54,8 +54,10 @@ def coco_part(params, coco_n: int, relations_n: int) -> dict:
     source = Source(name="coco", format="coco", root=root, files={"captions": root / "captions_val2017.json"}, split="val")
     samples = sorted(reader_for("coco")(source), key=lambda s: str(s["id"]))
     images = len({s["image_file"] for s in samples})
-    result = {"pool": {"captions": len(samples), "images": images}, "instruments": {}}
+    result = {"pool": {"captions": len(samples), "images": images}, "instruments": dict((before or {}).get("instruments") or {})}
     for instrument, n in (("foil_it", coco_n), ("plurals", coco_n), ("relations", relations_n)):
+        if only and instrument not in only:
+            continue
         started = time.perf_counter()
         foiler = build_instrument(params, instrument)
         block = params["instruments"][instrument]
@@ -205,6 +207,8 @@ def main(argv=None) -> int:
     parser.add_argument("--coco-n", type=int, default=2000)
     parser.add_argument("--relations-n", type=int, default=300)
     parser.add_argument("--skip-coco", action="store_true")
+    parser.add_argument("--only", default=None, help="COCO instruments to run again (comma-separated); the others keep "
+                                                     "their results from the file")
     args = parser.parse_args(argv)
     if not SHARED.exists():
         print(f"skipped: {SHARED} is not there (the real data of the project's test machines)")
@@ -224,7 +228,8 @@ def main(argv=None) -> int:
         "10,000 and Visual7W's 47,300 (one 'how many' question an image assumed). A projection, not a measurement: the dev pool is a curated, class-balanced quarter of VALSE "
         "(half of existence is answer 0, far more than in Visual7W), so zero-answer partners are over-represented.")
     if not args.skip_coco:
-        results["coco_val2017"] = coco_part(params, args.coco_n, args.relations_n)
+        only = set(args.only.split(",")) if args.only else None
+        results["coco_val2017"] = coco_part(params, args.coco_n, args.relations_n, only, results.get("coco_val2017"))
     from foilforge.io import write_json
 
     write_json(RESULT, results)
