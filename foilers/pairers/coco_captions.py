@@ -16,7 +16,10 @@ subject of the verb or participle it attaches to), the right noun the head of it
   caption's, and states what the foil says of it, as for foil_it.
 
 Captions are people's descriptions, not exhaustive annotations: "never states the caption's part" is the rule,
-not proof.
+not proof. Where the source carries COCO's object annotations (the optional `instances` file: `instance_counts`
+on every sample), a partner must agree with them too: for foil_it the foil's category annotated on it and the
+caption's not; for plurals as many instances of the noun's category as the foil says (2 or more for a plural, 1
+for a singular). A noun that names no COCO category is judged by the captions alone.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class _Image:
     claims: set
     mentions: set
     lemmas: set
+    counts: dict | None = None   # COCO instances per category id, when the source has them
 
 
 @PAIRERS.register("coco_captions.v1")
@@ -137,6 +141,8 @@ class CocoCaptions(Pairer):
             image.claims.update(c for c in (governor_claim(t) for t in doc if t.pos_ == "NOUN") if c is not None)
             image.mentions.update(noun_mentions(doc))
             image.lemmas.update(lemma for lemma, _ in noun_mentions(doc))
+            if isinstance(sample.get("instance_counts"), dict):
+                image.counts = {int(k): int(v) for k, v in sample["instance_counts"].items()}
         self._images = images
         self._by_claim: dict[Claim, list[str]] = defaultdict(list)
         self._by_mention: dict[tuple, list[str]] = defaultdict(list)
@@ -191,6 +197,30 @@ class CocoCaptions(Pairer):
         return [self._partner(record, n, "coco captions: foil's relation stated, caption's never", (foil_claim.text(),))
                 for n in names[: self.max_partners]]
 
+    @staticmethod
+    def _category(token) -> int | None:
+        """The COCO category a noun names ("hot dog" read with the word before it), or None."""
+        from foilers.lang.coco_categories import mention_forms
+
+        forms = mention_forms()
+        if token.i > 0 and (token.doc[token.i - 1].lower_, token.lower_) in forms:
+            return forms[token.doc[token.i - 1].lower_, token.lower_][0]
+        found = forms.get((token.lower_,))
+        return found[0] if found else None
+
+    def _instances_agree(self, name: str, mode: str, old_category, new_category, new_number: str) -> bool:
+        counts = self._images[name].counts
+        if counts is None:
+            return True   # no object annotations for this image: the captions decide
+        if mode == "foil_it":
+            if old_category is None or new_category is None:
+                return True
+            return counts.get(new_category, 0) > 0 and counts.get(old_category, 0) == 0
+        if new_category is None:
+            return True
+        n = counts.get(new_category, 0)
+        return n >= 2 if new_number == "plural" else n == 1
+
     def _changed_noun(self, doc, span):
         nouns = [t for t in doc if t.pos_ in ("NOUN", "PROPN") and span[0] <= t.idx < span[1]]
         return nouns[-1] if nouns else None
@@ -220,5 +250,16 @@ class CocoCaptions(Pairer):
                      if (old_lemma, old_number) not in self._images[n].mentions]
             rule = f"coco captions: the noun in the foil's number ({new_number}) mentioned, in the caption's never"
         names = [n for n in names if all(c in self._images[n].claims for c in needed)]
+        old_category, new_category = self._category(old), self._category(new)
+        names = [n for n in names if self._instances_agree(n, mode, old_category, new_category, new_number)]
         evidence = (f"{new_lemma} {new_number}", *(c.text() for c in needed))
-        return [self._partner(record, n, rule, evidence) for n in names[: self.max_partners]]
+        partners = []
+        for name in names[: self.max_partners]:
+            counts = self._images[name].counts
+            if counts is not None and (new_category is not None or old_category is not None):
+                shown = [f"coco instances of category {c}: {counts.get(c, 0)}" for c in (new_category, old_category)
+                         if c is not None]
+                partners.append(self._partner(record, name, rule + "; COCO instances agree", (*evidence, *shown)))
+            else:
+                partners.append(self._partner(record, name, rule, evidence))
+        return partners

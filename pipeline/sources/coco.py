@@ -1,7 +1,8 @@
 """coco: `files: {captions: captions_<split><year>.json}`, optionally
 `instances: instances_<split><year>.json` (COCO's object annotations: each
 sample then carries the sorted category ids annotated on its image, [] for
-none; foil_it uses them). VALSE's plurals file
+none, which foil_it uses, and `instance_counts` {category id: instances}, which the
+COCO pairer reads for foil_it's and plurals' partners). VALSE's plurals file
 says `coco2017`, its relations file `coco_2017`; set `dataset` to match the
 other one.
 """
@@ -15,17 +16,18 @@ from foilforge.io import read_json, require
 from pipeline.sources.base import Source, reader, progress, normalise_space, split_for, nonempty
 
 
-def read_coco_instances(path) -> dict[int, list[int]]:
-    """{image id: sorted category ids annotated on it} from a COCO `instances_*.json`."""
+def read_coco_instances(path) -> dict[int, dict[int, int]]:
+    """{image id: {category id: instances annotated on it}} from a COCO `instances_*.json`."""
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object with 'annotations', got {type(data).__name__}")
-    shown: dict[int, set] = {}
+    shown: dict[int, dict[int, int]] = {}
     for i, ann in enumerate(require(data, "annotations", list, path, None)):
         where = f"annotations[{i}]"
-        shown.setdefault(require(ann, "image_id", int, path, where), set()).add(
-            require(ann, "category_id", int, path, where))
-    return {image: sorted(ids) for image, ids in shown.items()}
+        counts = shown.setdefault(require(ann, "image_id", int, path, where), {})
+        category = require(ann, "category_id", int, path, where)
+        counts[category] = counts.get(category, 0) + 1
+    return {image: dict(sorted(counts.items())) for image, counts in shown.items()}
 
 
 @reader("coco", roles=("captions",), optional_roles=("instances",))
@@ -58,6 +60,8 @@ def read_coco(src: Source) -> Iterator[dict]:
         if ann_id in seen:
             raise InputError(path, f"duplicate annotation id {ann_id}", record=where, field="id")
         seen.add(ann_id)
-        extra = {} if instances is None else {"instance_category_ids": instances.get(image_id, [])}
+        counts = {} if instances is None else instances.get(image_id, {})
+        extra = {} if instances is None else {"instance_category_ids": sorted(counts),
+                                               "instance_counts": {str(k): n for k, n in counts.items()}}
         yield src.sample(ann_id, dataset="coco2017", dataset_idx=ann_id, image_file=files[image_id],
                          original_split=split, caption=caption, image_id=image_id, **extra)
