@@ -111,6 +111,11 @@ class CausalLM:
         self._cache_identity = None
         self.cache_hits = self.cache_misses = 0
 
+    def load(self) -> "CausalLM":
+        """The tokenizer and model loaded now: a model that cannot load fails here, not at its first use."""
+        self.tokenizer, self.model  # noqa: B018  (the properties load)
+        return self
+
     @property
     def tokenizer(self):
         if self._tokenizer is None:

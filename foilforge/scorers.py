@@ -248,7 +248,7 @@ class CausalSpanScorer(_Pruning):
         from foilforge.lm import CausalLM
 
         super().__init__(spec, **pruning)
-        self.lm = CausalLM(spec)
+        self.lm = CausalLM(spec).load()  # a span scorer scores at once: a model that cannot load fails at build
 
     def _score(self, items: Sequence[Item]) -> list[list[float]]:
         if self.exhaustive:
