@@ -139,13 +139,7 @@ def build(args) -> dict:
         tail = log_path.read_text()[-4000:]
         print(tail, file=sys.stderr)
 
-    stages = {}
-    for path in sorted(timings_dir.glob("*.json")):
-        entry = json.loads(path.read_text())
-        name = stage_name(entry["argv"])
-        entry["cpu_s"] = round(entry["cpu_user_s"] + entry["cpu_sys_s"], 3)
-        stages[name] = {key: entry[key] for key in ("rc", *TIMES, "cpu_user_s", "cpu_sys_s", "max_rss_mb", "imports",
-                                                    "loads")}
+    stages = read_timings(timings_dir)
 
     reference_ref = args.reference_lock or commit
     if Path(reference_ref).is_file():  # a dvc.lock file (another label's build), else a commit
@@ -197,6 +191,17 @@ def build(args) -> dict:
     return result
 
 
+def read_timings(timings_dir: Path) -> dict:
+    """{stage name: its process's timings} from the files foilforge/timings.py wrote."""
+    stages = {}
+    for path in sorted(Path(timings_dir).glob("*.json")):
+        entry = json.loads(path.read_text())
+        entry["cpu_s"] = round(entry["cpu_user_s"] + entry["cpu_sys_s"], 3)
+        stages[stage_name(entry["argv"])] = {key: entry[key] for key in ("rc", *TIMES, "cpu_user_s", "cpu_sys_s",
+                                                                         "max_rss_mb", "imports", "loads")}
+    return stages
+
+
 def kind_totals(stages: dict) -> dict:
     """Per stage kind (foil, score, ...): processes and the sums of their times."""
     totals = {}
@@ -237,16 +242,40 @@ def table(results: dict, labels: list[str]) -> str:
     lines.append("| " + " | ".join(sums) + " |")
     dvc = ["DVC itself (`dvc repro` less its stage processes)"]
     for label in labels:
-        repro = results[label]["steps"].get("dvc repro", {})
+        repro = (results[label].get("steps") or {}).get("dvc repro", {})
         stage_rows = [row for kind, row in results[label]["kinds"].items() if kind != "check-params"]
         dvc += [f"{repro.get('wall_s', 0) - sum(r['wall_s'] for r in stage_rows):.1f}",
                 f"{repro.get('cpu_s', 0) - sum(r['cpu_s'] for r in stage_rows):.1f}", "", "", ""]
     lines.append("| " + " | ".join(dvc) + " |")
     totals = ["`make repro` after setup (check-params, dvc repro, dvc metrics show)"]
     for label in labels:
-        steps = results[label]["steps"].values()
-        totals += [f"{results[label]['total_wall_s']:.1f}", f"{sum(step['cpu_s'] for step in steps):.1f}", "", "", ""]
+        steps = (results[label].get("steps") or {}).values()
+        wall = results[label].get("total_wall_s")
+        totals += ["-" if wall is None else f"{wall:.1f}", f"{sum(step['cpu_s'] for step in steps):.1f}", "", "", ""]
     lines.append("| " + " | ".join(totals) + " |")
+    return "\n".join(lines)
+
+
+def compare(results: dict, first: str, second: str) -> str:
+    """Markdown: the stage processes both labels ran (the build's, or another label's merged in with `+`), wall and
+    CPU / import / model-load seconds side by side."""
+    def stages_of(label):
+        merged = {}
+        for part in label.split("+"):
+            merged.update(results[part]["stages"])
+        return merged
+
+    a, b = stages_of(first), stages_of(second)
+    heads = ["stage", f"{first} wall", f"{second} wall", f"{first} CPU", f"{second} CPU",
+             f"{first} import", f"{second} import", f"{first} load", f"{second} load"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    sums = [0.0] * 8
+    for name in [n for n in a if n in b and n != "check-params"]:
+        values = [a[name]["wall_s"], b[name]["wall_s"], a[name]["cpu_s"], b[name]["cpu_s"], a[name]["import_s"],
+                  b[name]["import_s"], a[name]["model_load_s"], b[name]["model_load_s"]]
+        sums = [x + y for x, y in zip(sums, values)]
+        lines.append("| " + " | ".join([name] + [f"{v:.1f}" for v in values]) + " |")
+    lines.append("| " + " | ".join(["all of these"] + [f"{v:.1f}" for v in sums]) + " |")
     return "\n".join(lines)
 
 
@@ -269,8 +298,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--table", nargs="*", default=None, metavar="LABEL",
                         help="print the table of these labels (all when none given) from the results file and exit")
+    parser.add_argument("--from-timings", type=Path, default=None,
+                        help="record the stage timings a build wrote to this directory so far under --label, and exit")
+    parser.add_argument("--compare", nargs=2, default=None, metavar=("LABEL", "LABEL"),
+                        help="print the stages both labels ran side by side (LABEL+LABEL merges runs) and exit")
     args = parser.parse_args(argv)
     results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    if args.compare:
+        print(compare(results, *args.compare))
+        return {}
+    if args.from_timings:  # a build that did not finish (killed, or still running): the stages it timed so far
+        stages = read_timings(args.from_timings)
+        result = {"label": args.label, "partial": True, "from_timings": str(args.from_timings),
+                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "stage_processes": len(stages), "kinds": kind_totals(stages), "stages": stages,
+                  "steps": {}, "total_wall_s": None}
+        results[args.label] = result
+        args.results.write_text(json.dumps(results, indent=1) + "\n")
+        return result
     if args.table is not None:
         labels = args.table or list(results)
         print(table(results, labels))
