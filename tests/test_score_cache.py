@@ -84,3 +84,27 @@ def test_baseline_and_evaluate_rerun_byte_identical_from_the_cache(tiny_models, 
     [scorer], _ = evaluate.build_scorers(params, [])
     assert scorer.config()["dtype"] == "float32" and scorer.lm._model is None
 
+
+
+def test_evaluate_after_baseline_loads_no_model(tiny_models, tmp_path, monkeypatch):
+    """baseline scores the filtered records (sorted by id) in chunks; export writes the same records keyed by id
+    (sorted); evaluate's text LM then makes the very same calls, all answered from the cache."""
+    from foilforge.io import write_json, write_jsonl
+    from pipeline.stages import baseline, evaluate
+    from pipeline.stages.export import to_valse_record
+
+    path = tiny_models.gpt2_lm()
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    params = {"models": {"text_baseline": {"name_or_path": str(path), "device": "cpu", "batch_size": 2}},
+              "evaluate": {"scorers": ["text_lm"]}, "blind_check": {}}
+    ids = ["r10", "r2", "r1", "r33", "r4"]            # str order differs from this one
+    records = [{"id": rid, "caption": c, "foil": f, "image_file": f"{k}.jpg"}
+               for k, (rid, c, f) in enumerate(zip(ids, TEXTS + TEXTS[:1], TEXTS[1:] + TEXTS[:2]))]
+    filtered = tmp_path / "filtered" / "relations.jsonl"
+    write_jsonl(filtered, records)                       # as select writes it
+    baseline.run(params, "relations", filtered, tmp_path / "baseline.json")
+    write_json(tmp_path / "benchmark" / "relations.json", {r["id"]: to_valse_record(r) for r in records})  # as export
+    monkeypatch.setattr(lm_module, "load_transformers_model", no_load)
+    monkeypatch.setattr(lm_module, "load_tokenizer", no_load)
+    out = evaluate.run(params, tmp_path / "benchmark", tmp_path / "metrics.json")
+    assert out["text_lm"]["instruments"]["relations"]["n_scored"] == 5
