@@ -37,8 +37,8 @@ ENGINE ?=
 export FOILFORGE_ENGINE := $(ENGINE)
 
 # model scores kept between the stages and runs that make the same call (foilforge/lm.py); not a DVC output.
-# FOILFORGE_SCORE_CACHE=off: none
-export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
+# FOILFORGE_SCORE_CACHE=off: none. Set for repro only: the tests score afresh
+repro: export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
 
 # PROFILE=paper: the paper's models (profiles/paper.yaml) as a DVC experiment (`dvc exp show`)
 PROFILE ?=
