@@ -300,7 +300,7 @@ def test_instrument_block_errors_name_the_key():
         "params.yaml instruments.no-foiler.foiler: missing (required)",
         "params.yaml instruments.extra-key.source: missing (required)",
         "params.yaml instruments.extra-key.sources: unknown key; allowed: adversarial, args, bias, candidates_per_sample, "
-        "filters, foiler, gate, max_samples, source, validation",
+        "filters, foiler, gate, max_samples, pairing, source, validation",
     ]
 
 
