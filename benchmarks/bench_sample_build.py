@@ -242,10 +242,13 @@ def table(results: dict, labels: list[str]) -> str:
     lines.append("| " + " | ".join(sums) + " |")
     dvc = ["DVC itself (`dvc repro` less its stage processes)"]
     for label in labels:
-        repro = (results[label].get("steps") or {}).get("dvc repro", {})
+        repro = (results[label].get("steps") or {}).get("dvc repro")
         stage_rows = [row for kind, row in results[label]["kinds"].items() if kind != "check-params"]
-        dvc += [f"{repro.get('wall_s', 0) - sum(r['wall_s'] for r in stage_rows):.1f}",
-                f"{repro.get('cpu_s', 0) - sum(r['cpu_s'] for r in stage_rows):.1f}", "", "", ""]
+        if repro is None:  # a build recorded from its timings (--from-timings): DVC's share unknown
+            dvc += ["-", "-", "", "", ""]
+            continue
+        dvc += [f"{repro['wall_s'] - sum(r['wall_s'] for r in stage_rows):.1f}",
+                f"{repro['cpu_s'] - sum(r['cpu_s'] for r in stage_rows):.1f}", "", "", ""]
     lines.append("| " + " | ".join(dvc) + " |")
     totals = ["`make repro` after setup (check-params, dvc repro, dvc metrics show)"]
     for label in labels:
