@@ -380,3 +380,22 @@ def test_coco_instances_must_agree_when_the_source_has_them():
         ("2.jpg", "coco captions: foil's noun mentioned, caption's never; COCO instances agree"),
         ("4.jpg", "coco captions: foil's noun mentioned, caption's never")]
     assert "coco instances of category 19: 1" in partners[0].annotations
+
+
+def test_the_pairing_aware_choice_sets_aside_only_siblings_of_a_pairable_candidate():
+    from foilforge.groups import Partner, attach_groups, prefer_pairable
+
+    partner = [Partner(sample_id="s9", image_file="9.jpg", rule="r")]
+    records = [{"id": "a#0", "sample_id": "a", "image_file": "1.jpg", "ok": True},
+               {"id": "a#1", "sample_id": "a", "image_file": "1.jpg", "ok": True},   # pairable
+               {"id": "a#2", "sample_id": "a", "image_file": "1.jpg", "ok": False},  # fails a keep rule: left alone
+               {"id": "b#0", "sample_id": "b", "image_file": "2.jpg", "ok": True},   # the only candidate of b
+               {"id": "c#0", "sample_id": "c", "image_file": "3.jpg", "ok": True},
+               {"id": "c#1", "sample_id": "c", "image_file": "3.jpg", "ok": True}]  # no candidate of c pairable
+    candidates = {"a#0": [], "a#1": partner, "a#2": [], "b#0": [], "c#0": [], "c#1": []}
+    chosen, aside = prefer_pairable(records, candidates, lambda r: r["ok"])
+    assert [r["id"] for r in aside] == ["a#0"]
+    assert [r["id"] for r in chosen] == ["a#1", "a#2", "b#0", "c#0", "c#1"]
+    grouped, pairing = attach_groups([r for r in chosen if r["ok"]], candidates)
+    assert [r["id"] for r in grouped if "group" in r] == ["a#1"] and grouped[0]["group"]["image_1"] == "9.jpg"
+    assert pairing.report(4)["coverage"] == 0.25

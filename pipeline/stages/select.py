@@ -162,6 +162,8 @@ def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[d
     report = {"pairer": settings["pairer"], "why": None if settings["pairer"] else settings.get("why"),
               "prefer_pairable": bool(choice is not None), **pairing.report(len(kept)),
               **({"set_aside_for_a_pairable_candidate": choice["set_aside"]} if choice is not None else {})}
+    if not settings["pairer"]:  # no pairer: no partner was looked for, and the report says so
+        report.update(coverage=None, unpaired={"no pairer for this instrument": len(kept)} if kept else {})
     return kept, rejected, report
 
 
