@@ -15,6 +15,17 @@ from foilforge.io import read_json
 
 
 FORMATS = ("valse", "sugarcrepe", "foilforge")
+#: where each format keeps the foil and the image file name
+FOIL_FIELD = {"valse": "foil", "sugarcrepe": "negative_caption", "foilforge": "foil"}
+IMAGE_FIELD = {"valse": "image_file", "sugarcrepe": "filename", "foilforge": "image_file"}
+
+
+def released_foil(fmt: str, row: dict):
+    """A released record's foil: its format's foil field, or the first of VALSE's `foils` list."""
+    foil = row.get(FOIL_FIELD[fmt])
+    if foil is None and fmt == "valse" and isinstance(row.get("foils"), list) and row["foils"]:
+        foil = row["foils"][0]
+    return foil
 
 
 def detect_format(path: Path, data) -> str:
@@ -62,15 +73,13 @@ def _differing_words(caption: str, foil: str) -> tuple[list[str], list[str]]:
 
 def to_records(fmt: str, rows: list[tuple[str, dict]], path, instrument: str) -> list[dict]:
     """foilforge records (id, sample_id, caption, foil, classes, classes_foil) of the released pairs."""
-    foil_field = {"valse": "foil", "sugarcrepe": "negative_caption", "foilforge": "foil"}[fmt]
+    foil_field = FOIL_FIELD[fmt]
     records = []
     for key, row in rows:
         if not isinstance(row, dict):
             raise InputError(path, "expected a JSON object", record=key)
         caption = row.get("caption")
-        foil = row.get(foil_field)
-        if foil is None and fmt == "valse" and isinstance(row.get("foils"), list) and row["foils"]:
-            foil = row["foils"][0]
+        foil = released_foil(fmt, row)
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "missing or empty: every record needs a caption and a foil", record=key,
                              field="caption")

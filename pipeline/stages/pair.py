@@ -74,15 +74,15 @@ def find(params: dict, instrument: str, input_path, samples_path, output_path, m
 def released_records(path) -> list[dict]:
     """(id, image_file, caption, foil, tag) of every pair in a released file (VALSE JSON {id: record}, SugarCrepe
     JSON {"0": {filename, caption, negative_caption}}, foilforge JSONL); a pair without an image is an error."""
-    from foilforge.records import read_record_file
+    from foilforge.released import FOIL_FIELD, IMAGE_FIELD, read_released, released_foil
 
+    fmt, rows = read_released(path)
+    foil_field, image_field = FOIL_FIELD[fmt], IMAGE_FIELD[fmt]
     records = []
-    for key, row in read_record_file(path):
-        foil_field = "negative_caption" if "negative_caption" in row else "foil"
-        image_field = "filename" if "filename" in row and "image_file" not in row else "image_file"
-        foil = row.get(foil_field)
-        if foil is None and isinstance(row.get("foils"), list) and row["foils"]:
-            foil = row["foils"][0]
+    for key, row in rows:
+        if not isinstance(row, dict):
+            raise InputError(path, "expected a JSON object", record=key)
+        foil = released_foil(fmt, row)
         for name, value in (("caption", row.get("caption")), (foil_field, foil), (image_field, row.get(image_field))):
             if not isinstance(value, str):
                 raise InputError(path, "missing: every pair needs a caption, a foil and an image", record=key, field=name)
