@@ -1,4 +1,4 @@
-"""Trained attackers on released benchmarks (issue 27): `foilforge refilter` on every VALSE dev piece and both
+"""Trained attackers on released benchmarks: `foilforge refilter` on every VALSE dev piece and both
 SugarCrepe files, before/after per attacker, records kept, and AFLite against feature balancing.
 
 Each file is scored once by the filters of the foilforge instrument it corresponds to (`PIECES`; SmolLM2 and the

@@ -68,7 +68,7 @@ def _replace_model(value, path: str):
     return path if value == SMOLLM2 else value
 
 
-# what foilforge/scorers.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights, and (README,
+# what foilforge/scorers.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights, and (docs/models.md,
 # "GPU") relations' slots a scorer call raised so that the passes can fill that budget. 32768 tokens scored
 # relations' batches in half the time of 8192 on an H200 (relations_profile.json tokenizer_threads_and_token_budget)
 CUDA_TUNING = {"dtype": "bfloat16", "max_batch_tokens": 32768, "batch_size": 128, "score_chunk": 4096}

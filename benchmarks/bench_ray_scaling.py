@@ -11,7 +11,7 @@ offline, docs/offline_models.md). Every run writes the stage's JSONL; each Ray r
 byte with the local one. Per run: wall time (Ray start and actor model loading included, as a user meets
 them), captions/s, peak RSS of the driver and of each Ray worker, identical or not. The projection to COCO
 train (591,753 captions) and CC3M (3.3M) divides by the best measured throughput; it assumes the throughput
-holds at that size (the score stage collects results in the driver: see README "Scaling out on Ray").
+holds at that size (the score stage collects results in the driver: see docs/scaling.md).
 `--gpu-workers K` adds a run with K actors sharing the one GPU (`gpus_per_worker: 1/K`, models on cuda).
 Writes benchmarks/results/ray_scaling.json.
 """

@@ -1,4 +1,4 @@
-"""Adversarial refinement on real data (issue 14): acc_r, records kept and JS before/after.
+"""Adversarial refinement on real data: acc_r, records kept and JS before/after.
 
 Three runs, each through the same stage commands a user runs (ingest, foil, score, select, bias, baseline),
 with the repository's params.yaml for filters, refinement scorers and the held-out scorer:

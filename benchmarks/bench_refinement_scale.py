@@ -1,4 +1,4 @@
-"""How the refinement's 0/1 program scales with the candidate pool (issue #14; select stage, no model runs).
+"""How the refinement's 0/1 program scales with the candidate pool (select stage, no model runs).
 
     .venv/bin/python -m benchmarks.bench_refinement_scale [--sizes 2000 8000 22000]
 

@@ -1,4 +1,4 @@
-"""Span scoring on a GPU: the CUDA branch of foilforge/scorers.py, measured side by side in one run (issue #15).
+"""Span scoring on a GPU: the CUDA branch of foilforge/scorers.py, measured side by side in one run.
 
     python -m benchmarks.bench_relations_cuda [--captions FILE] [--limit 300] [--params params.yaml]
 

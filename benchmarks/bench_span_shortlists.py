@@ -1,4 +1,4 @@
-"""Cheaper first passes for relations' span scorer, measured against exact scores of every fill (issue #15).
+"""Cheaper first passes for relations' span scorer, measured against exact scores of every fill.
 
     .venv/bin/python -m benchmarks.bench_span_shortlists [--limit 120] [--captions FILE]
 

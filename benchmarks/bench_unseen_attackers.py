@@ -1,4 +1,4 @@
-"""Attackers neither the adversarial filter nor the release gate uses, on what the filter keeps (issue 27).
+"""Attackers neither the adversarial filter nor the release gate uses, on what the filter keeps.
 
 The gate certifies with attackers kept apart from the filter, but the project chose both sets. This check asks
 how well the filtered sets hold against learners of other kinds, which appear nowhere in params.yaml:

@@ -2,8 +2,8 @@
 
 A fixed scorer (an LM's perplexity, an n-gram prior) is one judge; a set refined
 against it can still be solved by a model *trained* on the benchmark's own
-pairs (issue 27: a logistic regression on word n-grams solved refined VALSE
-existence at 65%, SugarCrepe's replace_rel at 83%). An attacker sees only the
+pairs (a logistic regression on word n-grams solves refined VALSE existence
+at 65% and SugarCrepe's replace_rel at 83%). An attacker sees only the
 two texts (never the image) and is only ever evaluated out of fold, with the
 folds grouped by caption: the pairs of one caption are all in training or all
 held out (`grouped_folds`), so no attacker scores a pair whose caption it saw.

@@ -25,7 +25,7 @@ smallest imbalance of the changed items (below). A greedy matching kept far fewe
 (1,000 real COCO captions, relations: 504 against 588; sample relations 28
 against 60). Deterministic: the same candidates, in any order, give the same subset.
 
-The JS bound (`max_js_rise`, default 0.05, the bound of issue #14; null turns
+The JS bound (`max_js_rise`, default 0.05; null turns
 it off): balancing the scores can shift the caption-side and foil-side item
 distributions apart (the kept pairs may favour a few foil prepositions). JS
 "before" is that of the records the instrument would export without the
@@ -57,7 +57,7 @@ from foilforge.records import changed_items, frequencies
 
 log = logging.getLogger(__name__)
 
-#: the most the refinement may raise JS(caption items, foil items) over the unrefined export (issue #14)
+#: the most the refinement may raise JS(caption items, foil items) over the unrefined export
 DEFAULT_MAX_JS_RISE = 0.05
 #: draws of the JS noise floor (js_noise_floor): its standard error is well below the third decimal shown
 JS_FLOOR_DRAWS = 200

@@ -1,4 +1,4 @@
-"""A small transformer fine-tuned as a blind pair classifier (attacker family (d) of issue 27).
+"""A small transformer fine-tuned as a blind pair classifier (the fine-tuned transformer family of attackers).
 
 The model reads "first [SEP] second" and learns whether the first text is the
 caption; training shows every pair in both orders. Its margin is

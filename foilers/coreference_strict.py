@@ -1,4 +1,4 @@
-"""Coreference, strict (issue 17): VALSE's coreference records, kept only when the pronoun corefers.
+"""Coreference, strict: VALSE's coreference records, kept only when the pronoun corefers.
 
 Built like `coreference.v1` ("[caption]. [question]? [yes/no]." with the answer
 flipped), but a VisDial turn qualifies only when its question holds a

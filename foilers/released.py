@@ -1,4 +1,4 @@
-"""Pass-through foiler for released benchmarks: the foils exist already (issue 14, re-filtering VALSE).
+"""Pass-through foiler for released benchmarks: the foils exist already (re-filtering VALSE).
 
 An instrument whose source is a released VALSE file (`format: valse` in
 params.yaml `sources`, pipeline.stages.ingest's valse reader) uses this

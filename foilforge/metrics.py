@@ -181,9 +181,9 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-#: the blind check's reading of acc_r (issue 14): within this many points of 50% is at chance
+#: the blind check's reading of acc_r: within this many points of 50% is at chance
 CHANCE_MARGIN = 0.05
-#: fewer pairs than this are not judged (issue 14 judges instruments with at least 20 exported pairs)
+#: fewer pairs than this are not judged (the blind check judges instruments with at least 20 exported pairs)
 MIN_JUDGED_PAIRS = 20
 
 

@@ -1,4 +1,4 @@
-"""Trained text-only attackers, the adversarial filter and the release gate (issue 27)."""
+"""Trained text-only attackers, the adversarial filter and the release gate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17's instruments: coreference_strict, foil_it, swap_obj, swap_att (exact outputs, hand-built cases)."""
+"""The instruments coreference_strict, foil_it, swap_obj, swap_att (exact outputs, hand-built cases)."""
 
 from __future__ import annotations
 

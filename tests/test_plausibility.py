@@ -1,4 +1,4 @@
-"""Plausibility scores, adversarial refinement, the held-out blind check and re-filtering released files (issue 14)."""
+"""Plausibility scores, adversarial refinement, the held-out blind check and re-filtering released files."""
 
 from __future__ import annotations
 

@@ -363,7 +363,7 @@ class Action:
 
 
 def validate_action_sample(sample: dict, path: str, record) -> None:
-    """Check the fields of whichever input form the sample uses (see README, 'Actions')."""
+    """Check the fields of whichever input form the sample uses."""
     from foilforge.errors import InputError
     from foilforge.io import require
 

