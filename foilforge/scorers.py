@@ -53,19 +53,18 @@ Speed (both kinds; args in the same block):
     score only adds the log-probabilities (<= 0) of the later tokens, so it
     never exceeds its bound. With `lookahead_words: 0` the bound is the
     fill's first token after the prefix alone: free (the prefix pass gives
-    it), but blind to the right context. On 300 real COCO captions with the
-    58 spans attested in all of COCO val, keeping the 20 best first tokens
-    kept the exhaustive top-1 on 91% of the slots (top-10 overlap 0.66);
-    the lookahead keeps it on all of them with 15 (top-10 overlap 0.95).
+    it), but blind to the right context (how often each bound keeps the
+    exhaustive ranking: benchmarks/results/relations_scaling.json,
+    docs/performance.md).
   - masked: the first term of the chain rule above, one pass per item and
     span length with the whole span masked (it already sees both sides).
   `certified: true` adds a second round: every other fill whose bound
   reaches the prune_to-th best exact score is scored too. All others are
   below that score for sure, so the best `prune_to` fills and their order
   are those of the exhaustive scoring (up to float rounding). It is exact,
-  but on real captions no faster than the exhaustive scoring: a preposition
-  changes the whole rest of the sentence's probability, so the bounds are
-  loose. It is there to check the default, not to speed it up.
+  but on real captions little faster than the exhaustive scoring: a
+  preposition changes the whole rest of the sentence's probability, so the
+  bounds are loose. It is there to check the default, not to speed it up.
   `prune_to: null` or `exhaustive: true` scores every fill: the reference
   (benchmarks/bench_relations_scaling.py compares them on real captions).
 * causal LM, also without pruning: `left` (minus its trailing space) is run
