@@ -193,7 +193,7 @@ def visual7w_estimate(params) -> dict:
             "targets": len(targets), "measured_coverage_by_pool_images": curve,
             "fits": {"log_linear": {"intercept_at_mean_log": round(my, 4), "per_log_image": round(slope, 4)},
                      "saturating": {"c_max": round(float(c_max), 4), "n_half": round(float(n0), 1)}},
-            # the lower of the two fits at each size: the estimate the README quotes
+            # the lower of the two fits at each size: the estimate docs/pairing.md quotes
             "projection": {str(n): {"log_linear": round(log_linear(n), 3), "saturating": round(float(saturating(n)), 3),
                                     "estimate": round(min(log_linear(n), float(saturating(n))), 3)}
                            for n in (3_000, 10_000, VISUAL7W_IMAGES)}}

@@ -17,7 +17,7 @@ Three comparisons, each on the same slots and candidates, one timed run per mode
 For each: seconds of the reference (`exhaustive: true`) and of the default,
 their ratio, top-1 agreement (share of slots whose best fill is the same) and
 mean top-k overlap (|top-k reference & top-k default| / k); for relations also
-the variants without lookahead (the first-token pass alone, as before) and
+the variants without lookahead (the first-token pass alone) and
 with certified pruning. By default the relations candidates are the spans
 attested in every caption of the file (min count 2): what a full build
 proposes for each slot, and where pruning matters (58 spans for COCO val
