@@ -31,6 +31,7 @@ COMMANDS = {
     "refilter": ("pipeline.stages.refilter", "re-filter a released benchmark file (VALSE, SugarCrepe, foilforge JSONL) through an instrument's filters, adversarial filter and gate"),
     "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
     "profile": ("pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
+    "params-doc": ("pipeline.stages.params_doc", "write docs/params.md (every params.yaml key) from the schema"),
 }
 
 
