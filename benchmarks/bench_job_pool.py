@@ -1,4 +1,4 @@
-"""The select stage on Ray with the attackers' fits on actors kept for the stage (pipeline/engine.py JobRunner)
+"""The select stage on Ray with the attackers' fits on actors kept for the stage (pipeline/engine/jobs.py JobRunner)
 against a Ray Data pool started for every round (the runner before it) and the local engine (one fit after
 another in this process), side by side in one process.
 

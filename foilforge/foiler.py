@@ -12,7 +12,7 @@ A foiler turns samples of one source into caption/foil pairs in two phases:
   categories each image's captions mention, a cluster pool) splits `propose`
   into `corpus_pass(samples, context)`, run once, and `propose_batch(batch,
   context, corpus)`, run on each batch of samples (the foil stage runs the
-  batches on pipeline/engine.py: this process or a Ray actor pool; a model
+  batches on pipeline/engine/: this process or a Ray actor pool; a model
   scores a batch's slots in shared calls). The counts a batch puts in
   `context.stats` are summed over the batches (`merge_stats`); anything else
   belongs to `corpus_pass`. A foiler whose candidates cannot be made batch by

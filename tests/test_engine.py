@@ -11,6 +11,7 @@ import ray
 
 from foilforge.errors import ConfigError
 from pipeline import engine
+from pipeline.engine import jobs, ray_data
 from pipeline.stages import score
 
 
@@ -60,7 +61,7 @@ def test_ray_engine_writes_the_local_engines_bytes(tiny_models, real_pairs, tmp_
     def by_value(*args, **kwargs):
         raise AssertionError("the score stage shipped its batches by value: Ray's read tasks should read the file")
 
-    monkeypatch.setattr(engine, "_ray_stream", by_value)
+    monkeypatch.setattr(ray_data, "ray_stream", by_value)
     assert _score(params, real_pairs, tmp_path, "ray") == local
     rows = [json.loads(line) for line in local.decode().splitlines()]
     assert [r["id"] for r in rows] == [r["id"] for r in real_pairs]
@@ -483,8 +484,8 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
         assert len(pids) <= 2 and pids != {os.getpid()}                      # the pool's two actors, both calls
         for calls in (first, second):                                          # one worker per actor and call
             assert len({(pid, built) for _, _, pid, built in calls}) == len({pid for _, _, pid, _ in calls})
-        actors = list(engine._live_pool.actors)
-    assert engine._live_pool is None
+        actors = list(jobs._live_pool.actors)
+    assert jobs._live_pool is None
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actors[0].run.remote(0, _Where, [ray.put(("c",))], [0]), timeout=60)
     # a Ray Data map after a runner left open: the pool is stopped first, so its CPUs are free for the map's
@@ -493,11 +494,11 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
     records = [{"id": f"r{k}", "value": k} for k in range(4)]
     assert engine.map_batches(records, _doubler(), (0,), {**RAY_JOBS, "batch_size": 2}) == \
         [{"id": f"r{k}", "value": 2 * k} for k in range(4)]
-    assert engine._live_pool is None
+    assert jobs._live_pool is None
     # more workers than the local Ray's 2 CPUs hold: 2 actors, and every job still runs
     with engine.job_runner({**RAY_JOBS, "ray": {**RAY_JOBS["ray"], "workers": 5}}) as runner:
         assert [job for job, *_ in runner(list(range(12)), _Where, ("e",))] == list(range(12))
-        assert len(engine._live_pool.actors) == 2
+        assert len(jobs._live_pool.actors) == 2
 
 
 def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):

@@ -9,7 +9,7 @@ or a sample build that keeps a slow foiler's share of the time small while the
 source stays large enough for the instruments that need it. `--metrics` writes what
 the foiler reported about the run (skip rules, guards, resolver, pairing, JS).
 
-The proposals run batch by batch on the engine of params.yaml `engine` (pipeline/engine.py: this process,
+The proposals run batch by batch on the engine of params.yaml `engine` (pipeline/engine/: this process,
 or a Ray actor pool whose actors build the foiler, its spaCy pipeline and models once): the foiler's
 `corpus_pass` (what every batch needs of the whole run) runs once here, then `propose_batch` on each batch of
 `engine.batch_size` samples; `choose` (balance, pairing) and the records run once here on all candidates.

@@ -10,7 +10,7 @@ A filter not listed is neither run nor recorded. Reads: models.grammar_lm,
 models.cola, models.nli, models.length_tokenizer, filters.<name>, and
 instruments.INSTRUMENT.filters.run.
 
-The record-level filters run batch by batch on the engine of params.yaml `engine` (pipeline/engine.py:
+The record-level filters run batch by batch on the engine of params.yaml `engine` (pipeline/engine/:
 this process, or a Ray actor pool whose actors load the models once), and so does the per-text part of a
 corpus-level filter (`Filter.score_batch`: plausibility's language models); what needs the whole
 instrument (plausibility's n-gram prior, fitted on all its captions) runs once here. With `--cache-dir`,
@@ -93,7 +93,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         cache_dir=None) -> int:
     """Score the records of `input_path` into `output_path` (the JSONL and its Parquet shards); returns the number
     of records written (a record that cannot be a foil, foilforge/validity.py, is refused with a logged count).
-    With `cache_dir`, a killed run resumes from the batches it had scored (pipeline/engine.py
+    With `cache_dir`, a killed run resumes from the batches it had scored (pipeline/engine/journal.py
     BatchJournal).
 
     The input is read in batches and the output written record by record, so on the local engine the stage

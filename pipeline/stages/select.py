@@ -49,7 +49,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
-    `runner`: where the adversarial filter's fold fits run (pipeline/engine.py `job_runner`; None: here).
+    `runner`: where the adversarial filter's fold fits run (pipeline/engine/jobs.py `job_runner`; None: here).
     """
     from foilforge.filter import filter_class
     from foilforge.filter import filter_funnel
