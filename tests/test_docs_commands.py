@@ -374,3 +374,9 @@ def test_cheap_documented_commands_run(argv, monkeypatch, capsys):
     if argv[0] == "profile":  # what `make repro PROFILE=paper` hands to `dvc exp run`
         overrides = shlex.split(out)
         assert overrides[0] == "-S" and check_dvc(["dvc", "exp", "run", *overrides]) == []
+
+
+@pytest.mark.parametrize("document", [*DOCUMENTS, ROOT / "CHANGELOG.md"], ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(document):
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", document.read_text(encoding="utf-8"))
+    assert [link for link in links if "://" not in link and not (document.parent / link).exists()] == []
