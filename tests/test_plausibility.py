@@ -390,7 +390,7 @@ def test_released_valse_file_passes_through_unchanged(tmp_path):
 
 
 def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
-    from pipeline.stages.export import datacard_text
+    from pipeline.card import datacard_text
 
     check = {"records_before": 156, "records_after": 102,
              "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},

@@ -35,10 +35,11 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, GateError, InputError
 from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
-from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
+from foilforge.metrics import MIN_JUDGED_PAIRS
 from foilforge.params import load_params
 from foilforge.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
 from foilforge.filter import filter_funnel, run_order  # noqa: F401  (select, tests)
+from pipeline.card import datacard_text, failing_attackers
 
 log = logging.getLogger(__name__)
 
@@ -220,24 +221,6 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     return entry
 
 
-def groups_lines(manifest: dict) -> list[str]:
-    """The data card's Winoground section: per instrument kept pairs, groups formed, coverage, valid groups."""
-    entries = [(name, entry.get("groups")) for name, entry in manifest["instruments"].items() if entry.get("groups")]
-    if not entries:
-        return []
-    lines = ["", "## Winoground groups (blind by construction)", "",
-             "Each group adds a second image that the foil describes and the caption does not (`winoground/<I>.jsonl`:",
-             "caption_0 is true of image_0, caption_1 of image_1). Any text-only score orders the two texts the same",
-             "way for both images, so its text, image and group scores are 0 and its pair accuracy over a group is 50%.",
-             "", "| instrument | kept pairs | groups | coverage | valid groups | evidence |", "|---|---|---|---|---|---|"]
-    for name, entry in entries:
-        coverage = "n/a" if entry.get("coverage") is None else f"{100 * entry['coverage']:.1f}%"
-        valid = "no votes" if entry.get("valid_groups") is None else str(entry["valid_groups"])
-        evidence = entry["pairer"] or f"none: {entry.get('why')}"
-        lines.append(f"| {name} | {entry['kept_pairs']} | {entry['groups']} | {coverage} | {valid} | {evidence} |")
-    return lines
-
-
 # ---------------------------------------------------------------- human validation (validate stage)
 
 TABLE5_KEYS = ("items", "items_voted", "valid", "valid_pct", "unanimous", "unanimous_pct", "alpha_all", "alpha_valid",
@@ -266,42 +249,6 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     if table5 is not None:
         table5["export"] = mode
     return (valid if mode == "valid" else kept), {"counts": counts, "table5": table5}
-
-
-def _pct(value) -> str:
-    return "n/a" if value is None else f"{value:.1f}%"
-
-
-def validation_datacard_lines(manifest: dict) -> list[str]:
-    """VALSE Table 5 columns per instrument: items, % valid, % unanimous, Krippendorff's alpha (all / valid)."""
-    lines = ["", "## Human validation (VALSE §4.4, Table 5)", "",
-             "| instrument | items voted | valid | % valid | % unanimous | α (all) | α (valid) | annotators (excluded) | exported |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, entry in manifest["instruments"].items():
-        t = entry.get("validation")
-        if not t:
-            lines.append(f"| {name} | not validated yet (no votes) | | | | | | | {entry['counts']['exported']} |")
-            continue
-        lines.append(f"| {name} | {t.get('items_voted')} of {t.get('items')} | {t.get('valid')} | {_pct(t.get('valid_pct'))} | "
-                     f"{_pct(t.get('unanimous_pct'))} | {_fmt(t.get('alpha_all'), 2)} | {_fmt(t.get('alpha_valid'), 2)} | "
-                     f"{t.get('annotators')} ({len(t.get('annotators_excluded') or [])}) | "
-                     f"{entry['counts']['exported']} ({t.get('export', 'valid')}) |")
-    lines += ["", "Valid: at least `validation.valid_min_caption` of the annotators chose the caption and not the foil;",
-              "unanimous: all did. α: Krippendorff's alpha, nominal, over the five answers relative to the caption."]
-    for name, entry in manifest["instruments"].items():
-        for excluded in (entry.get("validation") or {}).get("annotators_excluded") or []:
-            lines.append(f"- {name}: annotator {excluded['worker']} excluded: {excluded['reason']}")
-    return lines
-
-
-def validation_limitation_lines(manifest: dict) -> list[str]:
-    missing = [n for n, e in manifest["instruments"].items() if not e.get("validation")]
-    if not missing:
-        return ["- Every instrument was validated by human annotators (above); agreement figures over five categories",
-                "  are not a ceiling of human performance on the binary benchmark (VALSE App. E)."]
-    return [f"- Not yet validated by humans: {', '.join(missing)}. Foils are produced and filtered automatically;",
-            "  without human validation (VALSE §4.4) some foils may still describe the image. `mturk` is null",
-            "  until votes are collected (`foilforge annotate`, README \"Human validation\")."]
 
 
 def export_settings(params: dict) -> dict:
@@ -353,7 +300,7 @@ def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
 
 def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
     """README.md: the Hugging Face dataset card (configs per instrument) for the rows/ files."""
-    from pipeline.loadable import card_text, source_family
+    from pipeline.card import dataset_card_text, source_family
 
     sources = params.get("sources") or {}
     instruments = params.get("instruments") or {}
@@ -361,7 +308,7 @@ def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
             for name, spec in instruments.items() if name in manifest["instruments"] and isinstance(spec, dict)}
     counts = {name: entry["counts"]["exported"] for name, entry in manifest["instruments"].items()}
     with atomic_write(output_dir / "README.md") as handle:
-        handle.write(card_text(counts, sorted(used)))
+        handle.write(dataset_card_text(counts, sorted(used)))
 
 
 
@@ -378,75 +325,6 @@ def _refinement_report(select_metrics_dir, instrument: str) -> dict | None:
         return None
     metrics = _optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}
     return (metrics.get("refinement") or {}).get("plausibility")
-
-
-def _js_cell(report) -> str:
-    if not report or "js_after" not in report:
-        return "not bounded"
-    met = "" if report.get("js_bound_met") in (True, None) else ", bound not met"
-    dropped = f", {report['dropped_for_js']} dropped for JS" if report.get("dropped_for_js") else ""
-    floor = f" (noise floor {_fmt(report['js_noise_floor'])})" if report.get("js_noise_floor") is not None else ""
-    return f"{_fmt(report.get('js_before'))} -> {_fmt(report.get('js_after'))}{floor}{dropped}{met}"
-
-
-def _acc_r_cell(entry, interval: bool = False) -> str:
-    if not entry or entry.get("acc_r") is None:
-        return "n/a"
-    ties = f", {entry['ties']} ties" if entry.get("ties") else ""
-    bounds = wilson_interval(round(entry["acc_r"] * entry["n"]), entry["n"]) if interval else None
-    ci = f", 95% CI {100 * bounds[0]:.0f}-{100 * bounds[1]:.0f}%" if bounds else ""
-    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']}{ties}{ci})"
-
-
-def blind_check_lines(manifest: dict) -> list[str]:
-    lines = ["", "## Text-only blind check (adversarial refinement)", "",
-             "acc_r = share of pairs a text-only scorer prefers the caption (chance 50%). `before`: the records",
-             "that passed every other filter; `after`: those the refinement kept. The refinement balances its own",
-             "scorers' caption-minus-foil gaps, so their `after` is at most 50% by construction; the held-out",
-             "scorer was not used by the refinement and is the real check. A tie (equal scores) is no preference",
-             "and counts as a miss; far below 50% means the scorer prefers the foil, also a shortcut. The held-out",
-             "cells give a 95% Wilson interval: one that contains 50% is no evidence of a shortcut at that n.",
-             "JS: of the changed items (VALSE Table 5), unrefined (each sample's first candidate) -> refined; where",
-             "the refined set exceeds the unrefined JS by more than `max_js_rise`, the refinement rebalances the",
-             "items, then drops records (still at chance) until it does not; \"dropped for JS\" counts them.",
-             "Noise floor: the JS two samples of the kept size from one item distribution show (true JS 0); a",
-             "refined JS below it is no measurable shift, whatever the bound says.",
-             f"Verdict (held-out, after): at chance = within {100 * CHANCE_MARGIN:.0f} points of 50%; chance within the 95% CI = further",
-             "off, but the interval contains 50%; caption / foil preferred = the interval excludes 50% (a blind",
-             f"model that picks the less plausible sentence exploits the latter); fewer than {MIN_JUDGED_PAIRS} pairs: not judged.", "",
-             "| instrument | records before -> after | refinement scorers, before -> after | held-out scorer, before -> after | verdict | JS before -> after |",
-             "|---|---|---|---|---|---|"]
-    held_out_names = set()
-    for name, entry in manifest["instruments"].items():
-        check = (entry.get("text_baseline") or {}).get("blind_check")
-        if not check:
-            continue
-        refinement = "; ".join(f"{scorer}: {_acc_r_cell(r['before'])} -> {_acc_r_cell(r['after'])}"
-                               for scorer, r in check.get("refinement", {}).items()) or "not refined"
-        held = check.get("held_out")
-        if held:
-            held_out_names.add(held["scorer"])
-        verdict = (held.get("verdict") if held else None) or "n/a"  # the baseline stage's, not judged again here
-        lines.append(f"| {name} | {check['records_before']} -> {check['records_after']} | {refinement} | "
-                     f"{_acc_r_cell(held['before'], True) + ' -> ' + _acc_r_cell(held['after'], True) if held else 'not configured'} | "
-                     f"{verdict} | {_js_cell(entry.get('refinement'))} |")
-    roles = manifest.get("text_only_roles") or {}
-    lines += ["", f"- refinement scorers (filters.plausibility.scorers): {', '.join(sorted(roles.get('refinement') or {})) or 'none'}",
-              f"- held-out scorer (blind_check.held_out): {'; '.join(sorted(held_out_names)) or 'none'}"]
-    return lines
-
-
-ACCURACY = "accuracy"
-
-
-def _share(value) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def failing_attackers(gate: dict | None) -> list[tuple[str, dict]]:
-    """(attacker, its "after" figures) of every attacker above the gate."""
-    return [(name, entry["after"]) for name, entry in ((gate or {}).get("attackers") or {}).items()
-            if not entry["after"].get("passed")]
 
 
 def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
@@ -472,29 +350,6 @@ def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
             f"with a data card that says it is not blind-proof")
 
 
-def gate_lines(manifest: dict) -> list[str]:
-    """The data card's gate section: per instrument and attacker, accuracy before -> after, n, CI, verdict."""
-    rows = [(name, entry["gate"]) for name, entry in manifest["instruments"].items() if entry.get("gate")]
-    if not rows:
-        return []
-    lines = ["", "## Blind-proof gate: trained text-only attackers", "",
-             "Each attacker is a model *fitted* on some caption/foil pairs that picks the caption of others without the",
-             "image, scored out of fold with folds grouped by caption (averaged over fresh partitions), with seeds and at",
-             "least one family the adversarial filter never used. An instrument passes when every attacker is at or",
-             "below the gate on the exported pairs; below chance (an over-balanced set) is reported, not failed.", "",
-             "| instrument | attacker | family | before (unrefined) | after | n | 95% CI | verdict | gate |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, gate in rows:
-        for attacker, entry in gate["attackers"].items():
-            before, after = entry["before"], entry["after"]
-            ci = after.get("ci95")
-            lines.append(f"| {name} | {attacker} | {after.get('family') or ''} | {_share(before.get(ACCURACY))} | "
-                         f"{_share(after.get(ACCURACY))} | {after['n']} | "
-                         f"{'n/a' if not ci else f'{100 * ci[0]:.0f}-{100 * ci[1]:.0f}%'} | {after['verdict']} | "
-                         f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%) |")
-    return lines
-
-
 def certification_entry(gate: dict | None) -> dict:
     """The manifest's `certified` and `why` of an instrument from its baseline gate (filters/certification.py)."""
     if not gate:
@@ -502,113 +357,6 @@ def certification_entry(gate: dict | None) -> dict:
     if "certified" not in gate:
         return {"certified": False, "why": "the gate report predates certification: rerun the baseline stage"}
     return {"certified": bool(gate["certified"]), "why": gate.get("why")}
-
-
-def not_certified_lines(manifest: dict) -> list[str]:
-    """The card's first lines: every instrument that is not certified, and why."""
-    missing = [(name, entry.get("why")) for name, entry in manifest["instruments"].items()
-               if not entry.get("certified")]
-    if not missing:
-        return []
-    return ["**Not certified** (every trained text-only attacker's 95% interval must lie inside the gate's "
-            "[lower, upper]; see \"Blind-proof gate\" below):", "",
-            *[f"- {name}: {why or 'not certified'}" for name, why in missing], ""]
-
-
-def not_blind_proof_lines(manifest: dict) -> list[str]:
-    failing = [(name, failing_attackers(entry.get("gate"))) for name, entry in manifest["instruments"].items()]
-    failing = [(name, bad) for name, bad in failing if bad]
-    if not failing:
-        return []
-    parts = "; ".join(f"{name} ({', '.join(f'{a} {_share(f.get(ACCURACY))}' for a, f in bad)})" for name, bad in failing)
-    return [f"**Not blind-proof: {parts}.** A trained text-only attacker solves these instruments above the gate",
-            "(`instruments.<I>.gate: report` in params.yaml let them through); see \"Blind-proof gate\" below.", ""]
-
-
-def format_lines(manifest: dict) -> list[str]:
-    """The data card's harness section: per instrument and format, the records written and what was left out."""
-    rows = [(name, fmt, entry) for name, inst in manifest["instruments"].items()
-            for fmt, entry in (inst.get("formats") or {}).items()]
-    if not rows:
-        return []
-    lines = ["", "## Harness formats", "",
-             "Files evaluation harnesses load as they are (README \"Evaluation harnesses\"). A two-text format holds",
-             "the caption/foil pairs that have an image; what it cannot hold is left out and counted here.", "",
-             "| instrument | format | records | files | left out |", "|---|---|---|---|---|"]
-    for name, fmt, entry in rows:
-        left_out = "; ".join(f"{n} {why}" for why, n in entry["left_out"].items()) or "none"
-        lines.append(f"| {name} | {fmt} | {entry['records']} | {', '.join(entry['files']) or 'none'} | {left_out} |")
-    return lines
-
-
-def _fmt(value, digits=3) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def datacard_text(manifest: dict) -> str:
-    lines = [
-        "# foilforge benchmark: data card",
-        "",
-        *not_certified_lines(manifest),
-        *not_blind_proof_lines(manifest),
-        "Image-caption-foil triples built the way VALSE (Parcalabescu et al., ACL 2022) built them: each foil",
-        "changes one linguistic phenomenon of a correct caption. A model is asked to score the caption above",
-        "the foil for the same image. Files are VALSE-format JSON (`{id: record}`); foilforge's provenance",
-        "is under each record's `foilforge` key.",
-        "",
-        "## Instruments",
-        "",
-        "| instrument | exported | counts through the filters | #lexical items | JS | text-only acc_r |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, entry in manifest["instruments"].items():
-        counts = " -> ".join(f"{k} {v}" for k, v in entry["counts"].items())
-        bias = entry.get("bias") or {}
-        baseline = entry.get("text_baseline") or {}
-        acc = baseline.get("acc_r")
-        lines.append(f"| {name} | {entry['counts']['exported']} | {counts} | {_fmt(bias.get('n_lexical_items'))} | "
-                     f"{_fmt(bias.get('js'))} | {'n/a' if acc is None else f'{100 * acc:.1f}%'} |")
-    lines += validation_datacard_lines(manifest)
-    lines += ["", "## Models and variants that ran", ""]
-    for name, entry in manifest["instruments"].items():
-        parts = [f"{k}: {', '.join(v)}" for k, v in entry["provenance"].items()]
-        parts += [f"filter {f}: model {', '.join(e['model']) or 'n/a'}, variant {', '.join(e['variant']) or 'n/a'}"
-                  for f, e in entry["filters"].items()]
-        if entry.get("filters_not_run"):
-            parts.append(f"filters not run: {', '.join(entry['filters_not_run'])}")
-        baseline = (entry.get("text_baseline") or {}).get("model")
-        if baseline:
-            parts.append(f"text-only baseline: {baseline}")
-        lines.append(f"- **{name}**: " + ("; ".join(parts) if parts else "no provenance recorded"))
-    lines += blind_check_lines(manifest)
-    lines += gate_lines(manifest)
-    lines += groups_lines(manifest)
-    lines += format_lines(manifest)
-    lines += ["", "## Sources", "", "| source | file | sha256 |", "|---|---|---|"]
-    for source, files in manifest["sources"].items():
-        for key, info in files.items():
-            lines.append(f"| {source} | {info['path']} | {info['sha256'] or 'missing'} |")
-    lines += [
-        "",
-        "## Checks and how to read them",
-        "",
-        "- JS: Jensen-Shannon divergence between the caption and foil distributions of the changed items",
-        "  (VALSE §4.1, Table 5); 0 = foils reuse the caption vocabulary, 1 = disjoint. High values mean the",
-        "  changed word alone can give the foil away.",
-        "- text-only acc_r: share of pairs where a text-only LM gives the caption lower perplexity than the",
-        "  foil (VALSE Table 2); far above 50% signals a plausibility bias a V&L model can exploit without the image.",
-        "",
-        "## Limitations",
-        "",
-        *validation_limitation_lines(manifest),
-        "- The offline build uses substitute models (see the models above); scores from them are not the",
-        "  paper's. Rebuild with the documented models for a release.",
-        "- Source licences apply to the images and captions (COCO, Visual7W, SWiG, VisDial, Open Images).",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def write_datacard(path, manifest: dict) -> None:

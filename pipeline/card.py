@@ -1,0 +1,270 @@
+"""The export's two cards, rendered from pipeline/templates/: DATACARD.md (counts through every filter, human
+validation, the models that ran, the blind checks and the gate, sources) from the export manifest, and README.md,
+the Hugging Face dataset card: YAML metadata (configs, features, licence) written with `yaml.safe_dump`, then a
+short body.
+
+The templates hold the prose and the tables' layout; the functions here compute the tables' cells.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, wilson_interval
+
+TEMPLATES = Path(__file__).parent / "templates"
+ACCURACY = "accuracy"
+
+SOURCE_CITATIONS = {
+    "valse": "Parcalabescu, Cafagna, Muradjan, Frank, Calixto, Gatt. VALSE: A Task-Independent Benchmark for "
+             "Vision and Language Models Centered on Linguistic Phenomena. ACL 2022.",
+    "coco": "Lin et al. Microsoft COCO: Common Objects in Context. ECCV 2014. (CC BY 4.0 annotations; Flickr image terms)",
+    "visual7w": "Zhu, Groth, Bernstein, Fei-Fei. Visual7W: Grounded Question Answering in Images. CVPR 2016.",
+    "swig": "Pratt, Yatskar, Weihs, Farhadi, Kembhavi. Grounded Situation Recognition. ECCV 2020 (SWiG; imSitu: "
+            "Yatskar, Zettlemoyer, Farhadi. Situation Recognition. CVPR 2016).",
+    "visdial": "Das et al. Visual Dialog. CVPR 2017 (VisDial v1.0, CC BY 4.0).",
+    "openimages": "Kuznetsova et al. The Open Images Dataset V4. IJCV 2020 (annotations CC BY 4.0). Predicate-noun "
+                  "foils after Nikolaus, Salin, Ayache, Fourtassi, Favre. Do Vision-and-Language Transformers Learn "
+                  "Grounded Predicate-Noun Dependencies? EMNLP 2022.",
+    "bd2bb": "Pezzelle, Greco, Gandolfi, Gualdoni, Bernardi. Be Different to Be Better! A Benchmark to Leverage the "
+             "Complementarity of Language and Vision. Findings of EMNLP 2020.",
+}
+
+#: the dataset card's metadata before its configs and features (the Hub's dataset-card fields)
+CARD_METADATA = {
+    "pretty_name": "foilforge VALSE-style foil benchmark",
+    "license": "other",
+    "license_name": "source-licences",
+    "license_details": "foilforge's files are MIT; captions and images keep their sources' licences (below).",
+    "language": ["en"],
+    "task_categories": ["image-text-to-text", "zero-shot-classification"],
+    "tags": ["foils", "vision-and-language", "valse"],
+}
+
+
+@functools.cache
+def _templates():
+    import jinja2
+
+    # block tags on lines of their own leave no line behind; the cards are Markdown, nothing is escaped
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def render(template: str, **context) -> str:
+    return _templates().get_template(template).render(**context)
+
+
+# ---------------------------------------------------------------- cells
+
+def fmt(value, digits=3) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def pct(value) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def share(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def js_cell(report) -> str:
+    if not report or "js_after" not in report:
+        return "not bounded"
+    met = "" if report.get("js_bound_met") in (True, None) else ", bound not met"
+    dropped = f", {report['dropped_for_js']} dropped for JS" if report.get("dropped_for_js") else ""
+    floor = f" (noise floor {fmt(report['js_noise_floor'])})" if report.get("js_noise_floor") is not None else ""
+    return f"{fmt(report.get('js_before'))} -> {fmt(report.get('js_after'))}{floor}{dropped}{met}"
+
+
+def acc_r_cell(entry, interval: bool = False) -> str:
+    if not entry or entry.get("acc_r") is None:
+        return "n/a"
+    ties = f", {entry['ties']} ties" if entry.get("ties") else ""
+    bounds = wilson_interval(round(entry["acc_r"] * entry["n"]), entry["n"]) if interval else None
+    ci = f", 95% CI {100 * bounds[0]:.0f}-{100 * bounds[1]:.0f}%" if bounds else ""
+    return f"{100 * entry['acc_r']:.1f}% (n={entry['n']}{ties}{ci})"
+
+
+def failing_attackers(gate: dict | None) -> list[tuple[str, dict]]:
+    """(attacker, its "after" figures) of every attacker above the gate."""
+    return [(name, entry["after"]) for name, entry in ((gate or {}).get("attackers") or {}).items()
+            if not entry["after"].get("passed")]
+
+
+# ---------------------------------------------------------------- DATACARD.md
+
+def not_certified(manifest: dict) -> list[tuple[str, str]]:
+    """Every instrument that is not certified, and why (the card's first lines)."""
+    return [(name, entry.get("why") or "not certified") for name, entry in manifest["instruments"].items()
+            if not entry.get("certified")]
+
+
+def not_blind_proof(manifest: dict) -> str | None:
+    """The instruments a trained attacker solves above the gate, with those attackers' figures."""
+    failing = [(name, failing_attackers(entry.get("gate"))) for name, entry in manifest["instruments"].items()]
+    failing = [(name, bad) for name, bad in failing if bad]
+    if not failing:
+        return None
+    return "; ".join(f"{name} ({', '.join(f'{a} {share(f.get(ACCURACY))}' for a, f in bad)})" for name, bad in failing)
+
+
+def instrument_rows(manifest: dict) -> list[list]:
+    rows = []
+    for name, entry in manifest["instruments"].items():
+        counts = " -> ".join(f"{k} {v}" for k, v in entry["counts"].items())
+        bias = entry.get("bias") or {}
+        acc = (entry.get("text_baseline") or {}).get("acc_r")
+        rows.append([name, entry["counts"]["exported"], counts, fmt(bias.get("n_lexical_items")), fmt(bias.get("js")),
+                     "n/a" if acc is None else f"{100 * acc:.1f}%"])
+    return rows
+
+
+def validation_rows(manifest: dict) -> list[tuple[str, list | None, int]]:
+    """VALSE Table 5 columns per instrument (None: not validated): items, % valid, % unanimous, Krippendorff's
+    alpha (all / valid), annotators, exported."""
+    rows = []
+    for name, entry in manifest["instruments"].items():
+        t, exported = entry.get("validation"), entry["counts"]["exported"]
+        cells = None if not t else [
+            f"{t.get('items_voted')} of {t.get('items')}", t.get("valid"), pct(t.get("valid_pct")),
+            pct(t.get("unanimous_pct")), fmt(t.get("alpha_all"), 2), fmt(t.get("alpha_valid"), 2),
+            f"{t.get('annotators')} ({len(t.get('annotators_excluded') or [])})", f"{exported} ({t.get('export', 'valid')})"]
+        rows.append((name, cells, exported))
+    return rows
+
+
+def model_lines(manifest: dict) -> list[tuple[str, str]]:
+    """Per instrument, what ran: the foiler's provenance, each filter's model and variant, the text-only baseline."""
+    lines = []
+    for name, entry in manifest["instruments"].items():
+        parts = [f"{k}: {', '.join(v)}" for k, v in entry["provenance"].items()]
+        parts += [f"filter {f}: model {', '.join(e['model']) or 'n/a'}, variant {', '.join(e['variant']) or 'n/a'}"
+                  for f, e in entry["filters"].items()]
+        if entry.get("filters_not_run"):
+            parts.append(f"filters not run: {', '.join(entry['filters_not_run'])}")
+        baseline = (entry.get("text_baseline") or {}).get("model")
+        if baseline:
+            parts.append(f"text-only baseline: {baseline}")
+        lines.append((name, "; ".join(parts) if parts else "no provenance recorded"))
+    return lines
+
+
+def blind_check_rows(manifest: dict) -> tuple[list[list], set[str]]:
+    """The refinement's acc_r before/after per scorer, the held-out scorer's with its interval and verdict, JS;
+    and the held-out scorers' names."""
+    rows, held_out_names = [], set()
+    for name, entry in manifest["instruments"].items():
+        check = (entry.get("text_baseline") or {}).get("blind_check")
+        if not check:
+            continue
+        refinement = "; ".join(f"{scorer}: {acc_r_cell(r['before'])} -> {acc_r_cell(r['after'])}"
+                               for scorer, r in check.get("refinement", {}).items()) or "not refined"
+        held = check.get("held_out")
+        if held:
+            held_out_names.add(held["scorer"])
+        verdict = (held.get("verdict") if held else None) or "n/a"  # the baseline stage's, not judged again here
+        rows.append([name, f"{check['records_before']} -> {check['records_after']}", refinement,
+                     acc_r_cell(held["before"], True) + " -> " + acc_r_cell(held["after"], True) if held
+                     else "not configured", verdict, js_cell(entry.get("refinement"))])
+    return rows, held_out_names
+
+
+def gate_rows(manifest: dict) -> list[list]:
+    """Per instrument and attacker: accuracy before -> after, n, CI, verdict, pass or FAIL."""
+    rows = []
+    for name, gate in [(name, entry["gate"]) for name, entry in manifest["instruments"].items() if entry.get("gate")]:
+        for attacker, entry in gate["attackers"].items():
+            before, after = entry["before"], entry["after"]
+            ci = after.get("ci95")
+            rows.append([name, attacker, after.get("family") or "", share(before.get(ACCURACY)), share(after.get(ACCURACY)),
+                         after["n"], "n/a" if not ci else f"{100 * ci[0]:.0f}-{100 * ci[1]:.0f}%", after["verdict"],
+                         f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%)"])
+    return rows
+
+
+def group_rows(manifest: dict) -> list[list]:
+    """Per instrument with groups: kept pairs, groups formed, coverage, valid groups, the pairer."""
+    rows = []
+    for name, entry in manifest["instruments"].items():
+        entry = entry.get("groups")
+        if not entry:
+            continue
+        coverage = "n/a" if entry.get("coverage") is None else f"{100 * entry['coverage']:.1f}%"
+        valid = "no votes" if entry.get("valid_groups") is None else str(entry["valid_groups"])
+        rows.append([name, entry["kept_pairs"], entry["groups"], coverage, valid,
+                     entry["pairer"] or f"none: {entry.get('why')}"])
+    return rows
+
+
+def format_rows(manifest: dict) -> list[list]:
+    """Per instrument and harness format: the records written, the files, what was left out."""
+    return [[name, fmt_name, entry["records"], ", ".join(entry["files"]) or "none",
+             "; ".join(f"{n} {why}" for why, n in entry["left_out"].items()) or "none"]
+            for name, inst in manifest["instruments"].items()
+            for fmt_name, entry in (inst.get("formats") or {}).items()]
+
+
+def datacard_text(manifest: dict) -> str:
+    """DATACARD.md of an export manifest."""
+    blind_rows, held_out_names = blind_check_rows(manifest)
+    roles = manifest.get("text_only_roles") or {}
+    instruments = manifest["instruments"]
+    return render(
+        "datacard.md.j2",
+        not_certified=not_certified(manifest), not_blind_proof=not_blind_proof(manifest),
+        instrument_rows=instrument_rows(manifest), validation_rows=validation_rows(manifest),
+        annotators_excluded=[(name, excluded) for name, entry in instruments.items()
+                             for excluded in (entry.get("validation") or {}).get("annotators_excluded") or []],
+        models=model_lines(manifest),
+        chance_points=f"{100 * CHANCE_MARGIN:.0f}", min_judged_pairs=MIN_JUDGED_PAIRS,
+        blind_check_rows=blind_rows,
+        refinement_scorers=", ".join(sorted(roles.get("refinement") or {})) or "none",
+        held_out_scorers="; ".join(sorted(held_out_names)) or "none",
+        gated=any(entry.get("gate") for entry in instruments.values()), gate_rows=gate_rows(manifest),
+        group_rows=group_rows(manifest), format_rows=format_rows(manifest),
+        source_rows=[[source, info["path"], info["sha256"] or "missing"]
+                     for source, files in manifest["sources"].items() for info in files.values()],
+        not_validated=[name for name, entry in instruments.items() if not entry.get("validation")])
+
+
+# ---------------------------------------------------------------- README.md, the Hugging Face dataset card
+
+def source_family(source: dict | None, name: str) -> str:
+    """The citation key of a params.yaml source (its format, e.g. visdial for visdial_train)."""
+    return (source or {}).get("format") or name
+
+
+def card_metadata(counts: dict[str, int]) -> dict:
+    """The dataset card's YAML metadata: one config per instrument with records (split `test`), a default config
+    `all` of every instrument, and each config's declared features."""
+    from pipeline.loadable import DEFAULT_CONFIG, features_yaml, rows_path
+
+    loadable = [name for name, n in counts.items() if n]
+    configs = []
+    if loadable:
+        configs.append({"config_name": DEFAULT_CONFIG, "default": True,
+                        "data_files": [{"split": "test", "path": [rows_path(name) for name in loadable]}]})
+    configs += [{"config_name": name, "data_files": [{"split": "test", "path": rows_path(name)}]} for name in loadable]
+    metadata = {**CARD_METADATA, "configs": configs or None}
+    if loadable:
+        # declared features keep every column's type even where a config holds only nulls in it
+        metadata["dataset_info"] = [{"config_name": name, "features": features_yaml()}
+                                    for name in [DEFAULT_CONFIG, *loadable]]
+    return metadata
+
+
+def dataset_card_text(counts: dict[str, int], sources: list[str]) -> str:
+    """README.md: the YAML metadata between `---` lines, then the body users read first."""
+    metadata = yaml.safe_dump(card_metadata(counts), sort_keys=False, allow_unicode=True, width=float("inf"))
+    body = render("dataset_card.md.j2", configs=[(name, n) for name, n in counts.items() if n],
+                  empty=[name for name, n in counts.items() if not n],
+                  citations=[SOURCE_CITATIONS[key] for key in
+                             ["valse", *sorted({s for s in sources if s in SOURCE_CITATIONS} - {"valse"})]])
+    return f"---\n{metadata}---\n\n{body}"
