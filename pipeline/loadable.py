@@ -3,8 +3,8 @@
 VALSE's `{id: record}` JSON reads as one column per record, and its fields
 change type between records (`classes` is an int in counting, a string in
 plurals, a list elsewhere), which Arrow refuses. So each instrument is also
-written as `rows/<instrument>.jsonl` with the same columns for every
-instrument:
+written as `rows/<instrument>.jsonl` with the same columns and types for every
+instrument (FEATURES, declared in the dataset card):
 
 | column | type | value |
 |---|---|---|
@@ -12,7 +12,9 @@ instrument:
 | `instrument` | string | params.yaml instrument name (the config name) |
 | `linguistic_phenomena`, `dataset`, `original_split`, `image_file`, `caption`, `foil` | string or null | as in the VALSE file; a value of another type is JSON-encoded |
 | `dataset_idx` | string or null | the source's id, as a string |
-| `classes`, `classes_foil`, `mturk`, `extras` | string (JSON) | JSON text of the value (`"null"` when absent); `extras` holds every other field of the VALSE record, foilforge's provenance included |
+| `classes`, `classes_foil` | list of strings or null | the value as a list: a list item by item, a single value as a one-item list; a string stays, any other value is its JSON text (counting's `3` is `["3"]`) |
+| `mturk` | struct of int64 `caption`, `foil`, `other`, or null | the annotators' votes, as in the VALSE file |
+| `extras` | string (JSON) | JSON text of every other field of the VALSE record, foilforge's provenance and filter scores included (their fields change from record to record, so no one type holds them) |
 | `images` | string or null | the image's path, params.yaml `export.image_root` / `image_file` (MTEB's image column: `ds.cast_column("images", datasets.Image())` decodes it) |
 | `negative_caption` | string or null | the foil, under the name MTEB's image-text pair classification and SugarCrepe use |
 | `option_a`, `option_b`, `correct_option` | string or null | the pair as a two-option question (lmms-eval, VLMEvalKit): caption and foil in an order fixed by the record id, and the letter of the caption (`A` or `B`); null for a multiple-choice record |
@@ -34,11 +36,16 @@ from foilforge.errors import InputError
 from foilforge.io import read_json
 
 TEXT_COLUMNS = ("linguistic_phenomena", "dataset", "original_split", "image_file", "caption", "foil")
-JSON_COLUMNS = ("classes", "classes_foil", "mturk")
+LIST_COLUMNS = ("classes", "classes_foil")
+VOTES = ("caption", "foil", "other")
 #: the columns harnesses read: MTEB's image-text pair classification (images, caption, negative_caption), the
 #: two-option question of lmms-eval and VLMEvalKit (option_a, option_b, correct_option)
 HARNESS_COLUMNS = ("images", "negative_caption", "option_a", "option_b", "correct_option")
-COLUMNS = ("id", "instrument", *TEXT_COLUMNS, "dataset_idx", *JSON_COLUMNS, "extras", *HARNESS_COLUMNS)
+COLUMNS = ("id", "instrument", *TEXT_COLUMNS, "dataset_idx", *LIST_COLUMNS, "mturk", "extras", *HARNESS_COLUMNS)
+#: each column's type: a dtype, [dtype] for a list of them, or {field: dtype} for a struct. `extras` stays JSON
+#: text: its fields change from instrument to instrument and record to record.
+FEATURES = {**{column: "string" for column in COLUMNS}, **{column: ["string"] for column in LIST_COLUMNS},
+            "mturk": {vote: "int64" for vote in VOTES}}
 ROWS_DIR = "rows"
 DEFAULT_CONFIG = "all"
 
@@ -63,15 +70,35 @@ def harness_columns(record_id: str, instrument: str, valse_record: dict, image_r
     return columns
 
 
+def _texts(value):
+    """A list of strings: a list item by item, a single value as a one-item list (VALSE's `classes` is a number, a
+    string or a list); a string stays, any other value is its JSON text (3 -> "3")."""
+    if value is None:
+        return None
+    return [_text(item) for item in (value if isinstance(value, list) else [value])]
+
+
+def _votes(value, instrument: str, record_id: str):
+    """VALSE's `mturk`, {caption, foil, other} annotator counts, or null."""
+    if value is None:
+        return None
+    if (not isinstance(value, dict) or set(value) - set(VOTES)
+            or any(not isinstance(n, int) or isinstance(n, bool) for n in value.values())):
+        raise InputError(f"{instrument}.json", f"expected annotator counts {{{', '.join(VOTES)}}} (integers) or null, "
+                         f"got {json.dumps(value, sort_keys=True)}", record=record_id, field="mturk")
+    return {vote: value.get(vote) for vote in VOTES}
+
+
 def to_row(record_id: str, instrument: str, valse_record: dict, image_root: str = "data/images") -> dict:
-    """One row with the columns of COLUMNS, the same types for every record of every instrument."""
+    """One row with the columns of COLUMNS, the types of FEATURES for every record of every instrument."""
     row = {"id": str(record_id), "instrument": instrument}
     for column in TEXT_COLUMNS:
         row[column] = _text(valse_record.get(column))
     idx = valse_record.get("dataset_idx")
     row["dataset_idx"] = None if idx is None else str(idx)
-    for column in JSON_COLUMNS:
-        row[column] = json.dumps(valse_record.get(column), sort_keys=True)
+    for column in LIST_COLUMNS:
+        row[column] = _texts(valse_record.get(column))
+    row["mturk"] = _votes(valse_record.get("mturk"), instrument, str(record_id))
     rest = {k: v for k, v in valse_record.items() if k not in COLUMNS}
     row["extras"] = json.dumps(rest, sort_keys=True)
     row.update(harness_columns(str(record_id), instrument, valse_record, image_root))
@@ -89,8 +116,30 @@ def rows_path(instrument: str) -> str:
 
 
 def features_yaml() -> list[dict]:
-    """The columns' types as the dataset card's `dataset_info.features` declares them."""
-    return [{"name": column, "dtype": "string"} for column in COLUMNS]
+    """The columns' types as the dataset card's `dataset_info.features` declares them (`sequence:`, which every
+    `datasets` release reads as a list)."""
+    def feature(name, kind):
+        if isinstance(kind, list):
+            return {"name": name, "sequence": kind[0]}
+        if isinstance(kind, dict):
+            return {"name": name, "struct": [feature(field, sub) for field, sub in kind.items()]}
+        return {"name": name, "dtype": kind}
+
+    return [feature(column, FEATURES[column]) for column in COLUMNS]
+
+
+def arrow_schema():
+    """FEATURES as an Arrow schema (the Parquet emitter's)."""
+    import pyarrow as pa
+
+    def arrow(kind):
+        if isinstance(kind, list):
+            return pa.list_(arrow(kind[0]))
+        if isinstance(kind, dict):
+            return pa.struct([(field, arrow(sub)) for field, sub in kind.items()])
+        return {"string": pa.string(), "int64": pa.int64()}[kind]
+
+    return pa.schema([(column, arrow(FEATURES[column])) for column in COLUMNS])
 
 
 # ---------------------------------------------------------------- the export, read back (evaluate, export --format)

@@ -38,7 +38,7 @@ def test_mixed_type_fields_load_per_config_and_all(tmp_path, monkeypatch):
         # classes: an int, a string and a list within one instrument (VALSE's counting/plurals/relations shapes)
         "counting": [_record("counting", 1, 3, 5, 17), _record("counting", 2, "three", "five", "v7w_17"),
                      _record("counting", 3, ["a", "b"], None, None)],
-        "relations": [_record("relations", 4, "on", "under", 99)],
+        "relations": [{**_record("relations", 4, "on", "under", 99), "mturk": {"caption": 4, "foil": 1, "other": 0}}],
         "empty": [],
     }
     out = _export(tmp_path, records)
@@ -53,15 +53,21 @@ def test_mixed_type_fields_load_per_config_and_all(tmp_path, monkeypatch):
     counting = _load(out, "counting", cache=tmp_path / "cache")["test"]
     assert sorted(counting.column_names) == sorted(loadable.COLUMNS)
     by_id = {row["id"]: row for row in counting}
-    assert [json.loads(by_id[f"counting:{i}"]["classes"]) for i in (1, 2, 3)] == [3, "three", ["a", "b"]]
-    assert json.loads(by_id["counting:3"]["classes_foil"]) is None
+    # classes: a list of strings whatever the record held (a number as its JSON text), null where absent
+    assert [by_id[f"counting:{i}"]["classes"] for i in (1, 2, 3)] == [["3"], ["three"], ["a", "b"]]
+    assert [by_id[f"counting:{i}"]["classes_foil"] for i in (1, 2, 3)] == [["5"], ["five"], None]
+    assert by_id["counting:1"]["mturk"] is None
     assert [by_id[f"counting:{i}"]["dataset_idx"] for i in (1, 2, 3)] == ["17", "v7w_17", None]
     assert json.loads(by_id["counting:1"]["extras"])["foilforge"]["provenance"] == {"foiler": "counting.v1"}
 
-    assert all(counting.features[c].dtype == "string" for c in loadable.COLUMNS)
+    typed = {"classes", "classes_foil", "mturk"}
+    assert all(counting.features[c] == datasets.Value("string") for c in loadable.COLUMNS if c not in typed)
+    assert counting.features["classes"] == counting.features["classes_foil"] == datasets.List(datasets.Value("string"))
+    assert counting.features["mturk"] == {v: datasets.Value("int64") for v in ("caption", "foil", "other")}
     everything = _load(out, cache=tmp_path / "cache")["test"]
     assert everything.num_rows == 4
     assert sorted(set(everything["instrument"])) == ["counting", "relations"]
+    assert [row["mturk"] for row in everything if row["instrument"] == "relations"] == [{"caption": 4, "foil": 1, "other": 0}]
     # the VALSE-format file is still written, with the original types
     assert json.loads((out / "counting.json").read_text())["counting:1"]["classes"] == 3
 
@@ -84,3 +90,17 @@ def test_every_released_valse_instrument_loads(tmp_path, monkeypatch, shared):
         assert ds.num_rows == expected[name], name
         assert sorted(ds.column_names) == sorted(loadable.COLUMNS), name
     assert _load(out, cache=tmp_path / "cache")["test"].num_rows == sum(expected.values())
+
+
+def test_votes_of_another_shape_are_refused_with_the_record_named(tmp_path, monkeypatch):
+    import pytest
+
+    from foilforge.errors import InputError
+
+    monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
+    record = {**_record("counting", 1, 3, 5, 17), "mturk": {"caption": 4, "foil": "one"}}
+    with pytest.raises(InputError) as error:
+        _export(tmp_path, {"counting": [record]})
+    assert str(error.value).startswith("counting.json")
+    assert "counting:1" in str(error.value) and "mturk" in str(error.value)
+    assert 'got {"caption": 4, "foil": "one"}' in str(error.value)

@@ -1,7 +1,8 @@
-"""The canonical table as Parquet: `parquet/<instrument>.parquet`, one row per record, every column a string.
+"""The canonical table as Parquet: `parquet/<instrument>.parquet`, one row per record.
 
-The same rows and columns as `rows/<instrument>.jsonl` (pipeline/loadable.py), typed by an explicit schema
-so an instrument whose column holds only nulls still reads as strings, and in one fixed row order (by id).
+The same rows and columns as `rows/<instrument>.jsonl` (pipeline/loadable.py), typed by an explicit schema (the
+dataset card's features, `loadable.FEATURES`) so an instrument whose column holds only nulls still has its type,
+and in one fixed row order (by id).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ FOLDER = "parquet"
 def arrow_table(rows: list[dict]):
     import pyarrow as pa
 
-    from pipeline.loadable import COLUMNS
+    from pipeline.loadable import COLUMNS, arrow_schema
 
-    schema = pa.schema([(column, pa.string()) for column in COLUMNS])
-    return pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)
+    return pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=arrow_schema())
 
 
 @EMITTERS.register("parquet.v1")
