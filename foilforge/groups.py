@@ -22,10 +22,13 @@ HELD_BY_OTHER = "its pair's group is held by the other member"
 
 
 def pairing_settings(params: dict, instrument: str) -> dict:
-    """The instrument's pairing block over the `pairing` defaults: {pairer, args, why, prefer_pairable}."""
-    defaults = dict(params.get("pairing") or {})
+    """The instrument's pairing block over the defaults (the schema's, and `pairing.prefer_pairable`):
+    {pairer, args, why, prefer_pairable}."""
+    from foilforge.params import typed_params
+    from foilforge.schema import InstrumentPairing
+
     block = ((params.get("instruments") or {}).get(instrument) or {}).get("pairing") or {}
-    settings = {"pairer": None, "args": {}, "why": None, "prefer_pairable": defaults.get("prefer_pairable", True)}
+    settings = {**InstrumentPairing().model_dump(), "prefer_pairable": typed_params(params).pairing.prefer_pairable}
     settings.update({k: v for k, v in block.items() if not (k == "prefer_pairable" and v is None)})
     return settings
 

@@ -1,4 +1,9 @@
-"""Loading params.yaml and finding the block a stage reads."""
+"""Loading params.yaml and finding the block a stage reads.
+
+`load_params` returns a `TypedParams`: the file's mapping as written (a dict, which is what plug-in arguments,
+provenance and manifest copies, profiles and DVC read) whose attributes are its blocks as the schema's typed
+models, the schema's defaults filled in (`params.bias.on_exceed`, `params.engine.ray.workers`; foilforge/schema.py).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,44 @@ from foilforge.errors import ConfigError, InputError
 DEFAULT_PARAMS = "params.yaml"
 
 
-def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> dict:
-    """params.yaml as a dict, checked against the schema (foilforge/schema.py): a ConfigError lists every problem.
+class TypedParams(dict):
+    """A params mapping as written, whose attributes are its top-level blocks typed by the schema: `params.bias` is
+    a `BiasBlock` with the schema's defaults for what the file leaves out, `params.seed` an int. A block is
+    validated when read, so a mapping changed after loading reads its current values."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from foilforge.schema import typed_block
+
+        try:
+            return typed_block(self, name)
+        except KeyError:
+            raise AttributeError(f"params have no block {name!r} (foilforge/schema.py Params)") from None
+
+
+def _represent_typed_params(dumper, data):
+    return dumper.represent_dict(dict(data))
+
+
+def _register_yaml_representer() -> None:
+    """yaml.safe_dump writes a TypedParams as the mapping it is (SafeDumper only knows the exact dict type)."""
+    import yaml
+
+    yaml.SafeDumper.add_representer(TypedParams, _represent_typed_params)
+
+
+_register_yaml_representer()
+
+
+def typed_params(params: dict) -> TypedParams:
+    """`params` with typed block attributes (itself when it has them already): stages take plain dicts too."""
+    return params if isinstance(params, TypedParams) else TypedParams(params)
+
+
+def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> TypedParams:
+    """params.yaml as a TypedParams (the mapping as written, typed blocks as attributes), checked against the schema
+    (foilforge/schema.py): a ConfigError lists every problem.
 
     `validate=False` reads an overlay (a profile), which is only checked once merged into params.yaml.
     """
@@ -29,7 +70,7 @@ def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> dict:
         from foilforge.schema import validate as check_schema
 
         check_schema(params, str(path))
-    return params
+    return TypedParams(params)
 
 
 def block(params: dict, dotted: str, required: bool = True):

@@ -13,7 +13,9 @@ between blocks (an instrument's source is a key of `sources`; the attackers that
 arguments, a reader's files, an attacker's family) is checked by the registries against the plug-in's
 own signature (foilforge/registry.py), with the same `params.yaml <path>: ...` messages.
 
-Validation never changes the file's values: stages read the dicts as written.
+Validation never changes the file's values. `load_params` returns the file as written (a dict, which plug-in
+arguments, provenance and profiles read) whose attributes are these typed blocks with their defaults
+(`params.bias.on_exceed`; `typed_block` below): a default is written once, here.
 
 The docstrings and `Field(description=...)` below are the reference of every key: `foilforge params-doc`
 writes docs/params.md from them (foilforge/params_doc.py), and params.yaml keeps only values and short hints.
@@ -25,15 +27,25 @@ import types
 import typing
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, model_validator
 
 from foilforge.errors import ConfigError
 from foilforge.models import ModelFields
 from foilforge.records import ITEM_MODES
 
+
+def _keep_int(value, handler):
+    """A number written as an integer (`log_base: 2`) keeps its YAML type once checked, so the values a stage reads
+    from the typed blocks are the file's own (a report prints `2`, not `2.0`)."""
+    checked = handler(value)
+    return value if type(value) is int else checked
+
+
+#: a number (an int or a float, as written)
+Float = Annotated[float, WrapValidator(_keep_int)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
-Share = Annotated[float, Field(ge=0, le=1)]
+Share = Annotated[Float, Field(ge=0, le=1)]
 
 
 class Block(BaseModel):
@@ -102,9 +114,9 @@ class BiasSettings(Block):
     items: Literal[ITEM_MODES] | None = Field(None, description="how changed items are counted: direct (caption "
                                                                 "items vs foil items), or swap when both items are "
                                                                 "on both sides (JS 0 by construction); null: direct")
-    js_max: float | None = Field(None, description="highest JS divergence between the caption and foil items "
+    js_max: Float | None = Field(None, description="highest JS divergence between the caption and foil items "
                                                    "(VALSE's highest released JS is 0.742, plurality)")
-    js_valid_max: float | None = Field(None, description="highest JS divergence of the valid items (human votes)")
+    js_valid_max: Float | None = Field(None, description="highest JS divergence of the valid items (human votes)")
     max_majority_share: Share | None = Field(None, description="highest share of the most frequent item on either "
                                                                "side (class balance)")
     min_lexical_items: NonNegativeInt | None = Field(None, description="fewest distinct changed items over both "
@@ -121,7 +133,7 @@ class AdversarialOverrides(Block):
     method: Literal["aflite", "balance_features"] | None = None
     folds: Annotated[int, Field(ge=2)] | None = None
     rounds: PositiveInt | None = None
-    slice: Annotated[float, Field(gt=0, le=1)] | None = None
+    slice: Annotated[Float, Field(gt=0, le=1)] | None = None
     features_per_round: PositiveInt | None = None
     max_js_rise: Share | None = None
     balance: list[str] | None = Field(None, description="side features kept 50/50 between captions and foils "
@@ -220,7 +232,7 @@ class AdversarialBlock(Block):
                                                               "predictions")
     rounds: PositiveInt = Field(8, description="fresh grouped partitions per attacker per round (AFLite's "
                                                "ensemble)")
-    slice: Annotated[float, Field(gt=0, le=1)] = Field(0.05, description="aflite: share of the kept pairs dropped "
+    slice: Annotated[Float, Field(gt=0, le=1)] = Field(0.05, description="aflite: share of the kept pairs dropped "
                                                                          "per round")
     features_per_round: PositiveInt = Field(5, description="balance_features: n-gram features balanced per round")
     max_js_rise: Share | None = Field(0.0, description="how far the JS of the changed items may rise above the "
@@ -250,7 +262,7 @@ class GateBlock(Block):
     attackers: Annotated[list[str], Field(min_length=1)] = Field(
         ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"],
         description="the gate's attackers (names under `attackers`)")
-    max_accuracy: Annotated[float, Field(gt=0, le=1)] = Field(0.55, description="highest out-of-fold accuracy of any "
+    max_accuracy: Annotated[Float, Field(gt=0, le=1)] = Field(0.55, description="highest out-of-fold accuracy of any "
                                                                                 "gate attacker")
     folds: Annotated[int, Field(ge=2)] = Field(5, description="grouped folds (by caption)")
     repeats: PositiveInt = Field(5, description="fresh grouped partitions averaged per attacker (seeds seed, "
@@ -275,7 +287,7 @@ class BiasBlock(Block):
     """Bias checks (bias stage; VALSE §4.1, Table 5): JS divergence of the changed items, class balance, lexical
     items. `defaults` apply to every instrument; an instrument's own `bias` block overrides them."""
 
-    log_base: Annotated[float, Field(gt=1)] = Field(2, description="logarithm base of the JS divergence (2 bounds "
+    log_base: Annotated[Float, Field(gt=1)] = Field(2, description="logarithm base of the JS divergence (2 bounds "
                                                                   "it in [0, 1])")
     on_exceed: Literal["fail", "warn"] = Field("fail", description="a threshold exceeded: fail (the stage fails) or "
                                                                    "warn (reported in bias.json)")
@@ -303,7 +315,7 @@ class EvaluateBlock(Block):
                                                         "open_clip (models.open_clip)")
     image_root: str | None = Field(None, description="the source images (file names as in image_file); null or "
                                                      "no images there: the image scorers are skipped")
-    scores_threshold: float | None = Field(None, description="a scores file (--scores) of match scores: the "
+    scores_threshold: Float | None = Field(None, description="a scores file (--scores) of match scores: the "
                                                              "threshold that gives acc, p_c and p_f")
 
 
@@ -312,10 +324,10 @@ class RayEngineBlock(Block):
                                                   "ray://HEAD:10001")
     num_cpus: PositiveInt | None = Field(None, description="a local Ray's CPUs (null: all of this machine's)")
     workers: PositiveInt = Field(2, description="actors in each stage's pool, each with its own copy of the models")
-    cpus_per_worker: Annotated[float, Field(gt=0)] = Field(1.0, description="also the threads an actor's fast "
+    cpus_per_worker: Annotated[Float, Field(gt=0)] = Field(1.0, description="also the threads an actor's fast "
                                                                            "tokenizer encodes on (whole cores, at "
                                                                            "least 1)")
-    gpus_per_worker: Annotated[float, Field(ge=0)] = Field(0.0, description="e.g. 0.25: four actors share one GPU")
+    gpus_per_worker: Annotated[Float, Field(ge=0)] = Field(0.0, description="e.g. 0.25: four actors share one GPU")
 
 
 class EngineBlock(Block):
@@ -444,6 +456,20 @@ class Params(Block):
 
 def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def typed_block(params: dict, name: str, where: str = "params.yaml"):
+    """Top-level block `name` of a params mapping as the schema's typed value: its model, with the schema's defaults
+    for the keys the file leaves out, or the field's default when the file has no such block. A KeyError for a
+    name that is not a block of the schema; a ConfigError naming every problem of a block that does not validate."""
+    field = Params.model_fields[name]
+    if name not in params:
+        return field.get_default(call_default_factory=True)
+    try:
+        return getattr(Params.model_validate({name: params[name]}), name)
+    except ValidationError as err:
+        found = _messages(err, f"{where} ")
+        raise ConfigError(f"{len(found)} problem(s) in {where}:\n" + "\n".join(found)) from None
 
 
 def reference_problems(params: dict) -> list[str]:

@@ -93,3 +93,27 @@ def test_dvc_tracks_only_keys_every_instrument_block_has():
     assert problems({"instruments": {"e": INSTRUMENT}}, dvc_keys=True) == [
         "params.yaml instruments.e: missing key(s) " + ", ".join(k for k in DVC_TRACKED_KEYS if k not in INSTRUMENT)
         + ", which dvc.yaml's stages track (start the block with `<<: *instrument`)"]
+
+
+def test_load_params_gives_the_file_as_written_with_its_blocks_typed(tmp_path):
+    params = load_params(ROOT / "params.yaml")
+    assert params == yaml.safe_load((ROOT / "params.yaml").read_text())  # the mapping itself, unchanged
+    assert params.bias.on_exceed == "warn" and params.bias.defaults.js_max == 0.75 and params.engine.ray.workers == 2
+    assert params.bias.log_base == 2 and type(params.bias.log_base) is int  # a number keeps its YAML type
+    path = tmp_path / "params.yaml"
+    path.write_text("seed: 3\n")
+    small = load_params(path)
+    # what the file leaves out reads as the schema's defaults
+    assert (small.seed, small.bias.on_exceed, small.bias.plot_top_k, small.evaluate.scorers, small.adversarial) == (
+        3, "fail", 30, ["text_lm"], None)
+    assert yaml.safe_load(yaml.safe_dump(small)) == {"seed": 3}
+    with pytest.raises(AttributeError, match="no block 'nope'"):
+        small.nope
+
+
+def test_a_typed_block_that_does_not_validate_names_its_path():
+    from foilforge.params import typed_params
+
+    with pytest.raises(ConfigError, match=re.escape("params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'x'")):
+        typed_params({"bias": {"on_exceed": "x"}}).bias
+    assert typed_params({"bias": {"log_base": 10}}).bias.log_base == 10

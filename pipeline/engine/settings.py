@@ -14,9 +14,9 @@ ENGINES = ("local", "ray")
 
 def engine_settings(params: dict) -> dict:
     """params.yaml `engine` with its defaults, the engine's name overridden by $FOILFORGE_ENGINE when set."""
-    from foilforge.schema import EngineBlock
+    from foilforge.params import typed_params
 
-    settings = EngineBlock.model_validate(params.get("engine") or {}).model_dump()
+    settings = typed_params(params).engine.model_dump()
     override = os.environ.get(ENGINE_ENV)
     if override:
         if override not in ENGINES:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from foilforge.metrics import js_divergence
 from foilforge.io import atomic_write, write_json
-from foilforge.params import instrument_part, load_params
+from foilforge.params import instrument_part, load_params, typed_params
 from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
 from foilforge.schema import BiasSettings
@@ -57,13 +57,11 @@ def majority(counts: Counter) -> dict:
 
 def instrument_settings(params: dict, instrument: str) -> dict:
     """Merged settings for one instrument: `bias.defaults`, then `instruments.<I>.bias` (shapes: foilforge/schema.py)."""
-    bias_params = params.get("bias") or {}
+    block = typed_params(params).bias
     settings = {"items": "direct", **{k: None for k in THRESHOLD_KEYS}}
-    for block in (bias_params.get("defaults"), instrument_part(params, instrument, "bias", {})):
-        settings.update({k: v for k, v in (block or {}).items() if k != "items" or v is not None})
-    settings["log_base"] = bias_params.get("log_base", 2)
-    settings["on_exceed"] = bias_params.get("on_exceed", "fail")
-    settings["plot_top_k"] = int(bias_params.get("plot_top_k", 30))
+    for overrides in (block.defaults.model_dump(), instrument_part(params, instrument, "bias", {})):
+        settings.update({k: v for k, v in (overrides or {}).items() if k != "items" or v is not None})
+    settings.update(log_base=block.log_base, on_exceed=block.on_exceed, plot_top_k=block.plot_top_k)
     return settings
 
 

@@ -60,7 +60,7 @@ from foilforge import metrics
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import file_sha256, iter_csv, iter_jsonl, require, write_json, write_jsonl
 from foilforge.models import ModelSpec, load_transformers_model, resolve_path, torch_device, torch_dtype
-from foilforge.params import load_params
+from foilforge.params import load_params, typed_params
 from foilforge.registry import Registry
 from pipeline.loadable import read_benchmark  # noqa: F401  (the benchmark's files, read back; tests)
 
@@ -462,9 +462,10 @@ def pair_and_winoground(paired) -> dict:
 
 
 def check_settings(params: dict) -> dict:
-    """The `evaluate` block, its scorers checked against the registry (its shape is the schema's)."""
-    settings = params.get("evaluate") or {}
-    names = settings.get("scorers", ["text_lm"])
+    """The `evaluate` block (the schema's, defaults filled in, as the dict scorer factories get), its scorers checked
+    against the registry."""
+    settings = typed_params(params).evaluate.model_dump()
+    names = settings["scorers"]
     unknown = [n for n in names if n not in SCORERS.unversioned() and n not in SCORERS.names()]
     if unknown:
         raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; "
@@ -511,7 +512,7 @@ def open_clip_scorer(params: dict, settings: dict, skipped: dict):
 def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
     settings = check_settings(params)
     scorers, skipped = [], {}
-    for name in settings.get("scorers", ["text_lm"]):
+    for name in settings["scorers"]:
         scorer = SCORERS.get(SCORERS.newest(name))(params, settings, skipped)
         if scorer is not None:
             scorers.append(scorer)
@@ -610,15 +611,14 @@ def run(params: dict, benchmark_dir, output, scores_files=(), scorers=None, item
     skipped = {}
     if scorers is None:
         scorers, skipped = build_scorers(params, scores_files)
-    settings = params.get("evaluate") or {}
-    scores_threshold = settings.get("scores_threshold")
+    scores_threshold = typed_params(params).evaluate.scores_threshold
 
     def threshold_for(scorer):
         # only probabilities from a scores file have a meaningful threshold; LM and CLIP scores only rank
         return scores_threshold if isinstance(scorer, ScoresFileScorer) else None
 
     item_rows = [] if items_output is not None else None
-    image_root = str((params.get("export") or {}).get("image_root", "data/images"))
+    image_root = typed_params(params).export.image_root
     result = evaluate(benchmark, scorers, threshold_for, item_rows, groups=read_groups(benchmark_dir, image_root))
     for name, reason in skipped.items():
         result[name] = {"skipped": reason}

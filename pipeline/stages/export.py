@@ -252,9 +252,9 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
 
 
 def export_settings(params: dict) -> dict:
-    from foilforge.schema import ExportBlock
+    from foilforge.params import typed_params
 
-    return ExportBlock.model_validate(params.get("export") or {}).model_dump()
+    return typed_params(params).export.model_dump()
 
 
 def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, image_root: str) -> list[dict]:

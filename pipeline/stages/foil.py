@@ -24,7 +24,7 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import iter_jsonl, write_json
-from foilforge.params import block, load_params
+from foilforge.params import block, load_params, typed_params
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
         seen_ids.add(sample["id"])
         foiler.validate_sample(sample, str(input_path), sample["id"])
         samples.append(sample)
-    seed = params.get("seed", 0) if seed is None else seed
+    seed = typed_params(params).seed if seed is None else seed
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
                          candidates_per_sample=cap, cache_dir=cache_dir)
     from pipeline.engine import engine_settings

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
-from foilforge.params import instrument_part, load_params
+from foilforge.params import instrument_part, load_params, typed_params
 from foilforge.records import valid_by_votes
-from foilforge.schema import InstrumentValidation, ValidationBlock
+from foilforge.schema import InstrumentValidation
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,14 @@ GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
 GROUP_VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.text_1", "Answer.text_2")
 #: what a group vote means once decoded with the group's orders: what alpha is computed on
 GROUP_CATEGORIES = ("matched", "swapped", "other")
-#: the `validation` block's defaults, and an instrument's own keys (instruments.<I>.validation): the schema's
-DEFAULTS = ValidationBlock().model_dump()
+#: an instrument's own keys (instruments.<I>.validation): the schema's
 INSTRUMENT_KEYS = tuple(InstrumentValidation.model_fields)
 
 
 def settings_from_params(params: dict) -> dict:
     """params.yaml `validation` merged over the defaults, with every instrument's gold items and votes file
     (`instruments.<I>.validation`) as `gold` / `votes` {instrument: value} (shapes: foilforge/schema.py)."""
-    settings = {**DEFAULTS, **{k: v for k, v in (params.get("validation") or {}).items() if v is not None}}
+    settings = typed_params(params).validation.model_dump()
     settings["gold"], settings["votes"] = {}, {}
     for instrument in sorted(params.get("instruments") or {}):
         own = instrument_part(params, instrument, "validation", {})
