@@ -9,7 +9,7 @@ how well the filtered sets hold against learners of other kinds, which appear no
 * `forest`: a random forest on the difference of bag-of-words vectors (the 300 most frequent words of the
   training texts) plus lengths and the plausibility scorers' numbers; margin f(d) - f(-d).
 
-Every one is fitted out of fold with folds grouped by caption (filters/attackers.py `grouped_folds`), over three
+Every one is fitted out of fold with folds grouped by caption (foilforge/attacker.py `grouped_folds`), over three
 partitions. Each released file is scored by the filters of its instrument (cached under `--keep`, the same cache
 as bench_attackers_real.py), filtered by params.yaml's adversarial filter, and attacked before (every released
 record) and after (the kept ones). Written to benchmarks/results/unseen_attackers.json.

@@ -4,7 +4,7 @@ AFLite (Le Bras et al., ICML 2020, "Adversarial Filters of Dataset Biases",
 the filter behind WinoGrande): train many simple models on random partitions,
 measure how reliably each instance is predicted out of sample, remove the most
 predictable, repeat. Here an instance is a caption/foil pair, the models are
-the trained text-only attackers of filters/attackers.py, and each round
+the trained text-only attackers of filters/attackers/, and each round
 
 1. solves the plausibility refinement (filters/refinement.py `refine`: one
    candidate per sample, the fixed scorers balanced, Winoground pairs whole,
@@ -187,7 +187,7 @@ def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, fol
 
     Every attacker of `blocks` is fitted on `rounds` fresh grouped `folds`-fold partitions of the kept set; an
     alternative is scored by the models whose training did not include its caption. The fold fits go to
-    `runner` (filters/attackers.py `run_here` unless the stage passes the engine's).
+    `runner` (filters/attackers/runs.py `run_here` unless the stage passes the engine's).
 
     `transfer`: records outside the kept set (`transfer_training`: the pairs removed so far, a pool); every
     attacker is also fitted once on them and its predictions count as one more round, so a pair predictable
@@ -237,8 +237,8 @@ def heaviest_features(kept: list[dict], block: dict, k: int, seed: int) -> list[
     """The k n-gram features with the largest weights of an attacker fitted on the whole kept set."""
     from filters.attackers import build_attacker, pairs_from_records
 
-    attacker = build_attacker(block, "params.yaml attackers").fit(pairs_from_records(kept), seed=seed)
-    return [name for name, _ in attacker.top_features(k)]
+    attacker = build_attacker(block, "params.yaml attackers").set_params(random_state=seed)
+    return [name for name, _ in attacker.fit(pairs_from_records(kept)).top_features(k)]
 
 
 def remaining_shortcuts(kept: list[dict], blocks: dict, seed: int, k: int = 10) -> list[dict]:
@@ -249,7 +249,7 @@ def remaining_shortcuts(kept: list[dict], blocks: dict, seed: int, k: int = 10) 
     for name, block in blocks.items():
         attacker = build_attacker(block, f"params.yaml attackers.{name}")
         if isinstance(attacker, NgramPairAttacker) and len(kept) >= 2:
-            attacker.fit(pairs_from_records(kept), seed=seed)
+            attacker.set_params(random_state=seed).fit(pairs_from_records(kept))
             return [{"attacker": name, "feature": feature, "weight": weight, "marks": "caption" if weight > 0 else "foil"}
                     for feature, weight in attacker.top_features(k)]
     return []
@@ -259,13 +259,13 @@ def feature_balance(records: list[dict], block: dict, names: list[str]) -> list[
     """Side balances for n-gram features: per feature, caption-minus-foil presence per record, tolerance 1."""
     from filters.attackers import build_attacker, pairs_from_records
 
-    attacker = build_attacker(block, "params.yaml attackers")
-    attacker._fit_features(pairs_from_records(records))
-    vocabulary = attacker._vectorizer.vocabulary_
-    columns = [vocabulary[n] for n in names if n in vocabulary]
+    pairs = pairs_from_records(records)
+    attacker = build_attacker(block, "params.yaml attackers").fit_features(pairs)
+    column_of = {feature: j for j, feature in enumerate(attacker.feature_names_out())}
+    columns = [column_of[n] for n in names if n in column_of]
     if not columns:
         return []
-    difference = attacker._difference(pairs_from_records(records))[:, columns].toarray()
+    difference = attacker.vectorize(pairs)[:, columns].toarray()
     return [({r["id"]: int(difference[i, j]) for i, r in enumerate(records)}, 0.0, 1.0) for j in range(len(columns))]
 
 

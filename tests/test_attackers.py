@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from filters.adversarial import adversarial_filter, negation_count, settings_for
-from filters.attackers import (ATTACKERS, attack_summary, build_attacker, certify, grouped_folds,
+from filters.attackers import (ATTACKERS, Attacker, attack_summary, build_attacker, certify, grouped_folds,
                                out_of_fold_margins, pairs_from_records)
 from foilforge.errors import ConfigError, GateError, InputError
 
@@ -61,13 +61,16 @@ def test_out_of_fold_models_never_train_on_the_caption_they_score():
     pairs = pairs_from_records(records)
     seen = []
 
-    class Spy:
-        def fit(self, train, seed=0):
-            self.train = {p.group for p in train}
+    class Spy(Attacker):
+        def __init__(self, random_state=0):
+            self.random_state = random_state
+
+        def fit(self, train, y=None):
+            self.train_ = {p.group for p in train}
             return self
 
         def margins(self, held):
-            assert not self.train & {p.group for p in held}
+            assert not self.train_ & {p.group for p in held}
             seen.extend(held)
             import numpy as np
             return np.ones(len(held))
@@ -346,7 +349,8 @@ def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
 
 
 def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
-    from pipeline.stages.refilter import read_released, refilter, to_records
+    from foilforge.released import read_released, to_records
+    from pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     path = tmp_path / "swap.json"
@@ -374,10 +378,10 @@ def test_transformer_attacker_fits_a_tiny_model_through_from_pretrained(tiny_mod
              "args": {"model": {"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu", "batch_size": 8},
                       "epochs": 1}}
     pairs = pairs_from_records(planted(balanced_records(16)))
-    first = build_attacker(block, "test").fit(pairs, seed=3)
+    first = build_attacker(block, "test").set_params(random_state=3).fit(pairs)
     margins = first.margins(pairs)
     assert first.margins([p.swapped() for p in pairs]) == pytest.approx(-margins, abs=1e-5)
-    again = build_attacker(block, "test").fit(pairs, seed=3).margins(pairs)
+    again = build_attacker(block, "test").set_params(random_state=3).fit(pairs).margins(pairs)
     assert again == pytest.approx(margins, abs=1e-6)  # deterministic for a seed
 
 
@@ -407,16 +411,16 @@ def test_features_built_once_give_the_margins_of_features_built_per_fold():
         def make(n=name):
             return build_attacker({"attacker": n}, "test")
 
-        class PerFold:  # the same attacker without the shared map
-            def __init__(self):
-                self.inner = make()
+        class PerFold(Attacker):  # the same attacker without the shared map
+            def __init__(self, random_state=0):
+                self.random_state = random_state
 
-            def fit(self, train, seed=0):
-                self.inner.fit(train, seed)
+            def fit(self, train, y=None):
+                self.inner_ = make().set_params(random_state=self.random_state).fit(train, y)
                 return self
 
             def margins(self, held):
-                return self.inner.margins(held)
+                return self.inner_.margins(held)
 
         fast, fast_extra = out_of_fold_margins(make, pairs, 5, 3, extra)
         slow, slow_extra = out_of_fold_margins(PerFold, pairs, 5, 3, extra)

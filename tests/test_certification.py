@@ -351,29 +351,30 @@ def test_each_family_is_certified_at_the_strongest_setting_of_its_grid():
 
 
 def test_nested_cross_validation_never_sees_the_scored_fold():
-    from filters.attackers import GridSearchAttacker, out_of_fold_margins, pairs_from_records
+    from filters.attackers import Attacker, GridSearchAttacker, out_of_fold_margins, pairs_from_records
 
     pairs = pairs_from_records(balanced_records(60))
     fitted: list[set] = []
 
-    class Spy:
+    class Spy(Attacker):
         family, registry_name = "spy", "spy"
 
-        def __init__(self, setting):
+        def __init__(self, setting, random_state=0):
             self.setting = setting
+            self.random_state = random_state
 
         def describe(self):
             return "spy"
 
-        def fit(self, train, seed=0):
-            self.train = {p.group for p in train}
-            fitted.append(self.train)
+        def fit(self, train, y=None):
+            self.train_ = {p.group for p in train}
+            fitted.append(self.train_)
             return self
 
         def margins(self, held):
             import numpy as np
 
-            assert not self.train & {p.group for p in held}
+            assert not self.train_ & {p.group for p in held}
             return np.full(len(held), 1.0 if self.setting["sign"] > 0 else -1.0)
 
     scored: list[set] = []
@@ -382,9 +383,9 @@ def test_nested_cross_validation_never_sees_the_scored_fold():
         grid = GridSearchAttacker(Spy, [{"sign": 1}, {"sign": -1}])
         original = grid.fit
 
-        def fit(train, seed=0):
+        def fit(train, y=None):
             fitted.clear()
-            result = original(train, seed)
+            result = original(train, y)
             scored.append(({p.group for p in train}, [set(f) for f in fitted]))
             return result
 
@@ -479,21 +480,20 @@ def test_the_probe_solves_a_meaning_cue_no_ngram_sees_and_sits_at_chance_on_shuf
 
 
 def test_the_probe_encodes_each_text_once_and_names_its_key(tmp_path, monkeypatch):
-    from filters import probe_attacker
-    from filters.attackers import build_attacker, out_of_fold_margins, pairs_from_records
+    from filters.attackers import build_attacker, hidden_probe, out_of_fold_margins, pairs_from_records
 
     cue_a, cue_b = cue_words(20, seed=3), cue_words(20, seed=4)
     model = synonym_model(tmp_path / "m", cue_a, cue_b)
     block = {"attacker": "hidden_probe.v1", "args": {"model": {"name_or_path": str(model), "device": "cpu"}}}
     encoded = []
-    original = probe_attacker.HiddenStateProbeAttacker.vectors
+    original = hidden_probe.HiddenStateProbeAttacker.vectors
 
     def counting(self, texts):
-        cache = probe_attacker._CACHE.get(self._key(), {})
+        cache = hidden_probe._CACHE.get(self._key(), {})
         encoded.extend(t for t in set(texts) if t not in cache)
         return original(self, texts)
 
-    monkeypatch.setattr(probe_attacker.HiddenStateProbeAttacker, "vectors", counting)
+    monkeypatch.setattr(hidden_probe.HiddenStateProbeAttacker, "vectors", counting)
     pairs = pairs_from_records(synonym_pairs(cue_a, cue_b))
     for seed in range(3):
         out_of_fold_margins(lambda: build_attacker(block, "params.yaml attackers.probe"), pairs, 5, seed)

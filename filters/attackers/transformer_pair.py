@@ -1,9 +1,9 @@
-"""A small transformer fine-tuned as a blind pair classifier (the fine-tuned transformer family of attackers).
+"""`transformer_pair.v1`: a small transformer fine-tuned as a blind pair classifier.
 
 The model reads "first [SEP] second" and learns whether the first text is the
 caption; training shows every pair in both orders. Its margin is
 logit(caption, foil) - logit(foil, caption), so swapping the texts negates it
-(antisymmetric, like the linear attackers of filters/attackers.py). The
+(antisymmetric, like the linear pair attackers of filters/attackers/base.py). The
 classification head is new (a pre-trained encoder plus a fresh head is what
 fine-tuning starts from); transformers' Trainer does the fitting.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from filters.attackers import ATTACKERS, Attacker, Pair
+from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -31,19 +31,19 @@ class TransformerPairAttacker(Attacker):
     family = "fine-tuned transformer"
 
     def __init__(self, model: dict | str | None = None, epochs: int = 3, learning_rate: float = 5e-5,
-                 max_length: int = 96):
+                 max_length: int = 96, random_state: int = 0, param_key: str | None = None):
         self.model = model
         self.epochs = epochs
         self.learning_rate = learning_rate
         self.max_length = max_length
-        self._net = None
-        self._tokenizer = None
+        self.random_state = random_state
+        # the params key of this attacker's block (build_attacker passes it): messages name the model's key
+        self.param_key = param_key
 
     def spec(self):
         from foilforge.models import ModelSpec
 
-        # `_where` (set by build_attacker): the params key of this attacker's block, for messages naming the model key
-        return ModelSpec.from_params(self.model, f"{getattr(self, '_where', self.registry_name)}.args.model")
+        return ModelSpec.from_params(self.model, f"{self.param_key or self.registry_name}.args.model")
 
     def validate(self) -> None:
         self.spec()
@@ -59,10 +59,10 @@ class TransformerPairAttacker(Attacker):
                 f"learning_rate={self.learning_rate})")
 
     def _encode(self, pairs: list[Pair]):
-        return self._tokenizer([p.caption for p in pairs], [p.foil for p in pairs], truncation=True,
+        return self.tokenizer_([p.caption for p in pairs], [p.foil for p in pairs], truncation=True,
                                max_length=self.max_length, padding=True, return_tensors="pt")
 
-    def fit(self, pairs: list[Pair], seed: int = 0) -> "TransformerPairAttacker":
+    def fit(self, pairs: list[Pair], y=None) -> "TransformerPairAttacker":
         import tempfile
 
         import torch
@@ -71,19 +71,21 @@ class TransformerPairAttacker(Attacker):
         from foilforge.batching import ensure_pad_token
         from foilforge.models import load_tokenizer, load_transformers_model, torch_device
 
+        pairs = captions_first(pairs, y)
         spec = self.spec()
+        seed = self.random_state
         set_seed(seed)  # the fresh head's initial weights and the data order
-        self._tokenizer = load_tokenizer(spec)
-        self._net = load_transformers_model(spec, "AutoModelForSequenceClassification")
-        if self._net.config.num_labels != 2:
+        self.tokenizer_ = load_tokenizer(spec)
+        self.net_ = load_transformers_model(spec, "AutoModelForSequenceClassification")
+        if self.net_.config.num_labels != 2:
             raise ConfigError(f"{spec.param_key}: expected a 2-label classification head, got "
-                              f"{self._net.config.num_labels} labels")
-        if self._tokenizer.pad_token is None:  # causal LMs: pad with end-of-text
-            ensure_pad_token(self._tokenizer)
-            self._net.config.pad_token_id = self._tokenizer.pad_token_id
+                              f"{self.net_.config.num_labels} labels")
+        if self.tokenizer_.pad_token is None:  # causal LMs: pad with end-of-text
+            ensure_pad_token(self.tokenizer_)
+            self.net_.config.pad_token_id = self.tokenizer_.pad_token_id
         both = list(pairs) + [p.swapped() for p in pairs]
         labels = [1] * len(pairs) + [0] * len(pairs)
-        encoded = self._tokenizer([p.caption for p in both], [p.foil for p in both], truncation=True,
+        encoded = self.tokenizer_([p.caption for p in both], [p.foil for p in both], truncation=True,
                                   max_length=self.max_length)
         rows = [{"input_ids": encoded["input_ids"][i], "attention_mask": encoded["attention_mask"][i],
                  "labels": labels[i], **({"token_type_ids": encoded["token_type_ids"][i]}
@@ -97,10 +99,10 @@ class TransformerPairAttacker(Attacker):
                 dataloader_num_workers=0)
             from transformers import DataCollatorWithPadding
 
-            Trainer(model=self._net, args=arguments, train_dataset=rows,
-                    data_collator=DataCollatorWithPadding(self._tokenizer)).train()
-        self._net.eval()
-        self._device = next(self._net.parameters()).device
+            Trainer(model=self.net_, args=arguments, train_dataset=rows,
+                    data_collator=DataCollatorWithPadding(self.tokenizer_)).train()
+        self.net_.eval()
+        self.device_ = next(self.net_.parameters()).device
         torch.set_grad_enabled(True)
         return self
 
@@ -111,8 +113,8 @@ class TransformerPairAttacker(Attacker):
         batch = self.spec().batch_size
         with torch.inference_mode():
             for start in range(0, len(pairs), batch):
-                encoded = {k: v.to(self._device) for k, v in self._encode(pairs[start:start + batch]).items()}
-                logits = self._net(**encoded).logits.float()
+                encoded = {k: v.to(self.device_) for k, v in self._encode(pairs[start:start + batch]).items()}
+                logits = self.net_(**encoded).logits.float()
                 out.extend((logits[:, 1] - logits[:, 0]).tolist())
         return out
 

@@ -1,11 +1,11 @@
-"""A representation probe: logistic regression on a frozen model's hidden states of the two texts.
+"""`hidden_probe.v1`: a representation probe, logistic regression on a frozen model's hidden states of the two texts.
 
 An n-gram attacker sees only the words it was trained on; a caption/foil cue carried by meaning (a synonym it
 never met, an implausible event) is invisible to it. A language model's hidden states carry such meaning: a
 linear probe on them is the attacker a vision-and-language model's language prior resembles most. The texts are
 encoded once each (batched, sorted by length, cached per text for the process), pooled over tokens (`mean` of
 the chosen layer, or its `last` token for a causal LM), and the probe is the pair-antisymmetric logistic
-regression of filters/attackers.py on the difference of the two texts' standardised vectors.
+regression of filters/attackers/base.py on the difference of the two texts' standardised vectors.
 
 params.yaml (offline: the packaged SmolLM2-135M, or the all-MiniLM-L6-v2 sentence encoder; with a hub any
 `transformers` encoder or decoder id; `device: cuda` on a GPU):
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 
-from filters.attackers import ATTACKERS, LinearPairAttacker
+from filters.attackers.base import LinearPairAttacker
+from foilforge.attacker import ATTACKERS
 from foilforge.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -39,18 +40,20 @@ class HiddenStateProbeAttacker(LinearPairAttacker):
     family = "linear probe on frozen hidden states"
 
     def __init__(self, model: dict | str | None = None, layer: int = -1, pooling: str = "mean", C: float = 1.0,
-                 max_length: int = 64):
-        super().__init__(C)
+                 max_length: int = 64, random_state: int = 0, param_key: str | None = None):
         self.model = model
         self.layer = layer
         self.pooling = pooling
+        self.C = C
         self.max_length = max_length
-        self._scale = None
+        self.random_state = random_state
+        # the params key of this attacker's block (build_attacker passes it): messages name the model's key
+        self.param_key = param_key
 
     def spec(self):
         from foilforge.models import ModelSpec
 
-        return ModelSpec.from_params(self.model, f"{getattr(self, '_where', self.registry_name)}.args.model")
+        return ModelSpec.from_params(self.model, f"{self.param_key or self.registry_name}.args.model")
 
     def validate(self) -> None:
         super().validate()
@@ -105,7 +108,7 @@ class HiddenStateProbeAttacker(LinearPairAttacker):
                     out = model(**encoded, output_hidden_states=True)
                     states = out.hidden_states
                     if not -len(states) <= self.layer < len(states):
-                        raise ConfigError(f"{getattr(self, '_where', self.registry_name)}.args.layer is {self.layer} "
+                        raise ConfigError(f"{self.param_key or self.registry_name}.args.layer is {self.layer} "
                                           f"but the model has {len(states)} hidden-state layers (0 = embeddings)")
                     hidden = states[self.layer].float()
                     mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -118,15 +121,16 @@ class HiddenStateProbeAttacker(LinearPairAttacker):
                         cache[text] = vector.astype(np.float64)
         return np.array([cache[t] for t in texts]) if texts else np.zeros((0, 0))
 
-    def _fit_features(self, pairs):
+    def fit_features(self, pairs):
         import numpy as np
 
         rows = self.vectors([t for p in pairs for t in (p.caption, p.foil)])
         scale = rows.std(axis=0) if len(rows) else np.ones(rows.shape[1])
-        self._scale = np.where(scale > 1e-12, scale, 1.0)
+        self.scale_ = np.where(scale > 1e-12, scale, 1.0)
+        return self
 
-    def _features(self, texts, sides):
-        return self.vectors(list(texts)) / self._scale
+    def features(self, texts, sides):
+        return self.vectors(list(texts)) / self.scale_
 
-    def feature_names(self) -> list[str]:
-        return [f"dimension {k}" for k in range(len(self._scale))]
+    def feature_names_out(self) -> list[str]:
+        return [f"dimension {k}" for k in range(len(self.scale_))]

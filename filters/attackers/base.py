@@ -1,0 +1,137 @@
+"""The shared bases of the pair attackers: logistic regression on the difference of the two texts' features.
+
+`LinearPairAttacker` fits a logistic regression without intercept on rows phi(first) - phi(second), trained on
+both orders, so it is antisymmetric; a family supplies the feature map phi (`fit_features`, `vectorize`,
+`feature_names_out`). `NgramPairAttacker` is the map of binary n-gram counts (word_ngram, char_ngram).
+"""
+
+from __future__ import annotations
+
+from foilforge.attacker import Attacker, Pair, captions_first
+from foilforge.errors import ConfigError
+
+
+def check_positive(name: str, value) -> None:
+    """A ConfigError unless `value` is a number > 0 (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"argument {name} must be a number > 0, got {value!r}")
+
+
+class LinearPairAttacker(Attacker):
+    """Logistic regression on phi(first) - phi(second), no intercept, trained on both orders: antisymmetric."""
+
+    def __init__(self, C: float = 1.0, random_state: int = 0):
+        self.C = C
+        self.random_state = random_state
+
+    def validate(self) -> None:
+        check_positive("C", self.C)
+
+    # subclasses: the feature map, built on the training pairs' texts
+    def fit_features(self, pairs: list[Pair]) -> "LinearPairAttacker":
+        """Build the feature map from the texts of `pairs` (never from which side a text is on); returns self."""
+        raise NotImplementedError
+
+    def features(self, texts: list[str], sides: list[tuple]):
+        """Rows phi(text) of the current feature map, one per text (`sides`: each text's per-side numbers)."""
+        raise NotImplementedError
+
+    def feature_names_out(self) -> list[str]:
+        """The names of the feature map's columns, in column order."""
+        raise NotImplementedError
+
+    def vectorize(self, pairs: list[Pair]):
+        """Rows phi(first) - phi(second) of `pairs` on the current feature map (`fit_features` first)."""
+        first = self.features([p.caption for p in pairs], [p.caption_features for p in pairs])
+        second = self.features([p.foil for p in pairs], [p.foil_features for p in pairs])
+        return first - second
+
+    #: True when the feature map may be built once on every text of an out-of-fold run (a label-free vocabulary):
+    #: a feature no training text has is a zero column, which L2 logistic regression weighs 0, so the margins equal
+    #: those of per-fold features (out_of_fold_margins then vectorises once instead of once per fold)
+    shares_features = False
+
+    def fit(self, pairs: list[Pair], y=None) -> "LinearPairAttacker":
+        pairs = captions_first(pairs, y)
+        self.fit_features(pairs)
+        return self.fit_difference(self.vectorize(pairs))
+
+    def fit_difference(self, difference) -> "LinearPairAttacker":
+        """Fit on rows phi(caption) - phi(foil) of the current feature map (both orders: antisymmetric)."""
+        import numpy as np
+        from scipy import sparse
+        from sklearn.linear_model import LogisticRegression
+
+        stack = sparse.vstack if sparse.issparse(difference) else np.vstack
+        x = stack([difference, -difference])
+        y = np.concatenate([np.ones(difference.shape[0]), np.zeros(difference.shape[0])])
+        # the dual solver for sparse n-gram rows (far more features than pairs): the same optimum, several times faster
+        self.classifier_ = LogisticRegression(C=self.C, fit_intercept=False, solver="liblinear", max_iter=2000,
+                                              dual=sparse.issparse(difference), random_state=self.random_state).fit(x, y)
+        return self
+
+    def margins(self, pairs: list[Pair]):
+        import numpy as np
+
+        if not pairs:
+            return np.zeros(0)
+        return self.margins_difference(self.vectorize(pairs))
+
+    def margins_difference(self, difference):
+        import numpy as np
+
+        return np.asarray(difference @ self.classifier_.coef_[0]).ravel()
+
+    def top_features(self, k: int = 10) -> list[tuple[str, float]]:
+        """The k features with the largest weights: > 0 marks captions, < 0 foils (why the attacker wins)."""
+        import numpy as np
+
+        weights = self.classifier_.coef_[0]
+        names = self.feature_names_out()
+        order = np.argsort(-np.abs(weights), kind="stable")[:k]
+        return [(names[j], round(float(weights[j]), 4)) for j in order if weights[j]]
+
+
+class NgramPairAttacker(LinearPairAttacker):
+    """The pair difference of binary n-gram vectors (`analyzer`: CountVectorizer's, set by the family)."""
+
+    analyzer = "word"
+
+    def __init__(self, ngram_range: list[int] = (1, 2), C: float = 1.0, min_df: int = 1, random_state: int = 0):
+        self.ngram_range = ngram_range
+        self.C = C
+        self.min_df = min_df
+        self.random_state = random_state
+
+    def validate(self) -> None:
+        super().validate()
+        low_high = tuple(self.ngram_range)
+        if len(low_high) != 2 or not all(isinstance(v, int) and v >= 1 for v in low_high) or low_high[0] > low_high[1]:
+            raise ConfigError(f"argument ngram_range must be [low, high] with 1 <= low <= high, "
+                              f"got {list(low_high)!r}")
+        if not isinstance(self.min_df, int) or self.min_df < 1:
+            raise ConfigError(f"argument min_df must be an integer >= 1, got {self.min_df!r}")
+
+    def fit_features(self, pairs):
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        # word tokens keep one-letter words and punctuation-free numerals ("a", "0"): they carry the shortcuts
+        pattern = r"(?u)\b\w+\b|n't" if self.analyzer == "word" else None
+        self.vectorizer_ = CountVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range), binary=True,
+                                           lowercase=True, min_df=self.min_df,
+                                           **({"token_pattern": pattern} if pattern else {}))
+        try:
+            self.vectorizer_.fit([t for p in pairs for t in (p.caption, p.foil)])
+        except ValueError:  # no token at all (empty texts): a vocabulary of nothing, every margin 0
+            self.vectorizer_ = CountVectorizer(analyzer=lambda text: [], binary=True).fit(["x"])
+        return self
+
+    def features(self, texts, sides):
+        return self.vectorizer_.transform(texts).astype(float)
+
+    @property
+    def shares_features(self) -> bool:  # a vocabulary with min_df > 1 counts documents: it must see only training texts
+        return self.min_df == 1
+
+    def feature_names_out(self) -> list[str]:
+        return list(self.vectorizer_.get_feature_names_out())

@@ -1,0 +1,93 @@
+"""`boosted_features.v1`: gradient-boosted trees on the difference of the two texts' dense features."""
+
+from __future__ import annotations
+
+import functools
+
+from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
+from foilforge.errors import ConfigError
+
+
+def surface_features(text: str) -> tuple[float, ...]:
+    """Words, characters, mean word length, numerals, negations and words ending in -s of one text."""
+    import re
+
+    words = re.findall(r"\w+|n't", text.lower())
+    negations = sum(w in {"no", "not", "none", "nobody", "nothing", "never", "zero", "n't"} for w in words)
+    return (float(len(words)), float(len(text)), sum(map(len, words)) / max(1, len(words)),
+            float(sum(w.isdigit() for w in words)), float(negations), float(sum(w.endswith("s") for w in words)))
+
+
+@functools.lru_cache(maxsize=1)
+def openmp_threads():
+    """threadpoolctl's controller of this process's thread pools, found once. `threadpool_limits` looks for them
+    through every loaded library on each call, about 3 ms, twice a fold. scikit-learn's estimators are imported
+    first, so the OpenMP runtime the fits use is among them (one loaded later, torch's say, is not, and no fit
+    here runs on it)."""
+    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@ATTACKERS.register("boosted_features.v1")
+class BoostedFeaturesAttacker(Attacker):
+    """Gradient-boosted trees on the difference of the two texts' dense features: every plausibility scorer's
+    score and the lengths (as scorer_features.v1 sees them) plus surface counts (`surface_features`).
+
+    A non-linear learner: it finds thresholds and interactions ("the foil is longer by two words and less
+    probable") that the linear pair models cannot. Trained on d and -d; margin f(d) - f(-d): antisymmetric.
+    """
+
+    family = "boosted trees on dense features"
+
+    def __init__(self, max_iter: int = 100, max_depth: int = 3, learning_rate: float = 0.1, random_state: int = 0):
+        self.max_iter = max_iter
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+
+    def validate(self) -> None:
+        for name in ("max_iter", "max_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"argument {name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.learning_rate, bool) or not isinstance(self.learning_rate, (int, float)) \
+                or not 0 < self.learning_rate <= 1:
+            raise ConfigError(f"argument learning_rate must be a number in (0, 1], got {self.learning_rate!r}")
+
+    @staticmethod
+    def difference(pairs: list[Pair]):
+        """Rows d = features(first) - features(second): the scorer numbers and lengths, then surface_features."""
+        import numpy as np
+
+        widths = {len(p.caption_features) for p in pairs} | {len(p.foil_features) for p in pairs}
+        if len(widths) > 1:
+            raise ValueError(f"boosted_features: pairs carry different numbers of features ({sorted(widths)})")
+        return np.array([np.subtract(p.caption_features + surface_features(p.caption),
+                                     p.foil_features + surface_features(p.foil)) for p in pairs], dtype=float)
+
+    def fit(self, pairs: list[Pair], y=None) -> "BoostedFeaturesAttacker":
+        import numpy as np
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        pairs = captions_first(pairs, y)
+        d = self.difference(pairs)
+        x = np.vstack([d, -d])
+        labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
+        # one OpenMP thread: a few hundred rows gain nothing from more, and on a busy machine threads that wait
+        # for each other make each fit several times slower
+        with openmp_threads().limit(limits=1, user_api="openmp"):
+            self.classifier_ = HistGradientBoostingClassifier(
+                max_iter=self.max_iter, max_depth=self.max_depth, learning_rate=self.learning_rate,
+                early_stopping=False, random_state=self.random_state).fit(x, labels)
+        return self
+
+    def margins(self, pairs: list[Pair]):
+        import numpy as np
+
+        if not pairs:
+            return np.zeros(0)
+        d = self.difference(pairs)
+        with openmp_threads().limit(limits=1, user_api="openmp"):
+            return self.classifier_.decision_function(d) - self.classifier_.decision_function(-d)

@@ -1,0 +1,102 @@
+"""The release gate's figures: attackers' out-of-fold (and transfer) accuracy with n, Wilson CI and verdict.
+
+Accuracy counts a margin of 0 as half a pair: an attacker without a preference flips a coin. Multiple-choice
+items are answered among their options (filters/attackers/choices.py); chance is then 1/k.
+"""
+
+from __future__ import annotations
+
+from filters.attackers.choices import out_of_fold_choice_runs
+from filters.attackers.grid_search import GridSearchAttacker
+from filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
+from foilforge.attacker import correctness, group_key, pairs_from_records
+
+
+def attack_summary(margins, max_accuracy: float | None = None) -> dict:
+    """accuracy (ties count half), n, ties, the 95% Wilson interval, the reading and, with `max_accuracy`, the gate."""
+    scores = correctness(margins)
+    return {**summary(scores, max_accuracy, 0.5), "ties": int((scores == 0.5).sum())}
+
+
+def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, repeats: int = 5,
+            max_accuracy: float = 0.55, runner=run_here) -> dict:
+    """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over `repeats`
+    fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family and `passed`.
+
+    Multiple-choice records (a `candidates` list and the caption among them, BD2BB) are answered among their
+    options (`out_of_fold_choices`); chance is then 1/k, and `max_accuracy` is read as chance + (max_accuracy - 0.5).
+    """
+    import numpy as np
+
+    out = {}
+    multiple = bool(records) and all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
+                                     for r in records)
+    attackers = {name: maker(blocks, name)() for name in blocks}  # configuration errors before any fitting
+    seeds = [seed + k for k in range(repeats)]
+    if multiple:
+        options = [list(r["candidates"]) for r in records]
+        labels = [opts.index(r["caption"]) for opts, r in zip(options, records)]
+        groups = [group_key(r["caption"]) for r in records]
+        runs = out_of_fold_choice_runs(blocks, options, labels, groups, folds, seeds, runner)
+        chance = float(np.mean([1 / len(o) for o in options]))
+    else:
+        pairs = pairs_from_records(records)
+        runs = out_of_fold_runs(blocks, pairs, folds, seeds, runner=runner)
+    for name, attacker in attackers.items():
+        if multiple:
+            shares = np.mean([runs[name, s] for s in seeds], axis=0)
+            figures = summary(shares, chance + (max_accuracy - 0.5), chance)
+        else:
+            scores = np.mean([correctness(runs[name, s][0]) for s in seeds], axis=0) if pairs else np.zeros(0)
+            figures = summary(scores, max_accuracy, 0.5)
+        out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": repeats, **figures}
+        if isinstance(attacker, GridSearchAttacker) and not multiple:
+            # the setting the nested choice makes on all the records (each fold chose on its training pairs)
+            out[name]["setting"] = attacker.set_params(random_state=seed).choose(pairs)
+    return out
+
+
+def certify_transfer(records: list[dict], train_records: list[dict], blocks: dict, seed: int = 1,
+                     max_accuracy: float = 0.55) -> dict:
+    """The release gate's transfer figures: per attacker fitted on `train_records` (`transfer_margins`), its
+    accuracy on `records` with n, Wilson CI, verdict, family and `trained_on` (the training pairs it kept)."""
+    # one feature layout for both: the plausibility scorers every record of either set has
+    both = pairs_from_records(list(records) + list(train_records))
+    pairs = both[:len(records)]
+    train = [p for p in both[len(records):] if p.group not in {q.group for q in pairs}]
+    margins = transfer_margins(blocks, train, pairs, seed)
+    out = {}
+    for name, values in margins.items():
+        attacker = maker(blocks, name)()
+        out[name] = {"attacker": attacker.describe(), "family": attacker.family, "trained_on": len(train),
+                     **summary(correctness(values), max_accuracy, 0.5)}
+    return out
+
+
+def summary(scores, max_accuracy: float | None, chance: float) -> dict:
+    """Figures of per-item success shares (1, 0, a tie's 0.5, or averaged over repeats).
+
+    `passed` (with `max_accuracy`): at or below it, on at least MIN_JUDGED_PAIRS items (fewer are not
+    certified). Below chance passes: an over-balanced set (a span that is caption in one fold and foil in
+    another) is reported, not failed.
+    """
+    from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, blind_verdict, wilson_interval
+
+    n = len(scores)
+    accuracy = float(scores.mean()) if n else None
+    interval = wilson_interval(round(float(scores.sum())), n) if n else None
+    if chance == 0.5:
+        verdict = blind_verdict(accuracy, n)
+    elif accuracy is None or n < MIN_JUDGED_PAIRS:
+        verdict = "too few pairs"
+    elif abs(accuracy - chance) <= CHANCE_MARGIN + 1e-12:
+        verdict = "at chance"
+    elif interval[0] <= chance <= interval[1]:
+        verdict = "chance within the 95% CI"
+    else:  # multiple choice: the target picked more (or less) often than 1/k
+        verdict = "target preferred" if accuracy > chance else "target avoided"
+    return {"accuracy": None if accuracy is None else round(accuracy, 4), "n": n, "chance": round(chance, 4),
+            "ci95": None if interval is None else [round(v, 4) for v in interval], "verdict": verdict,
+            **({} if max_accuracy is None else {
+                "max_accuracy": round(max_accuracy, 4),
+                "passed": accuracy is not None and n >= MIN_JUDGED_PAIRS and accuracy <= max_accuracy + 1e-12})}

@@ -1,0 +1,12 @@
+"""`word_ngram.v1`: logistic regression on the difference of the two texts' binary word n-gram vectors."""
+
+from __future__ import annotations
+
+from filters.attackers.base import NgramPairAttacker
+from foilforge.attacker import ATTACKERS
+
+
+@ATTACKERS.register("word_ngram.v1")
+class WordNgramAttacker(NgramPairAttacker):
+    family = "word n-grams"
+    analyzer = "word"
