@@ -32,7 +32,7 @@ import logging
 from foilforge.io import require, write_json, write_jsonl
 from foilforge.metrics import blind_verdict, pairwise_accuracy
 from foilforge.models import ModelSpec
-from foilforge.params import load_params
+from foilforge.params import load_params, typed_params
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ REFINEMENT = "plausibility"
 
 def held_out_block(params: dict):
     """The held-out scorer's block (params.yaml blind_check.held_out), or None when not configured."""
-    return (params.get("blind_check") or {}).get("held_out")
+    return typed_params(params).blind_check.held_out
 
 
 def _acc(gaps: list[float]) -> dict:
@@ -169,7 +169,8 @@ def instrument_pool(params: dict, instrument: str) -> list[str]:
     from foilforge.params import instrument_part
 
     own = instrument_part(params, instrument, "adversarial", {}) or {}
-    return list(own.get("pool") or (params.get("adversarial") or {}).get("pool") or [])
+    adversarial = typed_params(params).adversarial
+    return list(own.get("pool") or (adversarial.pool if adversarial else []))
 
 
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
