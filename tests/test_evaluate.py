@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.stages import baseline, evaluate
 from foilforge.errors import ConfigError, InputError
+from pipeline.loadable import read_benchmark
 
 
 def _write_benchmark(directory, name, records):
@@ -177,5 +178,5 @@ def test_manifest_listing_a_missing_file_names_it(tmp_path):
     _write_benchmark(bench, "relations", RELATIONS)
     (bench / "manifest.json").write_text(json.dumps({"instruments": {"plurals": {"file": "plurals.json"}}}))
     with pytest.raises(InputError) as err:
-        evaluate.read_benchmark(bench)
+        read_benchmark(bench)
     assert str(err.value) == f"{bench}/manifest.json, record plurals, field 'file': lists plurals.json, which is not in {bench}"

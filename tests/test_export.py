@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.stages import export
 from foilforge.errors import InputError
+from foilforge.filter import filter_funnel
 from foilforge.io import file_sha256
 
 
@@ -48,14 +49,14 @@ def test_valse_record_keeps_released_fields_and_nests_ours():
 
 def test_filter_funnel_counts_in_order():
     records = [_record(1), _record(2, grammar_passed=False), _record(3, nli_passed=False), _record(4)]
-    assert export.filter_funnel(records) == {"input": 4, "after_grammaticality": 3, "after_nli": 2}
+    assert filter_funnel(records) == {"input": 4, "after_grammaticality": 3, "after_nli": 2}
 
 
 def test_filter_funnel_follows_the_run_order_not_the_key_order():
     record = _record(1)
     record["filters"] = {"nli": {"passed": False}, "grammaticality": {"passed": True}, "length": {"passed": True},
                          "custom": {"passed": True}}
-    funnel = export.filter_funnel([record])
+    funnel = filter_funnel([record])
     assert list(funnel) == ["input", "after_length", "after_grammaticality", "after_nli", "after_custom"]
     assert funnel == {"input": 1, "after_length": 1, "after_grammaticality": 1, "after_nli": 0, "after_custom": 0}
 
@@ -119,4 +120,4 @@ def test_a_filter_scored_but_not_applied_is_no_funnel_step():
     records = [_record(1), _record(2, nli_passed=False)]
     for record in records:
         record["filters"]["grammaticality"].pop("passed")  # null keep rule: scored, recorded, not applied
-    assert export.filter_funnel(records) == {"input": 2, "after_nli": 1}
+    assert filter_funnel(records) == {"input": 2, "after_nli": 1}

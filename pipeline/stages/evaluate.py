@@ -62,7 +62,7 @@ from foilforge.io import file_sha256, iter_csv, iter_jsonl, require, write_json,
 from foilforge.models import ModelSpec, load_transformers_model, resolve_path, torch_device, torch_dtype
 from foilforge.params import load_params, typed_params
 from foilforge.registry import Registry
-from pipeline.loadable import read_benchmark  # noqa: F401  (the benchmark's files, read back; tests)
+from pipeline.loadable import read_benchmark
 
 log = logging.getLogger(__name__)
 

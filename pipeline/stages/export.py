@@ -37,8 +37,8 @@ from foilforge.errors import ConfigError, GateError, InputError
 from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from foilforge.metrics import MIN_JUDGED_PAIRS
 from foilforge.params import load_params
-from foilforge.records import is_valid, passed_all, read_instrument  # noqa: F401  (annotate, tests)
-from foilforge.filter import filter_funnel, run_order  # noqa: F401  (select, tests)
+from foilforge.records import is_valid, passed_all, read_instrument
+from foilforge.filter import filter_funnel
 from pipeline.card import datacard_text, failing_attackers
 
 log = logging.getLogger(__name__)

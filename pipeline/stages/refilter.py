@@ -29,7 +29,7 @@ from pathlib import Path
 
 from foilforge.io import atomic_write, write_json
 from foilforge.params import load_params
-from foilforge.released import FORMATS, detect_format, read_released, to_records  # noqa: F401  (refilter's API)
+from foilforge.released import read_released, to_records
 
 log = logging.getLogger(__name__)
 
