@@ -279,7 +279,7 @@ def test_export_refuses_an_instrument_above_the_gate(tmp_path):
 
 
 def test_datacard_says_not_blind_proof_first():
-    from pipeline.stages.export import datacard_text
+    from pipeline.card import datacard_text
 
     after = {"accuracy": 0.7, "n": 40, "passed": False, "family": "word n-grams", "ci95": [0.55, 0.82],
              "verdict": "caption preferred", "max_accuracy": 0.55}

@@ -237,7 +237,8 @@ def test_refilter_reports_certified_and_why(tmp_path, tiny_models):
 
 
 def test_the_card_names_every_uncertified_instrument_first():
-    from pipeline.stages.export import certification_entry, datacard_text
+    from pipeline.card import datacard_text
+    from pipeline.stages.export import certification_entry
 
     gates = {"existence": {"certified": True, "why": None, "attackers": {}},
              "relations": {"certified": False, "why": "word reads 67.0% of 400 pairs: above 60.0%", "attackers": {}},
