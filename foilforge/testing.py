@@ -1,9 +1,9 @@
-"""The foiler and filter contracts as plain check functions (after scikit-learn's check_estimator).
+"""The foiler, filter and attacker contracts as plain check functions (after scikit-learn's check_estimator).
 
-`check_foiler(cls)` and `check_filter(cls, params)` run every check on one class, from any
-package's tests. foilforge's own tests run them on every registered foiler and filter
-(tests/test_foiler_conformance.py, tests/test_filters_conformance.py) and on broken
-classes, to show that each check can fail. A check raises AssertionError (or the class's
+`check_foiler(cls)`, `check_filter(cls, params)` and `check_attacker(attacker)` run every check on one
+plug-in, from any package's tests. foilforge's own tests run them on every registered foiler, filter and
+attacker (tests/test_foiler_conformance.py, tests/test_filters_conformance.py,
+tests/test_attacker_conformance.py) and on broken ones, to show that each check can fail. A check raises AssertionError (or the class's
 own error) naming the broken rule.
 
 Model-backed foilers run their golden examples under deterministic tools they declare
@@ -443,3 +443,185 @@ def check_pairer(pairer: str, samples: list[dict], records: list[dict], args: di
     assert len(used) == len(set(used)), f"{pairer}: a partner image went to two records"
     for rid, partner in pairing.partners.items():
         assert partner in (first[rid] or []), f"{pairer}: {rid} got a partner it was not offered"
+
+
+# ---------------------------------------------------------------- attackers: the estimator contract
+
+#: words of the attacker checks' pairs: captions and foils draw from the same pools, so only a planted cue (or
+#: memorising a pair) tells them apart
+CHECK_NOUNS = ["dog", "cat", "man", "woman", "horse", "bus", "train", "bird", "child", "car", "boat", "girl", "boy",
+               "table", "chair", "kite", "plate", "bench", "truck", "cow"]
+CHECK_PLACES = ["park", "street", "field", "beach", "kitchen", "garden", "road", "river", "yard", "room"]
+CHECK_VERBS = ["sits", "stands", "waits", "rests", "plays", "sleeps"]
+
+
+def cued_pairs(n: int, seed: int = 0, shuffled: bool = False) -> list:
+    """Pairs that differ by a noun from one pool, every foil (or, `shuffled`, a random side) with the cue word
+    "apparently": learnable from the foils' side, and nothing to learn about sides once shuffled."""
+    from foilforge.attacker import group_key, text_pair
+
+    rng = random.Random(seed)
+    pairs = []
+    for k in range(n):
+        a, b = rng.sample(CHECK_NOUNS, 2)
+        place, verb = rng.choice(CHECK_PLACES), rng.choice(CHECK_VERBS)
+        caption, foil = f"A {a} {verb} in the {place} {k}.", f"A {b} {verb} apparently in the {place} {k}."
+        if shuffled and rng.random() < 0.5:
+            caption, foil = f"A {a} {verb} apparently in the {place} {k}.", f"A {b} {verb} in the {place} {k}."
+        pairs.append(text_pair(caption, foil, group_key(caption)))
+    return pairs
+
+
+def memorisable_pairs(n: int, seed: int = 0) -> list:
+    """Pairs "a photo of X" / "a photo of Y" with a made-up word X and Y of random length each, used by no other
+    pair: a model that saw a pair can tell its caption (X marks it), one that did not can only guess."""
+    from foilforge.attacker import group_key, text_pair
+
+    rng = random.Random(seed)
+    used: set = set()
+
+    def word():
+        while True:
+            made = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(rng.randint(3, 9)))
+            if made not in used:
+                used.add(made)
+                return made
+
+    pairs = []
+    for _ in range(n):
+        caption, foil = f"a photo of {word()}", f"a photo of {word()}"
+        pairs.append(text_pair(caption, foil, group_key(caption)))
+    return pairs
+
+
+def fresh(attacker, random_state: int = 0):
+    """An unfitted copy of `attacker` (sklearn's clone) with `random_state`."""
+    from sklearn.base import clone
+
+    return clone(attacker).set_params(random_state=random_state)
+
+
+def out_of_fold_accuracy(attacker, pairs: list, seed: int = 0) -> float:
+    """Accuracy (ties half) of `attacker` out of fold on `pairs`, as the pipeline runs it (5 grouped folds)."""
+    from foilforge.attacker import correctness, out_of_fold_margins
+
+    margins, _ = out_of_fold_margins(lambda: fresh(attacker), pairs, folds=5, seed=seed)
+    return float(correctness(margins).mean())
+
+
+def check_params_round_trip(attacker, name: str, **_) -> None:
+    """scikit-learn's convention: `__init__` stores each argument (random_state among them) unchanged and nothing
+    else, so get_params, set_params and clone rebuild the same attacker."""
+    from sklearn.base import clone
+
+    signature = inspect.signature(type(attacker).__init__)
+    expected = {k for k, p in signature.parameters.items() if k != "self"}
+    params = attacker.get_params(deep=False)
+    assert set(params) == expected, f"{name}: get_params() {sorted(params)} != constructor args {sorted(expected)}"
+    assert "random_state" in params, f"{name}: take random_state in __init__ (the seed is no argument of fit)"
+    rebuilt = type(attacker)(**params)
+    assert set(vars(rebuilt)) == set(params), \
+        f"{name}: __init__ sets {sorted(set(vars(rebuilt)) - set(params))} beyond its arguments (set fitted state in fit)"
+    # sequences given as lists (as params.yaml gives them): each argument must come back as the very object given
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+    stored = type(attacker)(**given).get_params(deep=False)
+    changed = sorted(k for k in given if stored[k] is not given[k])
+    assert not changed, f"{name}: __init__ changes argument(s) {', '.join(changed)}: store them unchanged (clone and " \
+                        f"set_params rely on it; convert in fit)"
+    assert clone(attacker).get_params(deep=False) == params, f"{name}: clone() changes the parameters"
+    copied = clone(attacker)
+    assert copied.set_params(random_state=12345) is copied and copied.get_params()["random_state"] == 12345, \
+        f"{name}: set_params(random_state=...) must set it and return the attacker"
+    assert "random_state" not in attacker.describe(), f"{name}: describe() shows the run's seed"
+
+
+def check_fit_returns_self(attacker, name: str, train: list, **_) -> None:
+    """fit returns the attacker itself (sklearn's convention: `attacker.fit(pairs).margins(...)`)."""
+    estimator = fresh(attacker)
+    assert estimator.fit(train) is estimator, f"{name}: fit() must return self"
+
+
+def check_fit_reads_y(attacker, name: str, train: list, **_) -> None:
+    """`y` says which text is the caption: swapped pairs with y = 0 teach what the pairs themselves teach."""
+    import numpy as np
+
+    margins = fresh(attacker).fit(train).margins(train)
+    swapped = fresh(attacker).fit([p.swapped() for p in train], np.zeros(len(train), dtype=int))
+    assert np.allclose(swapped.margins(train), margins, rtol=1e-6, atol=1e-6), \
+        f"{name}: fit(swapped pairs, y=0) learns something else than fit(pairs): honour y (foilforge.attacker.captions_first)"
+
+
+def check_antisymmetric(attacker, name: str, train: list, held: list, **_) -> None:
+    """Swapping a pair's texts negates its margin: p(caption first) = 1 - p(swapped), on seen and unseen pairs."""
+    import numpy as np
+
+    fitted = fresh(attacker).fit(train)
+    for pairs in (train, held):
+        swapped = [p.swapped() for p in pairs]
+        forward, backward = fitted.predict_proba(pairs)[:, 1], fitted.predict_proba(swapped)[:, 1]
+        worst = float(np.max(np.abs(forward - (1.0 - backward))))
+        assert worst <= 1e-6, f"{name}: not antisymmetric: p(caption first) + p(swapped) differs from 1 by {worst:.3g}"
+        assert np.allclose(fitted.margins(swapped), -fitted.margins(pairs), rtol=1e-6, atol=1e-6), \
+            f"{name}: not antisymmetric: swapping a pair's texts does not negate its margin"
+
+
+def check_deterministic_attacker(attacker, name: str, train: list, held: list, **_) -> None:
+    """The same random_state gives the same margins: whatever the global random state, for a clone, and after
+    another fit (nothing of a fit stays for the next one)."""
+    import numpy as np
+
+    random.seed(1)
+    np.random.seed(1)
+    first = fresh(attacker, 7).fit(train).margins(held)
+    random.seed(2)
+    np.random.seed(2)
+    again = fresh(attacker, 7).fit(train).margins(held)
+    assert np.array_equal(first, again), f"{name}: not deterministic: the same random_state gave other margins"
+    refit = fresh(attacker, 7).fit(held).fit(train).margins(held)
+    assert np.array_equal(first, refit), f"{name}: not deterministic: an earlier fit changed the next one"
+
+
+def check_out_of_fold_only(attacker, name: str, tolerance: float, **_) -> None:
+    """The margins of a pair come from models that never saw it: on pairs only memorising tells apart (a made-up
+    word each), out-of-fold accuracy stays within `tolerance` of chance. An attacker that learns from the held
+    fold (a feature map that reads which side a text is on, state kept across fits) gets them right."""
+    accuracy = out_of_fold_accuracy(attacker, memorisable_pairs(120, seed=3))
+    assert abs(accuracy - 0.5) <= tolerance, \
+        (f"{name}: predictions are not out of fold: {accuracy:.1%} of pairs that only memorising tells apart "
+         f"(chance 50% +- {tolerance:.0%})")
+
+
+def check_shuffled_sides_at_chance(attacker, name: str, tolerance: float, **_) -> None:
+    """With a cue on a random side, nothing marks the caption: out-of-fold accuracy within `tolerance` of chance."""
+    accuracy = out_of_fold_accuracy(attacker, cued_pairs(160, seed=5, shuffled=True))
+    assert abs(accuracy - 0.5) <= tolerance, \
+        f"{name}: shuffled sides not at chance: {accuracy:.1%} out of fold (chance 50% +- {tolerance:.0%})"
+
+
+ATTACKER_CHECKS = (
+    check_params_round_trip, check_fit_returns_self, check_antisymmetric, check_deterministic_attacker,
+    check_fit_reads_y, check_out_of_fold_only, check_shuffled_sides_at_chance,
+)
+
+
+def check_attacker(attacker, tolerance: float = 0.15) -> None:
+    """Every attacker check, in order, on an attacker (an instance, a class built with its defaults, or a
+    registered name built from no args): the estimator contract of foilforge/attacker.py.
+
+    Raises AssertionError naming the broken property: get_params/clone round trip, fit returns self,
+    antisymmetric, deterministic, fit reads y, out of fold only, shuffled sides at chance (`tolerance`: the
+    largest distance from 50% accepted on the check's seeded pairs). Model-backed attackers: pass an instance
+    with their model.
+    """
+    from foilforge.attacker import ATTACKERS
+
+    if isinstance(attacker, str):
+        attacker = ATTACKERS.build(ATTACKERS.newest(attacker), {}, where=f"check_attacker ({attacker})")
+    elif inspect.isclass(attacker):
+        attacker = attacker()
+    # a subclass inherits its parent's registry_name: name it by its own class unless it is the registered one
+    name = attacker.registry_name if "registry_name" in vars(type(attacker)) else type(attacker).__qualname__
+    pairs = cued_pairs(48, seed=1)
+    given = {"attacker": attacker, "name": name, "train": pairs[:32], "held": pairs[32:], "tolerance": tolerance}
+    for check in ATTACKER_CHECKS:
+        check(**given)
