@@ -3,8 +3,8 @@
 `check_foiler(cls)`, `check_filter(cls, params)` and `check_attacker(attacker)` run every check on one
 plug-in, from any package's tests. foilforge's own tests run them on every registered foiler, filter and
 attacker (tests/test_foiler_conformance.py, tests/test_filters_conformance.py,
-tests/test_attacker_conformance.py) and on broken ones, to show that each check can fail. A check raises AssertionError (or the class's
-own error) naming the broken rule.
+tests/test_attacker_conformance.py) and on broken ones, to show that each check can fail. A check raises
+AssertionError (or the class's own error) naming the broken rule.
 
 Model-backed foilers run their golden examples under deterministic tools they declare
 themselves (`Foiler.golden_tools`: a `TableScorer`, a `TableEncoder` of foilforge/fixed_tools.py), so the
