@@ -294,7 +294,7 @@ def group_client(tmp_path):
 
 
 def test_group_items_need_a_token_and_never_say_which_image_is_whose(group_client):
-    from pipeline.stages.validate import group_orders
+    from pipeline.validation import group_orders
 
     test_client, database, tokens = group_client
     for headers in ({}, {"Authorization": "Bearer wrong"}):

@@ -147,7 +147,7 @@ def test_closure_follows_function_level_imports_and_registries():
     closure = import_closure("pipeline.stages.export")
     assert Path("filters/nli.py") in closure
     assert Path("foilers/relations.py") in closure
-    assert Path("pipeline/stages/validate.py") in closure  # `from pipeline.stages.validate import settings_from_params` in a function
+    assert Path("pipeline/validation.py") in closure  # `from pipeline.validation import settings_from_params` in a function
     # evaluate reaches the LM through baseline, inside a function
     assert Path("foilforge/lm.py") in import_closure("pipeline.stages.evaluate")
 

@@ -9,12 +9,12 @@ Subcommands:
   (export, load and dump take --groups: the Winoground groups, votes to INSTRUMENT.groups.csv)
 
 Each item shows the image and two numbered texts, the caption first in half of the items (a
-seeded coin per item, `validate.caption_first`, kept out of every file and response an
+seeded coin per item, `pipeline/validation.py caption_first`, kept out of every file and response an
 annotator sees) with the differing words in bold. Both routes produce the same batch-results
 CSV (`Input.item_id`, `WorkerId`, `Answer.choice`), which the validate stage reads.
 
 With `--groups` (export, load, dump) the items are the Winoground groups instead: both images
-(A and B) and both texts (1 and 2), each order a seeded coin per group (`validate.group_orders`),
+(A and B) and both texts (1 and 2), each order a seeded coin per group (`pipeline/validation.py group_orders`),
 and for each text the person says which image it describes (`Answer.text_1`, `Answer.text_2`:
 A | B | both | neither | cannot_tell), written to a second votes file, `INSTRUMENT.groups.csv`.
 """
@@ -98,7 +98,7 @@ def marked_texts(record: dict) -> tuple[str, str]:
 
 def annotation_items(records: list[dict], seed: int) -> list[dict]:
     """One item per record: id, image file, the two texts in the item's seeded order, and that order."""
-    from pipeline.stages.validate import caption_first
+    from pipeline.validation import caption_first
 
     items = []
     for record in records:
@@ -115,7 +115,7 @@ def group_annotation_items(records: list[dict], seed: int) -> list[dict]:
     """One item per grouped record (a `group` with its partner image): the group id, images A and B and texts 1
     and 2 in the group's seeded orders, and those orders (`image_first`: A is the record's own image;
     `caption_first`: text 1 is its caption)."""
-    from pipeline.stages.validate import group_orders
+    from pipeline.validation import group_orders
 
     items = []
     for record in records:
@@ -295,7 +295,7 @@ def dump_votes(db_path, instrument: str, output, groups: bool = False) -> int:
 
 
 def _settings(args):
-    from pipeline.stages.validate import settings_from_params
+    from pipeline.validation import settings_from_params
 
     return settings_from_params(load_params(args.params))
 

@@ -234,7 +234,7 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     keeps only the records voted valid; `all` keeps every record (with its votes). Without votes
     nothing changes.
     """
-    from pipeline.stages.validate import settings_from_params
+    from pipeline.validation import settings_from_params
 
     settings = settings_from_params(params)
     mode = settings["export"]

@@ -33,16 +33,15 @@ annotators matched (workers the gold check excluded are left out here too).
 from __future__ import annotations
 
 import csv
-import hashlib
 import logging
 import math
 from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
-from foilforge.params import instrument_part, load_params, typed_params
+from foilforge.params import load_params
 from foilforge.records import valid_by_votes
-from foilforge.schema import InstrumentValidation
+from pipeline.validation import caption_first, group_orders, settings_from_params
 
 log = logging.getLogger(__name__)
 
@@ -55,41 +54,14 @@ GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
 GROUP_VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.text_1", "Answer.text_2")
 #: what a group vote means once decoded with the group's orders: what alpha is computed on
 GROUP_CATEGORIES = ("matched", "swapped", "other")
-#: an instrument's own keys (instruments.<I>.validation): the schema's
-INSTRUMENT_KEYS = tuple(InstrumentValidation.model_fields)
-
-
-def settings_from_params(params: dict) -> dict:
-    """params.yaml `validation` merged over the defaults, with every instrument's gold items and votes file
-    (`instruments.<I>.validation`) as `gold` / `votes` {instrument: value} (shapes: foilforge/schema.py)."""
-    settings = typed_params(params).validation.model_dump()
-    settings["gold"], settings["votes"] = {}, {}
-    for instrument in sorted(params.get("instruments") or {}):
-        own = instrument_part(params, instrument, "validation", {})
-        for key in INSTRUMENT_KEYS:
-            if own.get(key):
-                settings[key][instrument] = own[key]
-    return settings
-
-
 def votes_path(settings: dict, instrument: str) -> Path:
     return Path(settings["votes"].get(instrument) or f"data/annotations/{instrument}.csv")
-
-
-def caption_first(item_id: str, seed: int = 0) -> bool:
-    """Whether text 1 is the caption: a seeded coin per item, stable when other items come and go."""
-    return hashlib.sha256(f"{seed}\0{item_id}".encode("utf-8")).digest()[0] % 2 == 0
 
 
 def group_votes_path(votes_file) -> Path:
     """The group votes file next to the record votes file: data/annotations/<I>.csv -> <I>.groups.csv."""
     votes_file = Path(votes_file)
     return votes_file.with_name(f"{votes_file.stem}.groups.csv")
-
-
-def group_orders(group_id: str, seed: int = 0) -> tuple[bool, bool]:
-    """(image_0 shown as A, caption_0 shown as text 1): two seeded coins per group, on distinct keys."""
-    return caption_first(f"{group_id}\0image order", seed), caption_first(f"{group_id}\0text order", seed)
 
 
 def group_relative(text_1: str, text_2: str, image_0_first: bool, caption_0_first: bool) -> str:
