@@ -127,7 +127,7 @@ def measure(work: Path, name: str, source: dict, instrument: dict, like: str, sa
         # the refinement's JS bound (filters.keep...plausibility.max_js_rise): JS of the largest balanced set,
         # the item weight / L1 budget it took, and how many records it dropped to stay within the bound
         "js_bound": {k: refinement.get(k) for k in ("max_js_rise", "js_before", "js_matched", "js_after",
-                                                      "dropped_for_js", "imbalance_weight", "imbalance_budget",
+                                                      "dropped_for_js", "imbalance_weight", "imbalance_l1",
                                                       "js_bound_met", "js_noise_floor")},
         "text_baseline_after": {"model": baseline["model"], "acc_r": baseline["acc_r"], "n": baseline["n"]},
         "seconds": round(time.perf_counter() - started, 1),

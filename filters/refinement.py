@@ -35,7 +35,14 @@ equal histograms, JS 0. While the kept set's JS exceeds "before" by more than
 `max_js_rise`, the imbalance gets a weight in the objective (`JS_WEIGHTS`:
 below 0.5 a one-item edit is never dropped for its items, only the choice of
 proposal and partner moves), and if that is not enough, records go: the
-largest L1 budget that meets the bound, by bisection (budget 0 always does).
+smallest higher weight whose kept set meets the bound (doubling, then bisection
+on a log scale; a weight above the pool's size keeps an L1 of 0, which always
+meets it).
+Each step is one unconstrained solve: a hard cap on L1 instead (a budget
+constraint) makes every solve a hard knapsack-like program that HiGHS takes
+minutes to close on a pool of a thousand candidates, and a raised weight finds
+the same trade-off between records kept and imbalance wherever that trade-off
+is convex.
 Every kept set obeys the balance constraints, so acc_r stays at chance; the
 cost is records, and the report says how many (`dropped_for_js`) and whether
 the bound was met. With it, `js_noise_floor`: the JS that two samples of the
@@ -165,7 +172,6 @@ class RefinementProgram:
         for v, entries in enumerate(self.moves):  # t_v >= |moves_v . x|
             constraint({**{k: -d for k, d in entries.items()}, n + v: 1}, 0, np.inf)
             constraint({**entries, n + v: 1}, 0, np.inf)
-        constraint({n + v: 1 for v in range(m)}, 0, np.inf)  # the L1 budget: its upper bound is set per solve
         self.matrix = coo_matrix((vals, (rows, cols)), shape=(len(lower), n + m)).tocsr()
         self.lower, self.upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
         self.max_l1 = float(sum(abs(d) for entries in self.moves for d in entries.values()))
@@ -178,8 +184,8 @@ class RefinementProgram:
         chosen = {k for k, rid in enumerate(self.pool) if rid in kept}
         return int(sum(abs(sum(d for k, d in entries.items() if k in chosen)) for entries in self.moves))
 
-    def solve(self, weight: float, budget: int | None = None) -> tuple[list[str], float]:
-        """(kept ids, records short of the optimum at most) at L1 weight `weight`, with L1 <= `budget` if given.
+    def solve(self, weight: float) -> tuple[list[str], float]:
+        """(kept ids, records short of the optimum at most) at L1 weight `weight`.
 
         The second figure is HiGHS's proven bound: the optimum's objective is at most this far below the
         returned one, and one record is worth about 1 in it.
@@ -190,9 +196,7 @@ class RefinementProgram:
         if not self.n:
             return [], 0.0
         cost = np.concatenate([-1 + self.rank_cost, np.full(self.m, max(weight, 1 / (4 * (self.max_l1 + 1))))])
-        upper = self.upper.copy()
-        upper[-1] = np.inf if budget is None else budget
-        result = milp(cost, constraints=LinearConstraint(self.matrix, self.lower, upper),
+        result = milp(cost, constraints=LinearConstraint(self.matrix, self.lower, self.upper),
                       integrality=np.concatenate([np.ones(self.n), np.zeros(self.m)]),
                       bounds=Bounds(np.zeros(self.n + self.m), np.concatenate([np.ones(self.n), np.full(self.m, np.inf)])),
                       options={"mip_rel_gap": MIP_REL_GAP})
@@ -211,6 +215,9 @@ MIP_REL_GAP = 1e-3
 #: L1 weights tried in turn while the kept set's JS exceeds the bound. Below 0.5 no one-item edit is dropped
 #: for its items (keeping it adds at most 2 to L1): only the choice among proposals and mirror partners moves
 JS_WEIGHTS = (0.25, 0.45)
+#: bisection steps on log(weight) once records must go, after doubling found a weight that meets the bound: the
+#: weight found is within a factor of 2 ** (1 / 2 ** 7) of the smallest that meets it
+WEIGHT_BISECTION_STEPS = 7
 
 
 def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bool = True,
@@ -288,7 +295,7 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         # above the bound, a JS that sampling alone shows at this size is no measurable shift (js_floor_aware)
         return value <= bound + 1e-12 or (js_floor_aware and size is not None and value <= (floor_of(size) or 0) + 1e-12)
 
-    weight_used, budget = 0.0, None
+    weight_used = 0.0
     for weight in JS_WEIGHTS:
         if meets(after, len(kept)):
             break
@@ -296,26 +303,38 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         if js_floor_aware and len(trial) < matched_size:
             # records whose edits move several items (existence's numeral lists) can go at these weights; the
             # floor of a smaller set is higher, so such a set would "meet" the bound by shrinking: leave that to
-            # the budget bisection below, which keeps the largest set that meets it
+            # the weight bisection below, which holds sets to the bound itself
             continue
         (kept, short), weight_used, after = (trial, trial_short), weight, js_of(trial)
     if not meets(after, len(kept)):
-        # records must go: bisect for the largest L1 budget whose kept set meets the bound (0 always does:
-        # equal item histograms, JS 0)
-        low, high, best = 0, program.imbalance(kept), None
-        while high - low > 1:
-            middle = (low + high) // 2
-            trial = program.solve(weight_used, budget=middle)
-            if meets(js_of(trial[0])):  # the bound itself: a set shrunk below its floor would "meet" it vacuously
-                low, best = middle, trial
+        # records must go: the smallest weight above the last one tried whose kept set meets the bound itself
+        # (a set shrunk below its floor would "meet" it vacuously). Above the pool's size a unit of L1 costs more
+        # than every record together: L1 0, equal item histograms, JS 0.
+        import math
+
+        # doubling first: near-exact balance (high weights) is the slow end of the program, so it is tried last
+        low = math.log(max(weight_used, JS_WEIGHTS[-1]))
+        high, best = low, None
+        while best is None:
+            high = min(high + math.log(2), math.log(program.n + 1.0))
+            trial = program.solve(math.exp(high))
+            if meets(js_of(trial[0])) or high >= math.log(program.n + 1.0):
+                best = trial
             else:
-                high = middle
-        (kept, short), budget = best or program.solve(weight_used, budget=0), low
+                low = high
+        for _ in range(WEIGHT_BISECTION_STEPS):
+            middle = (low + high) / 2
+            trial = program.solve(math.exp(middle))
+            if meets(js_of(trial[0])):
+                high, best = middle, trial
+            else:
+                low = middle
+        (kept, short), weight_used = best, round(math.exp(high), 4)
         after = js_of(kept)
     if report is not None:
         report.update(js_before=before, js_matched=matched, js_after=after, max_js_rise=max_js_rise,
                       dropped_for_js=matched_size - len(kept),
-                      imbalance_weight=weight_used, imbalance_budget=budget,
+                      imbalance_weight=weight_used, imbalance_l1=program.imbalance(kept),
                       js_bound_met=None if bound is None or after is None else after <= bound + 1e-12,
                       js_noise_floor=js_noise_floor([changed[rid] for rid in unrefined], len(kept)),
                       records_from_optimum_at_most=short)

@@ -221,6 +221,8 @@ def test_refinement_bounds_the_js_rise_and_stays_at_chance():
     assert report["js_after"] == 0.0 and report["js_bound_met"] is True
     # two whole on->under pairs go: one caption-ahead and one foil-ahead record each, so acc_r stays 50%
     assert report["dropped_for_js"] == 4 and len(kept) == 8
+    # records go only at a weight above 0.45 (below it no one-item edit is dropped), and equal histograms: L1 0
+    assert report["imbalance_weight"] > 0.45 and report["imbalance_l1"] == 0
     assert {f"I:{i}" for i in range(12, 16)} <= kept
     assert len(kept & {f"I:{i}" for i in range(4, 8)}) == len(kept & {f"I:{i}" for i in range(8, 12)}) == 2
     assert report["acc_r"]["s1"]["after"] == {"n": 8, "acc_r": 0.5}
