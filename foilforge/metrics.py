@@ -165,6 +165,15 @@ def js_divergence(caption_counts: Counter, foil_counts: Counter, log_base: float
     return 0.0 if value != value else value
 
 
+def majority(counts: Counter) -> dict:
+    """The most frequent item of a Counter and its share of the total (ties: the greater item); nulls when empty."""
+    total = sum(counts.values())
+    if not total:
+        return {"item": None, "share": None}
+    item, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return {"item": item, "share": count / total}
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
     """The Wilson score interval of a binomial proportion (z = 1.96: 95%); None for n = 0.
 

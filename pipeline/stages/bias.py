@@ -31,38 +31,14 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from foilforge.metrics import js_divergence
+from foilforge.metrics import js_divergence, majority
 from foilforge.io import atomic_write, write_json
-from foilforge.params import instrument_part, load_params, typed_params
+from foilforge.params import load_params
 from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
-from foilforge.schema import BiasSettings
+from pipeline.bias_settings import instrument_settings
 
 log = logging.getLogger(__name__)
-
-THRESHOLD_KEYS = tuple(k for k in BiasSettings.model_fields if k != "items")
-
-
-# ---------------------------------------------------------------- distributions
-
-def majority(counts: Counter) -> dict:
-    total = sum(counts.values())
-    if not total:
-        return {"item": None, "share": None}
-    item, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    return {"item": item, "share": count / total}
-
-
-# ---------------------------------------------------------------- settings
-
-def instrument_settings(params: dict, instrument: str) -> dict:
-    """Merged settings for one instrument: `bias.defaults`, then `instruments.<I>.bias` (shapes: foilforge/schema.py)."""
-    block = typed_params(params).bias
-    settings = {"items": "direct", **{k: None for k in THRESHOLD_KEYS}}
-    for overrides in (block.defaults.model_dump(), instrument_part(params, instrument, "bias", {})):
-        settings.update({k: v for k, v in (overrides or {}).items() if k != "items" or v is not None})
-    settings.update(log_base=block.log_base, on_exceed=block.on_exceed, plot_top_k=block.plot_top_k)
-    return settings
 
 
 # ---------------------------------------------------------------- the report

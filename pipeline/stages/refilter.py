@@ -38,7 +38,7 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
     from filters.adversarial import negation_count
     from foilforge.metrics import js_divergence
     from foilforge.records import frequencies
-    from pipeline.stages.bias import majority
+    from foilforge.metrics import majority
 
     captions, foils = frequencies([(r["id"], r) for r in records], item_mode, path)
     return {"records": len(records), "js": js_divergence(captions, foils),
@@ -51,7 +51,7 @@ def score_released(params: dict, input_path, like: str, progress: bool = True) -
     """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
     from foilforge.filter import build_filter, scored_filters
     from foilforge.validity import refusal
-    from pipeline.stages.score import score_records
+    from pipeline.scoring import score_records
 
     if like not in (params.get("instruments") or {}):
         from foilforge.errors import ConfigError
@@ -73,7 +73,7 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     from filters.adversarial import settings_for
     from foilforge.filter import keep_rules
     from pipeline.stages.baseline import release_gate
-    from pipeline.stages.bias import instrument_settings
+    from pipeline.bias_settings import instrument_settings
     from pipeline.stages.select import select
 
     item_mode = instrument_settings(params, like)["items"]

@@ -171,15 +171,15 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
         progress: bool = False, partners_path=None) -> dict:
     from foilforge.filter import keep_rules
     from pipeline.engine import engine_settings, job_runner
-    from pipeline.stages.bias import instrument_settings
+    from pipeline.bias_settings import instrument_settings
     from foilforge.groups import pairing_settings
-    from pipeline.stages.score import read_records
+    from foilforge.io import read_jsonl
 
     from filters.adversarial import settings_for
 
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
-    records = read_records(input_path)
+    records = read_jsonl(input_path, allow_empty=True)
     candidates = read_partners(partners_path) if partners_path else None
     position = {str(r.get("id")): i for i, r in enumerate(records)}
     set_aside, choice = [], None
