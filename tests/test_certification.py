@@ -143,7 +143,7 @@ def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_fi
 
 
 def test_the_gate_certifies_the_valid_pairs_only():
-    from pipeline.stages.baseline import release_gate
+    from pipeline.gate import release_gate
 
     records, invalid = planted_invalid(60, seed=5)
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
@@ -200,7 +200,7 @@ def over_balanced(n_reversed: int, n_random: int, seed: int = 0) -> list[dict]:
 
 
 def test_an_over_balanced_set_is_not_certified(tmp_path):
-    from pipeline.stages.baseline import release_gate
+    from pipeline.gate import release_gate
 
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
               "gate": {"attackers": ["word"], "repeats": 3}}
@@ -286,7 +286,7 @@ def test_an_attacker_fitted_on_the_removed_pairs_finds_what_the_kept_set_hides()
 
 
 def test_the_gate_certifies_transfer_attackers_too():
-    from pipeline.stages.baseline import release_gate
+    from pipeline.gate import release_gate
 
     kept, removed = starved(seed=2)
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},

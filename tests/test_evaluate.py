@@ -5,6 +5,7 @@ import pytest
 from pipeline.stages import baseline, evaluate
 from foilforge.errors import ConfigError, InputError
 from pipeline.loadable import read_benchmark
+from pipeline.text_lm import load_text_lm
 
 
 def _write_benchmark(directory, name, records):
@@ -153,7 +154,7 @@ def test_text_lm_scorer_and_baseline_with_tiny_gpt2(tiny_models, tmp_path):
 
 def test_missing_text_baseline_model_names_the_param():
     with pytest.raises(ConfigError, match=r"set models.text_baseline.name_or_path"):
-        baseline.load_text_lm({})
+        load_text_lm({})
 
 
 @pytest.mark.slow

@@ -31,21 +31,11 @@ import logging
 
 from foilforge.io import require, write_json, write_jsonl
 from foilforge.metrics import blind_verdict, pairwise_accuracy
-from foilforge.models import ModelSpec
-from foilforge.params import load_params, typed_params
+from foilforge.params import load_params
+from pipeline.gate import HELD_OUT_KEY, REFINEMENT, held_out_block, refinement_candidates, release_gate
+from pipeline.text_lm import load_text_lm, perplexities
 
 log = logging.getLogger(__name__)
-
-PARAM_KEY = "models.text_baseline"
-CHUNK = 256  # texts per progress-bar step; the LM batches inside each chunk
-
-
-def load_text_lm(params: dict):
-    from foilforge.lm import CausalLM
-
-    block = (params.get("models") or {}).get("text_baseline")
-    return CausalLM(ModelSpec.from_params(block, PARAM_KEY))
-
 
 def caption_foil_pairs(records, path) -> list[tuple[str, str, str]]:
     """(id, caption, foil) for every record, with the standard error for a missing or non-text field."""
@@ -55,15 +45,6 @@ def caption_foil_pairs(records, path) -> list[tuple[str, str, str]]:
         foil = require(record, "foil", str, path, record_id)
         pairs.append((record_id, caption, foil))
     return pairs
-
-
-def perplexities(lm, texts: list[str], desc: str = "perplexity") -> list[float]:
-    from tqdm import tqdm
-
-    out: list[float] = []
-    for start in tqdm(range(0, len(texts), CHUNK), desc=desc, unit="chunk", disable=len(texts) <= CHUNK):
-        out.extend(lm.perplexities(texts[start : start + CHUNK]))
-    return out
 
 
 def score_pairs(lm, pairs: list[tuple[str, str, str]]) -> list[dict]:
@@ -92,15 +73,6 @@ def baseline_summary(instrument: str, model: str, rows: list[dict]) -> dict:
     }
 
 
-HELD_OUT_KEY = "blind_check.held_out"
-REFINEMENT = "plausibility"
-
-
-def held_out_block(params: dict):
-    """The held-out scorer's block (params.yaml blind_check.held_out), or None when not configured."""
-    return typed_params(params).blind_check.held_out
-
-
 def _acc(gaps: list[float]) -> dict:
     # a tie (gap 0) is no preference: acc_r counts it as a miss, as VALSE's acc_r does, and `ties` says how many
     return {"n": len(gaps), "acc_r": sum(g > 0 for g in gaps) / len(gaps) if gaps else None,
@@ -113,15 +85,6 @@ def scorer_description(model: str | None, name: str) -> str | None:
         if part.startswith(f"{name}: "):
             return part[len(name) + 2:]
     return model
-
-
-def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:
-    """Records that passed every filter but the refinement: the set the refinement chose from."""
-    def others_passed(record):
-        return all(bool(result.get("passed", True)) for name, result in (record.get("filters") or {}).items()
-                   if name != REFINEMENT and isinstance(result, dict))
-
-    return kept + [r for r in rejected if others_passed(r) and REFINEMENT in (r.get("filters") or {})]
 
 
 def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=None, progress: bool = False) -> dict:
@@ -149,76 +112,6 @@ def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=Non
     out["held_out"] = {"scorer": scorer.describe(), "kind": scorer.kind, "before": _acc([g for _, g in gaps]),
                        "after": after, "verdict": blind_verdict(after["acc_r"], after["n"])}
     return out
-
-
-def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
-    """What the instrument would export without the refinement: per sample, the first candidate that passed every
-    other filter (the kept records themselves when nothing was refined)."""
-    from filters.refinement import candidate_order
-
-    candidates = refinement_candidates(kept, rejected)
-    first: dict[str, dict] = {}
-    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
-        first.setdefault(str(record.get("sample_id", record["id"])), record)
-    return [first[k] for k in sorted(first)]
-
-
-def instrument_pool(params: dict, instrument: str) -> list[str]:
-    """The released files of the instrument's phenomenon that transfer attackers learn from (params.yaml
-    `instruments.<I>.adversarial.pool`, else `adversarial.pool`), whether or not its adversarial filter runs."""
-    from foilforge.params import instrument_part
-
-    own = instrument_part(params, instrument, "adversarial", {}) or {}
-    adversarial = typed_params(params).adversarial
-    return list(own.get("pool") or (adversarial.pool if adversarial else []))
-
-
-def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
-    """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
-    records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
-    or below max_accuracy on the kept records (filters/attackers.py `certify`: what export enforces), `certified`
-    when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
-    (filters/certification.py). With `gate.transfer`, every attacker is also fitted on the rejected records and
-    the instrument's pool (never on a kept caption) and scored on the kept ones (`transfer`): certification
-    needs those inside too. None without a `gate` block."""
-    from filters.adversarial import gate_settings, pool_records, transfer_training
-    from filters.attackers import certify, certify_transfer
-    from filters.certification import certification
-    from pipeline.engine import engine_settings, job_runner
-
-    settings = gate_settings(params, instrument)
-    if settings is None:
-        return None
-    from foilforge.validity import has_votes, refuse_invalid, valid_only
-
-    kept, refused = refuse_invalid(kept)
-    if has_votes(kept):  # where people voted, only the pairs they judged valid are certified
-        kept = valid_only(kept)
-    with job_runner(engine_settings(params)) as runner:
-        args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
-                    repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
-        after = certify(kept, **args)
-        before = certify(unrefined(kept, rejected), **args) if rejected else after
-    transfer = {}
-    if settings["transfer"]:
-        # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
-        train = transfer_training(kept, rejected, pool_records(instrument_pool(params, instrument),
-                                                               f"params.yaml instruments.{instrument}.adversarial"))
-        transfer = certify_transfer(kept, train, settings["attacker_blocks"], settings["seed"],
-                                    settings["max_accuracy"])
-    judged = {**after, **{f"{name} from removed": result for name, result in transfer.items()}}
-    verdict = certification(judged, settings["lower"], settings["upper"])
-    for name, result in judged.items():
-        result["standing"] = verdict["attackers"][name]["standing"]
-    return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
-            "repeats": settings["repeats"], "seed": settings["seed"],
-            "passed": all(a["passed"] for a in after.values()),
-            # certified: every attacker's 95% interval inside [lower, upper] (filters/certification.py)
-            "lower": settings["lower"], "upper": settings["upper"], "certified": verdict["certified"],
-            "status": verdict["status"], "why": verdict["why"], "refused": refused,
-            # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
-            "transfer": transfer,
-            "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
 
 
 def group_blindness(params: dict, instrument: str, kept: list[dict], lm_rows: list[dict]) -> dict | None:

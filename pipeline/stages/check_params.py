@@ -66,7 +66,7 @@ def attacker_problems(params: dict) -> list[str]:
 def blind_check_problems(params: dict) -> list[str]:
     """The held-out blind scorer must be configured validly and must not be one of the refinement's scorers."""
     from filters.plausibility import build_text_scorer
-    from pipeline.stages.baseline import HELD_OUT_KEY, held_out_block
+    from pipeline.gate import HELD_OUT_KEY, held_out_block
 
     try:
         block = held_out_block(params)

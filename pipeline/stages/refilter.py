@@ -72,7 +72,7 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`."""
     from filters.adversarial import settings_for
     from foilforge.filter import keep_rules
-    from pipeline.stages.baseline import release_gate
+    from pipeline.gate import release_gate
     from pipeline.bias_settings import instrument_settings
     from pipeline.stages.select import select
 

@@ -1,0 +1,95 @@
+"""The release gate and what the text-only blind check shares with it: trained attackers out of fold on the records
+without the refinement ("before") and on the kept ones ("after"), the certification of the kept ones, and the
+held-out scorer's block. The baseline stage writes the gate into its summary; refilter runs it on a released file.
+"""
+
+from __future__ import annotations
+
+from foilforge.params import typed_params
+
+HELD_OUT_KEY = "blind_check.held_out"
+REFINEMENT = "plausibility"
+
+
+def held_out_block(params: dict):
+    """The held-out scorer's block (params.yaml blind_check.held_out), or None when not configured."""
+    return typed_params(params).blind_check.held_out
+
+
+def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:
+    """Records that passed every filter but the refinement: the set the refinement chose from."""
+    def others_passed(record):
+        return all(bool(result.get("passed", True)) for name, result in (record.get("filters") or {}).items()
+                   if name != REFINEMENT and isinstance(result, dict))
+
+    return kept + [r for r in rejected if others_passed(r) and REFINEMENT in (r.get("filters") or {})]
+
+
+def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
+    """What the instrument would export without the refinement: per sample, the first candidate that passed every
+    other filter (the kept records themselves when nothing was refined)."""
+    from filters.refinement import candidate_order
+
+    candidates = refinement_candidates(kept, rejected)
+    first: dict[str, dict] = {}
+    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
+        first.setdefault(str(record.get("sample_id", record["id"])), record)
+    return [first[k] for k in sorted(first)]
+
+
+def instrument_pool(params: dict, instrument: str) -> list[str]:
+    """The released files of the instrument's phenomenon that transfer attackers learn from (params.yaml
+    `instruments.<I>.adversarial.pool`, else `adversarial.pool`), whether or not its adversarial filter runs."""
+    from foilforge.params import instrument_part
+
+    own = instrument_part(params, instrument, "adversarial", {}) or {}
+    adversarial = typed_params(params).adversarial
+    return list(own.get("pool") or (adversarial.pool if adversarial else []))
+
+
+def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
+    """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
+    records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
+    or below max_accuracy on the kept records (filters/attackers.py `certify`: what export enforces), `certified`
+    when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
+    (filters/certification.py). With `gate.transfer`, every attacker is also fitted on the rejected records and
+    the instrument's pool (never on a kept caption) and scored on the kept ones (`transfer`): certification
+    needs those inside too. None without a `gate` block."""
+    from filters.adversarial import gate_settings, pool_records, transfer_training
+    from filters.attackers import certify, certify_transfer
+    from filters.certification import certification
+    from pipeline.engine import engine_settings, job_runner
+
+    settings = gate_settings(params, instrument)
+    if settings is None:
+        return None
+    from foilforge.validity import has_votes, refuse_invalid, valid_only
+
+    kept, refused = refuse_invalid(kept)
+    if has_votes(kept):  # where people voted, only the pairs they judged valid are certified
+        kept = valid_only(kept)
+    with job_runner(engine_settings(params)) as runner:
+        args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
+                    repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
+        after = certify(kept, **args)
+        before = certify(unrefined(kept, rejected), **args) if rejected else after
+    transfer = {}
+    if settings["transfer"]:
+        # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
+        train = transfer_training(kept, rejected, pool_records(instrument_pool(params, instrument),
+                                                               f"params.yaml instruments.{instrument}.adversarial"))
+        transfer = certify_transfer(kept, train, settings["attacker_blocks"], settings["seed"],
+                                    settings["max_accuracy"])
+    judged = {**after, **{f"{name} from removed": result for name, result in transfer.items()}}
+    verdict = certification(judged, settings["lower"], settings["upper"])
+    for name, result in judged.items():
+        result["standing"] = verdict["attackers"][name]["standing"]
+    return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
+            "repeats": settings["repeats"], "seed": settings["seed"],
+            "passed": all(a["passed"] for a in after.values()),
+            # certified: every attacker's 95% interval inside [lower, upper] (filters/certification.py)
+            "lower": settings["lower"], "upper": settings["upper"], "certified": verdict["certified"],
+            "status": verdict["status"], "why": verdict["why"], "refused": refused,
+            # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
+            "transfer": transfer,
+            "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
