@@ -35,8 +35,6 @@ carry VALSE's NLI rule while no NLI model runs). An instrument with an empty
 
 from __future__ import annotations
 
-import re
-
 from foilforge.errors import ConfigError, config_errors
 from foilforge.io import require
 from foilforge.models import MODEL_BLOCK_KEYS, ModelSpec
@@ -168,28 +166,18 @@ def filter_settings(params: dict, name: str) -> dict:
 
 def filter_names() -> list[str]:
     """Unversioned names of the registered filters ("grammaticality", "length", "nli")."""
-    return sorted({n.rsplit(".", 1)[0] for n in FILTERS.names()})
-
-
-def registry_name(name: str) -> str:
-    """The newest registered version of a filter name ("nli" -> "nli.v1")."""
-    versions = [n for n in FILTERS.names() if n.rsplit(".", 1)[0] == name]
-    if not versions:
-        raise ConfigError(f"unknown filter {name!r}; registered: {', '.join(filter_names())}")
-    return max(versions, key=lambda n: int(re.sub(r"\D", "", n.rsplit(".", 1)[1]) or 0))
+    return FILTERS.unversioned()
 
 
 def filter_class(name: str) -> type[Filter]:
-    return FILTERS.get(registry_name(name))
+    return FILTERS.get(FILTERS.newest(name))
 
 
 def build_filter(params: dict, name: str) -> Filter:
-    """Build filter `name` from params.yaml: settings checked against the constructor, model blocks validated."""
-    reg = registry_name(name)
-    cls = FILTERS.get(reg)
-    built = FILTERS.build(reg, cls.args_from_params(params), where=f"params.yaml filters.{name}")
-    built.validate()
-    return built
+    """Build filter `name` from params.yaml: settings checked against the constructor, then its `validate()` (the
+    registry's build runs both)."""
+    registered = FILTERS.newest(name)
+    return FILTERS.build(registered, FILTERS.get(registered).args_from_params(params), where=f"params.yaml filters.{name}")
 
 
 def has_batch_part(f: Filter) -> bool:

@@ -3,10 +3,11 @@
 A plug-in registers under a versioned name ("counting.v1"). Lookups of unknown
 names list what exists; registering a different object under a taken name is
 an error; `build` validates keyword arguments against the constructor's
-signature (names, and types from the type annotations: `int | None`,
-`list[str]`, `Literal[...]`, ...) and then calls the plug-in's `validate()`,
-so a typo or an impossible value in params.yaml fails before anything runs
-(and `foilforge check-params` reports it).
+signature, as confection does for spaCy's factories: a pydantic model built
+from `inspect.signature` (names, and types from the type annotations: `int |
+None`, `list[str]`, `Literal[...]`, ...), then the plug-in's `validate()`, so
+a typo or an impossible value in params.yaml fails before anything runs (and
+`foilforge check-params` reports it).
 
 Plug-ins are found without a hand-kept list: every module of the registry's
 package (`packages`, e.g. each module in foilers/) is imported on the
@@ -18,12 +19,15 @@ as spaCy's factories); importing a module runs its `@REGISTRY.register`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import pkgutil
 import types
 import typing
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
+
+import pydantic
 
 from foilforge.errors import ConfigError
 
@@ -135,36 +139,92 @@ class Registry:
 
 
 def check_args(factory, args: dict, where: str) -> None:
-    """Reject unknown keyword arguments, missing required ones, and values of the wrong type.
+    """Reject unknown keyword arguments, values of the wrong type, and missing required ones (in that order).
 
-    Types come from the signature's annotations (an argument defaulting to None
-    is checked too); an unannotated argument is checked against its default's type.
+    The arguments are validated by a pydantic model of the signature (`signature_model`), strictly: no "3" -> 3,
+    and a YAML list stands for a tuple or a set. The values the factory gets are the arguments as given.
+    """
+    model = signature_model(factory)
+    if model is None:  # takes **kwargs: anything goes
+        return
+    try:
+        model.model_validate(args)
+    except pydantic.ValidationError as err:
+        errors = err.errors(include_url=False)
+    else:
+        return
+    unknown = sorted({e["loc"][0] for e in errors if e["type"] == "extra_forbidden"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(model.allowed)}")
+    wrong = {e["loc"][0] for e in errors if e["type"] != "missing"}
+    for key in (k for k in args if k in wrong):  # the first wrong one in the order params.yaml gives them
+        raise ConfigError(f"{key_path(where, key)}: expected {type_name(model.hints[key])}, got {args[key]!r:.40}"
+                          f"{_context(where)}")
+    missing = [e["loc"][0] for e in errors if e["type"] == "missing"]
+    raise ConfigError(f"{where}: missing required argument(s) {', '.join(missing)}")
+
+
+_STRICT = pydantic.ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+#: containers a YAML list stands for: validated without strictness of the container itself (its items stay strict)
+_LIST_LIKE = (list, tuple, set, frozenset)
+
+
+@functools.lru_cache(maxsize=None)
+def signature_model(factory) -> type[pydantic.BaseModel] | None:
+    """A pydantic model of a factory's keyword arguments (a class: its `__init__`), or None when it takes **kwargs.
+
+    Each parameter's type is its annotation; an unannotated one with a default takes the default's type (or None),
+    and anything else is unchecked. The model carries `hints` (parameter -> the type it checks) and `allowed`
+    (the parameter names, sorted) for the messages.
     """
     target = factory.__init__ if inspect.isclass(factory) else factory
-    sig = inspect.signature(target)
-    params = {k: p for k, p in sig.parameters.items() if k != "self"}
+    params = {k: p for k, p in inspect.signature(target).parameters.items() if k != "self"}
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(set(args) - set(params))
-    if unknown:
-        allowed = ", ".join(sorted(k for k, p in params.items() if p.kind is not p.VAR_POSITIONAL))
-        raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}; allowed: {allowed}")
-    hints = _type_hints(target)
-    for key, value in args.items():
-        hint = hints.get(key, inspect.Parameter.empty)
+        return None
+    annotations = _type_hints(target)
+    fields, hints = {}, {}
+    for index, (name, param) in enumerate(params.items()):
+        if param.kind is param.VAR_POSITIONAL:
+            continue
+        hint = annotations.get(name, inspect.Parameter.empty)
         if hint is inspect.Parameter.empty:
-            default = params[key].default
-            if default is inspect.Parameter.empty or default is None:
-                continue
-            hint = list if isinstance(default, tuple) else type(default)
-            if value is None:
-                continue
-        if not matches(value, hint):
-            raise ConfigError(f"{key_path(where, key)}: expected {type_name(hint)}, got {value!r:.40}{_context(where)}")
-    missing = [k for k, p in params.items()
-               if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and k not in args]
-    if missing:
-        raise ConfigError(f"{where}: missing required argument(s) {', '.join(missing)}")
+            default = param.default
+            hint = (Any if default is inspect.Parameter.empty or default is None
+                    else (list if isinstance(default, tuple) else type(default)) | None)
+        hints[name] = hint
+        default = param.default
+        if default is inspect.Parameter.empty:  # required, unless positional-only (never given by keyword)
+            default = None if param.kind is param.POSITIONAL_ONLY else ...
+        # fields named by position, the parameter's name as the alias: any name works (`copy`, `model_x`, `_x`)
+        fields[f"arg{index}"] = (_checkable(hint), pydantic.Field(default, alias=name))
+    model = pydantic.create_model(f"{getattr(factory, '__name__', 'factory')}Args", __config__=_STRICT, **fields)
+    model.hints, model.allowed = hints, sorted(hints)
+    return model
+
+
+def _checkable(hint):
+    """The annotation pydantic validates: YAML lists accepted for tuples and sets; Any where pydantic has no
+    validator for a type (an annotation that is not a type)."""
+    origin = typing.get_origin(hint) or hint
+    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):
+        return typing.Union[tuple(_checkable(option) for option in typing.get_args(hint))]
+    if origin in _LIST_LIKE or origin in (typing.Sequence, typing.Collection, typing.Iterable):
+        hint_args = typing.get_args(hint)
+        if origin is not tuple:
+            item = _checkable(hint_args[0]) if hint_args else Any
+            return list[item] | tuple[item, ...]
+        if len(hint_args) == 2 and hint_args[1] is Ellipsis:
+            return Annotated[tuple[_checkable(hint_args[0]), ...], pydantic.Strict(False)]
+        inner = tuple(_checkable(a) for a in hint_args) if hint_args else (Any, ...)
+        return Annotated[tuple[inner], pydantic.Strict(False)]
+    if origin in (dict, typing.Mapping) and len(typing.get_args(hint)) == 2:
+        key, value = typing.get_args(hint)
+        return dict[_checkable(key), _checkable(value)]
+    try:
+        pydantic.create_model("Probe", __config__=_STRICT, value=(hint, ...))
+    except Exception:  # a type pydantic cannot build a validator for: not checked
+        return Any
+    return hint
 
 
 def key_path(where: str, key: str) -> str:
@@ -181,47 +241,6 @@ def _type_hints(target) -> dict:
         return typing.get_type_hints(target)
     except Exception:  # an annotation that does not resolve: fall back to the defaults' types
         return {}
-
-
-_SEQUENCES = (list, tuple, set, frozenset, typing.Sequence, typing.Iterable, typing.Collection)
-
-
-def matches(value, hint) -> bool:
-    """Whether a params.yaml value fits a type annotation (YAML lists stand for tuples and sets)."""
-    if hint is Any or hint is inspect.Parameter.empty:
-        return True
-    if hint is None or hint is type(None):
-        return value is None
-    origin = typing.get_origin(hint)
-    hint_args = typing.get_args(hint)
-    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):
-        return any(matches(value, option) for option in hint_args)
-    if origin is typing.Literal:
-        return any(value == option and type(value) is type(option) for option in hint_args)
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    container = origin or hint
-    if container in _SEQUENCES or (inspect.isclass(container) and container in (list, tuple)):
-        if not isinstance(value, (list, tuple)):
-            return False
-        if not hint_args:
-            return True
-        if container is tuple and not (len(hint_args) == 2 and hint_args[1] is Ellipsis):
-            return len(value) == len(hint_args) and all(matches(v, h) for v, h in zip(value, hint_args))
-        return all(matches(v, hint_args[0]) for v in value)
-    if container in (dict, typing.Mapping) or container is typing.Dict:
-        if not isinstance(value, dict):
-            return False
-        if len(hint_args) != 2:
-            return True
-        return all(matches(k, hint_args[0]) and matches(v, hint_args[1]) for k, v in value.items())
-    if inspect.isclass(container):
-        return isinstance(value, container)
-    return True
 
 
 def type_name(hint) -> str:

@@ -84,6 +84,19 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
      "params.yaml instruments.relations.args (foiler relations.v1): top_k must be >= 1, got 0"),
     (lambda p: p["instruments"]["bd2bb_decoys"]["args"].update(n_clusters="ten"),
      "params.yaml instruments.bd2bb_decoys.args.n_clusters: expected int | None, got 'ten' (foiler bd2bb_decoys.v1)"),
+    # plug-in arguments, validated by a pydantic model of the constructor's signature (foilforge/registry.py)
+    (lambda p: p["instruments"]["relations"]["args"].update(top_k="10"),
+     "params.yaml instruments.relations.args.top_k: expected int, got '10' (foiler relations.v1)"),
+    (lambda p: p["instruments"]["relations"]["args"].update(topk=10),
+     "params.yaml instruments.relations.args (foiler relations.v1): unknown argument(s) topk; allowed: attested_path, "
+     "balance, keep_unpaired, max_span_words, min_count, non_spatial, score_chunk, scorer, spacy_model, top_k"),
+    (lambda p: p["filters"]["grammaticality"].update(relative_to_caption="yes"),
+     "params.yaml filters.grammaticality.relative_to_caption: expected bool, got 'yes' (filter grammaticality.v1)"),
+    (lambda p: p["instruments"]["plurals"]["filters"]["keep"]["grammaticality"].update(min_score="high"),
+     "params.yaml instruments.plurals.filters.keep.grammaticality.min_score: expected float, got 'high'"),
+    (lambda p: p["instruments"]["plurals"]["pairing"]["args"].update(bogus=1),
+     "params.yaml instruments.plurals.pairing.args (pairer coco_captions.v1): unknown argument(s) bogus; allowed: "
+     "max_partners, mode, spacy_model"),
     (lambda p: p["instruments"]["counting_small"]["args"].update(foil_min=5),
      "params.yaml instruments.counting_small.args (foiler counting.v1): foil_max 3 < foil_min 5"),
     (lambda p: p["instruments"]["predicate_noun"]["args"].update(template="past"),

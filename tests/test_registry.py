@@ -115,3 +115,55 @@ def test_temporarily_undoes_registrations_made_inside_it():
         reg.register("green.v1")(type("Green", (), {}))
         raise RuntimeError("a failing test")
     assert reg.names() == ["blue.v1"]
+
+
+def make_signatures():
+    from typing import Sequence
+
+    reg = Registry("widget")
+
+    @reg.register("signed.v1")
+    class Signed:
+        def __init__(self, size: int, pair: tuple[int, int] = (1, 2), names: Sequence[str] = (), model=None,
+                     copy: bool = False, scale=1.5):
+            self.size, self.pair = size, pair
+
+    @reg.register("open.v1")
+    def open_factory(size: int = 1, **settings):
+        return settings
+
+    return reg
+
+
+def test_arguments_are_validated_by_a_pydantic_model_of_the_signature():
+    from pydantic import BaseModel
+
+    from foilforge.registry import signature_model
+
+    reg = make_signatures()
+    model = signature_model(reg.get("signed.v1"))
+    assert issubclass(model, BaseModel) and model.allowed == ["copy", "model", "names", "pair", "scale", "size"]
+    # YAML lists stand for tuples and sequences; the factory gets the values as given; any parameter name works
+    built = reg.build("signed.v1", {"size": 2, "pair": [3, 4], "names": ["a"], "copy": True, "model": {"x": 1}})
+    assert (built.size, built.pair) == (2, [3, 4])
+    where = "params.yaml instruments.x.args"
+    with pytest.raises(ConfigError, match=r"^params\.yaml instruments\.x\.args\.size: expected int, got '2' "
+                                          r"\(widget signed\.v1\)$"):
+        reg.build("signed.v1", {"size": "2"}, where=where)
+    with pytest.raises(ConfigError, match=r"\.pair: expected tuple\[int, int\], got \[3, 4, 5\]"):
+        reg.build("signed.v1", {"size": 2, "pair": [3, 4, 5]}, where=where)
+    with pytest.raises(ConfigError, match=r"\.scale: expected float \| None, got 'big'"):  # the default's type
+        reg.build("signed.v1", {"size": 2, "scale": "big"}, where=where)
+    with pytest.raises(ConfigError, match=r"^params\.yaml instruments\.x\.args \(widget signed\.v1\): unknown "
+                                          r"argument\(s\) colour, sise; allowed: copy, model, names, pair, scale, size$"):
+        reg.build("signed.v1", {"sise": 2, "colour": "red"}, where=where)
+    with pytest.raises(ConfigError, match=r"^params\.yaml instruments\.x\.args \(widget signed\.v1\): missing "
+                                          r"required argument\(s\) size$"):
+        reg.build("signed.v1", {"names": ["a"]}, where=where)
+    # the first wrong value in the order params.yaml gives them; an unknown name before any type
+    with pytest.raises(ConfigError, match=r"\.copy: expected bool"):
+        reg.build("signed.v1", {"copy": 1, "size": "2"}, where=where)
+    with pytest.raises(ConfigError, match=r"unknown argument\(s\) zz"):
+        reg.build("signed.v1", {"size": "2", "zz": 1}, where=where)
+    # a factory taking **kwargs takes anything
+    assert signature_model(reg.get("open.v1")) is None and reg.build("open.v1", {"size": "x", "any": 1}) == {"any": 1}
