@@ -31,7 +31,7 @@ def test_a_foil_equal_to_its_caption_or_empty_is_refused():
 
 
 def test_select_refuses_them_and_counts(tmp_path):
-    from pipeline.stages.select import select
+    from pipeline.selection import select
 
     records = [{"id": "a", "caption": "A dog.", "foil": "A cat.", "filters": {"length": {"score": 3, "caption_tokens": 3, "foil_tokens": 3}}},
                {"id": "b", "caption": "A dog.", "foil": "a dog.", "filters": {}},  # unscored: refused first
@@ -96,7 +96,7 @@ def planted_invalid(n: int, seed: int) -> tuple[list[dict], set[str]]:
 
 
 def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
-    from pipeline.stages.select import select
+    from pipeline.selection import select
 
     records, invalid = planted_invalid(100, seed=3)
     input_share = len(invalid) / len(records)
@@ -114,7 +114,7 @@ def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
 
 def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_first(tmp_path):
     from pipeline.stages.annotate import read_candidates
-    from pipeline.stages.select import select
+    from pipeline.selection import select
 
     records = balanced_records(100, seed=4)
     # the shortcut word on the foil side of most pairs, on the caption side of a few: the attackers learn it and

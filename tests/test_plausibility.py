@@ -13,7 +13,7 @@ from filters.plausibility import Plausibility, build_text_scorer
 from filters.refinement import quantile_edges, refine
 from foilforge.metrics import blind_verdict
 from foilforge.errors import ConfigError
-from pipeline.stages.select import select
+from pipeline.selection import select
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"

@@ -74,7 +74,7 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     from foilforge.filter import keep_rules
     from pipeline.gate import release_gate
     from pipeline.bias_settings import instrument_settings
-    from pipeline.stages.select import select
+    from pipeline.selection import select
 
     item_mode = instrument_settings(params, like)["items"]
     kept, rejected, metrics = select(scored, keep_rules(params, like), path, item_mode=item_mode,
