@@ -12,9 +12,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal, Union
 
-from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 DEFAULT_PATH = "docs/params.md"
 
@@ -100,7 +98,7 @@ def _text(doc: str | None) -> str:
 
 
 def _default(field) -> str:
-    if field.default is PydanticUndefined and field.default_factory is None:
+    if field.is_required():
         return "required"
     value = field.default_factory() if field.default_factory is not None else field.default
     if isinstance(value, BaseModel):
@@ -176,10 +174,10 @@ def _type(annotation) -> str:
 def _bounds(metadata) -> str:
     parts = []
     for item in metadata:
-        for kind, attribute, sign in ((Ge, "ge", ">="), (Gt, "gt", ">"), (Le, "le", "<="), (Lt, "lt", "<")):
-            if isinstance(item, kind):
+        for attribute, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(item, attribute, None) is not None:
                 parts.append(f"{sign} {_number(getattr(item, attribute))}")
-        if isinstance(item, MinLen) and item.min_length:
+        if getattr(item, "min_length", None):
             parts.append(f"length >= {item.min_length}")
         pattern = getattr(item, "pattern", None)
         if isinstance(pattern, str):
