@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("foilforge", "pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
 REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters", "foilforge.pairing": "foilers.pairers",
+                    "foilforge.attacker": "filters.attackers",
                     "pipeline.sources.base": "pipeline.sources",
                     "pipeline.emitters": "pipeline.emitters"}
 
