@@ -47,8 +47,8 @@ def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | N
     from foilforge.groups import assign
     from foilforge.pairing import find_candidates
     from pipeline.sources.base import Source, reader_for
-    from pipeline.stages.foil import build_instrument
-    from pipeline.stages.pair import build_for
+    from pipeline.plugins import build_instrument
+    from foilforge.pairing import instrument_pairer
 
     root = SHARED / "real" / "coco"
     source = Source(name="coco", format="coco", root=root, files={"captions": root / "captions_val2017.json"}, split="val")
@@ -65,7 +65,7 @@ def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | N
                              candidates_per_sample=block.get("candidates_per_sample") or 3,
                              samples={s["id"]: s for s in samples[:n]})
         records = foiler.run(samples[:n], context=context)
-        pairer = build_for(params, instrument)
+        pairer = instrument_pairer(params, instrument)
         candidates = find_candidates(pairer, records, samples)
         by_sample: dict[str, list[dict]] = {}
         for record in records:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from foilforge.groups import Pairing, Partner, assign, text_key
+from foilforge.groups import Pairing, Partner, assign, pairing_settings, text_key
 from foilforge.registry import Registry
 
 #: every module of foilers/pairers/ is a pairer plug-in; other packages register through the entry-point group
@@ -69,6 +69,14 @@ class Pairer:
 
 def build_pairer(name: str, args: dict | None = None, where: str = "params") -> Pairer:
     return PAIRERS.build(PAIRERS.newest(name), args, where)
+
+
+def instrument_pairer(params: dict, instrument: str) -> Pairer | None:
+    """The instrument's pairer, built and validated from params (None when it has none)."""
+    settings = pairing_settings(params, instrument)
+    if not settings["pairer"]:
+        return None
+    return build_pairer(settings["pairer"], settings.get("args") or {}, f"params.yaml instruments.{instrument}.pairing.args")
 
 
 def _sample_index(samples: Iterable[dict]) -> dict[str, dict]:

@@ -281,7 +281,7 @@ def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
 
 
 def test_unknown_instrument_lists_the_known_ones(tmp_path):
-    from pipeline.stages.foil import build_instrument
+    from pipeline.plugins import build_instrument
 
     with pytest.raises(ConfigError, match="params.yaml has no instrument 'existance'; instruments: coref-typo, "
                                           "existence, extra-key, no-foiler"):
@@ -289,7 +289,7 @@ def test_unknown_instrument_lists_the_known_ones(tmp_path):
 
 
 def test_instrument_block_errors_name_the_key():
-    from pipeline.stages.foil import build_instrument
+    from pipeline.plugins import build_instrument
 
     with pytest.raises(ConfigError, match=r"instruments.coref-typo.args \(foiler coreference.v1\): unknown "
                                           r"argument\(s\) pronoun; allowed: balance, max_per_image"):

@@ -429,7 +429,7 @@ def test_docstring_table_names_every_format_and_each_format_is_one_module():
 
 def test_readers_are_a_versioned_registry_and_params_may_pin_a_version():
     from pipeline.sources.base import reader_for
-    from pipeline.stages.ingest import resolve_source
+    from pipeline.sources.base import resolve_source
 
     assert "coco.v1" in READERS.names() and "coco" in READERS.unversioned()
     assert reader_for("coco") is reader_for("coco.v1") is READERS.get("coco.v1")

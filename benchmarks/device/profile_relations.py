@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
     from foilforge.io import iter_jsonl, write_json
     from foilers.relations import Slot, rank_fills
     from foilers.lang.prepositions import parse, preposition_spans
-    from pipeline.stages.foil import build_instrument
+    from pipeline.plugins import build_instrument
     from pipeline.stages.ingest import ingest
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -32,7 +32,7 @@ def check(params: dict, where: str = "params.yaml") -> list[str]:
 
 def instrument_problems(params: dict) -> list[str]:
     """Every instrument builds: its foiler is registered and takes its args."""
-    from pipeline.stages.foil import build_instrument
+    from pipeline.plugins import build_instrument
 
     return config_errors(partial(build_instrument, params, name) for name in sorted(params.get("instruments") or {}))
 
@@ -40,9 +40,9 @@ def instrument_problems(params: dict) -> list[str]:
 def pairing_problems(params: dict) -> list[str]:
     """Every instrument's pairer is registered and takes its args; a null pairer says why."""
     from foilforge.groups import pairing_settings
-    from pipeline.stages.pair import build_for
+    from foilforge.pairing import instrument_pairer
 
-    found = config_errors(partial(build_for, params, name) for name in sorted(params.get("instruments") or {}))
+    found = config_errors(partial(instrument_pairer, params, name) for name in sorted(params.get("instruments") or {}))
     for name in sorted(params.get("instruments") or {}):
         settings = pairing_settings(params, name)
         if not settings["pairer"] and not settings.get("why"):
@@ -91,7 +91,7 @@ def blind_check_problems(params: dict) -> list[str]:
 
 def source_problems(params: dict) -> list[str]:
     """Every `sources` block: a known format, the files its reader needs named (not read)."""
-    from pipeline.stages.ingest import resolve_source
+    from pipeline.sources.base import resolve_source
 
     return config_errors(partial(resolve_source, params, name) for name in sorted(params.get("sources") or {}))
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from foilforge.errors import ConfigError, InputError
+from foilforge.errors import InputError
 from foilforge.io import iter_jsonl, write_json
-from foilforge.params import block, load_params, typed_params
+from foilforge.params import load_params, typed_params
+from pipeline.plugins import build_instrument, instrument_spec
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +39,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cache-dir", default=None,
                         help="journal model scores here (relations: one line per chunk of slots), so a killed run "
                              "resumes where it stopped and a rerun with the same scorer and slots rescores nothing")
-
-def instrument_spec(params: dict, name: str) -> dict:
-    """The params.yaml block of instrument `name` (its shape is the schema's: foilforge/schema.py)."""
-    spec = block(params, f"instruments.{name}", required=False)
-    if spec is None:
-        known = ", ".join(sorted((params.get("instruments") or {}).keys()))
-        raise ConfigError(f"params.yaml has no instrument {name!r}; instruments: {known}")
-    return spec
-
-
-def build_instrument(params: dict, name: str):
-    """The configured foiler for instrument `name`, args validated against its signature."""
-    from foilforge.foiler import FOILERS
-
-    spec = instrument_spec(params, name)
-    return FOILERS.build(spec["foiler"], spec.get("args") or {}, where=f"params.yaml instruments.{name}.args")
-
 
 class ProposeWorker:
     """The foil stage's work on one batch: the instrument's foiler proposing the batch's candidates.

@@ -38,54 +38,16 @@ samples at all is an error too.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-from foilforge.errors import ConfigError, InputError
+from foilforge.errors import InputError
 from foilforge.io import write_jsonl
-from foilforge.params import block, load_params
-from pipeline.sources.base import READERS, Source, reader_for
+from foilforge.params import load_params
+from pipeline.sources.base import reader_for, resolve_source
 
 log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- the stage
-
-def resolve_source(params: dict, name: str) -> Source:
-    """The Source of params.yaml `sources.NAME`: its format's reader, the files that reader needs.
-
-    The block's shape (keys, types) is the schema's (foilforge/schema.py); this checks it against the reader.
-    """
-    sources = block(params, "sources")
-    if name not in sources:
-        raise ConfigError(f"params.yaml has no source {name!r}; sources: {', '.join(sorted(sources))}")
-    spec = sources[name]
-    key = f"params.yaml sources.{name}"
-    fmt = spec.get("format")
-    try:
-        read = reader_for(fmt)
-    except ConfigError:
-        raise ConfigError(f"{key}.format {fmt!r} is not a known format; formats: {', '.join(READERS.unversioned())}") from None
-    root, files = spec["root"], spec["files"]
-    missing = [role for role in read.roles if role not in files]
-    extra = sorted(set(files) - set(read.roles) - set(read.optional_roles))
-    if missing or extra:
-        problem = f"missing role(s) {', '.join(missing)}" if missing else f"unknown role(s) {', '.join(extra)}"
-        optional = f" (optional: {', '.join(read.optional_roles)})" if read.optional_roles else ""
-        raise ConfigError(f"{key}.files: {problem}; format {fmt} reads {', '.join(read.roles)}{optional}")
-    template = spec.get("image_file_template")
-    if isinstance(template, list):
-        template = tuple(template) if len(template) > 1 else template[0]
-    if isinstance(template, tuple) and "images" not in files:
-        raise ConfigError(f"{key}.image_file_template lists {len(template)} templates: set {key}.files.images to the "
-                          f"directory holding the images, so each image id is named by the template whose file exists")
-    if spec.get("image_file_template") is not None and not read.uses_template:
-        raise ConfigError(f"{key}.image_file_template is not used by format {fmt} "
-                          f"(formats that use it: {', '.join(sorted({READERS.get(n).format_name for n in READERS.names() if READERS.get(n).uses_template}))})")
-    root_path = Path(root)
-    roles = [*read.roles, *(r for r in read.optional_roles if r in files)]
-    return Source(name=name, format=fmt, root=root_path, files={role: root_path / files[role] for role in roles},
-                  split=spec.get("split"), dataset=spec.get("dataset"), image_file_template=template)
-
 
 def read_source(params: dict, name: str) -> list[dict]:
     """All samples of source `name`, in reading order; raises on bad input or config."""

@@ -27,19 +27,9 @@ from pathlib import Path
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import read_jsonl, write_json, write_jsonl
 from foilforge.params import load_params
+from foilforge.pairing import instrument_pairer
 
 log = logging.getLogger(__name__)
-
-
-def build_for(params: dict, instrument: str):
-    """The instrument's pairer, built and validated from params (None when it has none)."""
-    from foilforge.groups import pairing_settings
-    from foilforge.pairing import build_pairer
-
-    settings = pairing_settings(params, instrument)
-    if not settings["pairer"]:
-        return None
-    return build_pairer(settings["pairer"], settings.get("args") or {}, f"params.yaml instruments.{instrument}.pairing.args")
 
 
 def find(params: dict, instrument: str, input_path, samples_path, output_path, metrics_path) -> dict:
@@ -49,7 +39,7 @@ def find(params: dict, instrument: str, input_path, samples_path, output_path, m
 
     settings = pairing_settings(params, instrument)
     records = read_instrument(Path(input_path))
-    pairer = build_for(params, instrument)
+    pairer = instrument_pairer(params, instrument)
     if pairer is None:
         if not settings.get("why"):
             raise ConfigError(f"params.yaml instruments.{instrument}.pairing: pairer is null; say `why` (the card "
