@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from pipeline.evaluation import ImageTextScorer
 from pipeline.stages import evaluate
 
 
@@ -109,4 +110,4 @@ def test_image_text_model_that_cannot_load_names_the_param(tmp_path):
     (tmp_path / "images").mkdir()
     spec = ModelSpec.from_params({"name_or_path": str(tmp_path / "no-such-model")}, "models.image_text")
     with pytest.raises(ConfigError, match=r"Set models.image_text.name_or_path"):
-        evaluate.ImageTextScorer(spec, tmp_path / "images")
+        ImageTextScorer(spec, tmp_path / "images")

@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.stages import baseline, evaluate
 from foilforge.errors import ConfigError, InputError
+from pipeline.evaluation import read_scores_file
 from pipeline.loadable import read_benchmark
 from pipeline.text_lm import load_text_lm
 
@@ -82,16 +83,16 @@ def test_scores_file_errors_name_file_row_and_field(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,caption_score,foil_score\nr1,high,0.1\n")
     with pytest.raises(InputError) as err:
-        evaluate.read_scores_file(bad)
+        read_scores_file(bad)
     assert str(err.value) == f"{bad}, record row 2, field 'caption_score': expected a number, got 'high'"
     dup = tmp_path / "dup.jsonl"
     dup.write_text('{"id": "r1", "caption_score": 1, "foil_score": 0}\n{"id": "r1", "caption_score": 1, "foil_score": 0}\n')
     with pytest.raises(InputError, match=r"record line 2, field 'id': duplicate id 'r1'"):
-        evaluate.read_scores_file(dup)
+        read_scores_file(dup)
     header = tmp_path / "header.csv"
     header.write_text("id,score\nr1,1\n")
     with pytest.raises(InputError, match="wrong CSV header: expected id,caption_score,foil_score"):
-        evaluate.read_scores_file(header)
+        read_scores_file(header)
 
 
 def test_wrong_number_of_scores_is_reported(tmp_path):

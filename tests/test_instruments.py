@@ -210,7 +210,7 @@ def test_swaps_keep_noun_adjective_and_numeral_lemmas_on_the_coco_sample():
 
 
 def test_swapped_pairs_get_a_pair_id_and_winoground_scores():
-    from pipeline.stages.evaluate import instrument_metrics
+    from pipeline.evaluation import instrument_metrics
 
     samples = [{"id": "s1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
                {"id": "s2", "image_file": "2.jpg", "caption": "A white car next to a red house."}]

@@ -288,7 +288,7 @@ def attackers_in_params() -> list[str]:
 def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
     from filters.attackers import build_attacker, pairs_from_records
     from foilforge.params import load_params
-    from pipeline.stages.evaluate import group_metrics
+    from pipeline.evaluation import group_metrics
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     groups = exported_groups(tmp_path)
@@ -301,7 +301,7 @@ def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
 def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
     from foilforge.lm import CausalLM
     from foilforge.models import ModelSpec
-    from pipeline.stages.evaluate import TextLMScorer, group_metrics
+    from pipeline.evaluation import TextLMScorer, group_metrics
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 2},
                                  "models.text_baseline")

@@ -97,7 +97,7 @@ def source_problems(params: dict) -> list[str]:
 
 
 def evaluate_problems(params: dict) -> list[str]:
-    from pipeline.stages.evaluate import check_settings
+    from pipeline.evaluation import check_settings
 
     return config_errors([partial(check_settings, params)])
 
