@@ -198,13 +198,15 @@ def check_dvc(argv: list[str]) -> list[str]:
             self.seen.append(record.getMessage())
 
     messages, logger = Messages(), logging.getLogger("dvc")
-    logger.addHandler(messages)
+    # ours alone: a DVC command run earlier in the same process leaves handlers on streams since closed
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [messages], False
     try:
         message = parse_exit(get_main_parser(), argv[1:])
     except DvcParserError:
         message = "; ".join(messages.seen) or "dvc's parser rejects the arguments"
     finally:
-        logger.removeHandler(messages)
+        logger.handlers, logger.propagate = saved
     if message:
         return [message]
     if argv[1:2] == ["repro"]:
