@@ -520,8 +520,8 @@ def check_params_round_trip(attacker, name: str, **_) -> None:
     assert set(params) == expected, f"{name}: get_params() {sorted(params)} != constructor args {sorted(expected)}"
     assert "random_state" in params, f"{name}: take random_state in __init__ (the seed is no argument of fit)"
     rebuilt = type(attacker)(**params)
-    assert set(vars(rebuilt)) == set(params), \
-        f"{name}: __init__ sets {sorted(set(vars(rebuilt)) - set(params))} beyond its arguments (set fitted state in fit)"
+    extra = sorted(set(vars(rebuilt)) - set(params))
+    assert not extra, f"{name}: __init__ sets {extra} beyond its arguments (set fitted state in fit)"
     # sequences given as lists (as params.yaml gives them): each argument must come back as the very object given
     given = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
     stored = type(attacker)(**given).get_params(deep=False)
@@ -548,7 +548,7 @@ def check_fit_reads_y(attacker, name: str, train: list, **_) -> None:
     margins = fresh(attacker).fit(train).margins(train)
     swapped = fresh(attacker).fit([p.swapped() for p in train], np.zeros(len(train), dtype=int))
     assert np.allclose(swapped.margins(train), margins, rtol=1e-6, atol=1e-6), \
-        f"{name}: fit(swapped pairs, y=0) learns something else than fit(pairs): honour y (foilforge.attacker.captions_first)"
+        f"{name}: fit(swapped pairs, y=0) learns something else than fit(pairs): honour y (captions_first)"
 
 
 def check_antisymmetric(attacker, name: str, train: list, held: list, **_) -> None:

@@ -67,7 +67,8 @@ class LinearPairAttacker(Attacker):
         y = np.concatenate([np.ones(difference.shape[0]), np.zeros(difference.shape[0])])
         # the dual solver for sparse n-gram rows (far more features than pairs): the same optimum, several times faster
         self.classifier_ = LogisticRegression(C=self.C, fit_intercept=False, solver="liblinear", max_iter=2000,
-                                              dual=sparse.issparse(difference), random_state=self.random_state).fit(x, y)
+                                              dual=sparse.issparse(difference),
+                                              random_state=self.random_state).fit(x, y)
         return self
 
     def margins(self, pairs: list[Pair]):

@@ -34,7 +34,8 @@ class GridSearchAttacker(Attacker):
 
     def describe(self) -> str:
         options = "; ".join(", ".join(f"{k}={v}" for k, v in setting.items()) for setting in self.settings)
-        return f"{self.make(self.settings[0]).describe()} at the strongest of [{options}] (nested {self.inner_folds}-fold CV)"
+        return (f"{self.make(self.settings[0]).describe()} at the strongest of [{options}] "
+                f"(nested {self.inner_folds}-fold CV)")
 
     def choose(self, pairs: list[Pair]) -> dict:
         """The setting whose out-of-fold accuracy on `pairs` (grouped inner folds, seed random_state) is furthest
