@@ -135,7 +135,8 @@ def validation_rows(manifest: dict) -> list[tuple[str, list | None, int]]:
         cells = None if not t else [
             f"{t.get('items_voted')} of {t.get('items')}", t.get("valid"), pct(t.get("valid_pct")),
             pct(t.get("unanimous_pct")), fmt(t.get("alpha_all"), 2), fmt(t.get("alpha_valid"), 2),
-            f"{t.get('annotators')} ({len(t.get('annotators_excluded') or [])})", f"{exported} ({t.get('export', 'valid')})"]
+            f"{t.get('annotators')} ({len(t.get('annotators_excluded') or [])})",
+            f"{exported} ({t.get('export', 'valid')})"]
         rows.append((name, cells, exported))
     return rows
 
@@ -183,7 +184,8 @@ def gate_rows(manifest: dict) -> list[list]:
         for attacker, entry in gate["attackers"].items():
             before, after = entry["before"], entry["after"]
             ci = after.get("ci95")
-            rows.append([name, attacker, after.get("family") or "", share(before.get(ACCURACY)), share(after.get(ACCURACY)),
+            rows.append([name, attacker, after.get("family") or "", share(before.get(ACCURACY)),
+                         share(after.get(ACCURACY)),
                          after["n"], "n/a" if not ci else f"{100 * ci[0]:.0f}-{100 * ci[1]:.0f}%", after["verdict"],
                          f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%)"])
     return rows
