@@ -98,20 +98,22 @@ GATE_DEFAULTS = GateBlock().model_dump()
 
 
 def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
-    """The release gate's settings (params.yaml `gate`), with the instrument's mode (`fail` unless
-    `instruments.<I>.gate: report`) and its attackers' blocks; None when there is no `gate` block.
+    """The release gate's settings (params.yaml `gate`), with the instrument's mode (`instruments.<I>.gate`:
+    report or fail, the schema's default when unset) and its attackers' blocks; None when there is no `gate` block.
 
     Checks that the gate keeps apart from the filter: another seed, and at least one attacker family the
     adversarial filter did not use.
     """
     from filters.attackers import build_attacker
+    from foilforge.schema import InstrumentBlock
 
     block = params.get("gate")
     if block is None:
         return None
     where = "params.yaml gate"
     merged = {**GATE_DEFAULTS, **block}
-    mode = instrument_part(params, instrument, "gate", "fail") if instrument else "fail"
+    default_mode = InstrumentBlock.model_fields["gate"].default
+    mode = instrument_part(params, instrument, "gate", default_mode) if instrument else default_mode
     attackers = params.get("attackers") or {}
     grid = merged.get("grid") or {}
     stray = sorted(set(grid) - set(merged["attackers"]))

@@ -196,9 +196,9 @@ class InstrumentBlock(Block):
                                                            "over `bias.defaults`")
     adversarial: AdversarialOverrides = Field(AdversarialOverrides(), description="select: overrides of the "
                                                                                   "`adversarial` block")
-    gate: Literal["fail", "report"] = Field("fail", description="baseline and export: fail (export refuses a set "
-                                                                "a gate attacker solves) or report (its card says "
-                                                                "\"not blind-proof\" in its first lines)")
+    gate: Literal["fail", "report"] = Field("report", description="baseline and export: report (exported; when a "
+                                                                  "gate attacker solves the set, the card names it "
+                                                                  "in its first lines) or fail (export refuses it)")
     validation: InstrumentValidation = Field(InstrumentValidation(), description="validate: gold item ids and the "
                                                                                  "votes file")
     pairing: InstrumentPairing = Field(InstrumentPairing(), description="pair: the pairer of second images")
