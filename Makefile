@@ -54,6 +54,7 @@ endif
 	$(BIN)/dvc metrics show
 
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 benchmarks: setup

@@ -49,8 +49,8 @@ def read_actions(paths, n: int) -> list[str]:
 
 
 def main(argv=None) -> dict:
-    from foilers.lang.action_clusters import cluster_actions, write_elbow_report
     from foilforge.encoders import build_sentence_encoder
+    from foilforge.foilers.lang.action_clusters import cluster_actions, write_elbow_report
     from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -22,11 +22,11 @@ DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" /
 
 
 def main(argv=None) -> dict:
-    from foilers.bd2bb_decoys import BD2BBDecoys
-    from foilers.lang.bd2bb_csv import released_overlap
-    from pipeline.stages.ingest import read_source
+    from foilforge.foilers.bd2bb_decoys import BD2BBDecoys
+    from foilforge.foilers.lang.bd2bb_csv import released_overlap
     from foilforge.io import write_json
     from foilforge.nlp import OFFLINE_SPACY
+    from foilforge.pipeline.stages.ingest import read_source
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", default=str(DEFAULT_CSV))

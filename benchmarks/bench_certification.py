@@ -42,7 +42,7 @@ def figures(entry: dict) -> dict:
 
 
 def summarise(report: dict, gate_settings: dict, seconds: float) -> dict:
-    from filters.certification import certification
+    from foilforge.filters.certification import certification
 
     gate = report["gate"] or {}
     before = {name: e["before"] for name, e in (gate.get("attackers") or {}).items()}
@@ -66,7 +66,7 @@ def summarise(report: dict, gate_settings: dict, seconds: float) -> dict:
 
 
 def main(argv=None) -> int:
-    from pipeline.stages.refilter import filter_scored
+    from foilforge.pipeline.stages.refilter import filter_scored
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=None, help="the gate's partitions per attacker (default: params)")
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     run_params = copy.deepcopy(params)
     if args.repeats:
         run_params["gate"]["repeats"] = args.repeats
-    from filters.adversarial import GATE_DEFAULTS
+    from foilforge.filters.adversarial import GATE_DEFAULTS
 
     gate_settings = {**GATE_DEFAULTS, **run_params["gate"]}
     results["params"] = ("params.yaml of the repository (filters, refinement, adversarial, gate with its grids, "

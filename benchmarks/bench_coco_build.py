@@ -135,8 +135,8 @@ def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, meas
     times, the files' sha256, the workers' peak RSS. `done(stages)` is called after each instrument with the
     stage times so far (a run cut short by a time limit keeps them)."""
     from foilforge.io import read_jsonl
-    from pipeline import engine
-    from pipeline.stages import baseline, foil, score, select
+    from foilforge.pipeline import engine
+    from foilforge.pipeline.stages import baseline, foil, score, select
 
     rss_dir = workdir / "rss"
     rss_dir.mkdir(parents=True)
@@ -213,8 +213,8 @@ def main(argv=None) -> dict:
                              "which every actor then takes: the pool oversubscribes the cores)")
     args = parser.parse_args(argv)
 
-    from pipeline import engine
-    from pipeline.stages.ingest import ingest
+    from foilforge.pipeline import engine
+    from foilforge.pipeline.stages.ingest import ingest
 
     cores = os.cpu_count() or 1
     workers = [w for w in args.workers if w <= cores]

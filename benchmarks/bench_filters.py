@@ -85,8 +85,8 @@ def entry(model: str, n: int, batched_s: float, single_s: float, max_diff: float
 def main(argv=None) -> dict:
     import torch
 
-    from filters.gruen import Gruen
-    from filters.nli import NLIModel
+    from foilforge.filters.gruen import Gruen
+    from foilforge.filters.nli import NLIModel
     from foilforge.io import write_json
     from foilforge.models import ModelSpec, torch_device
 

@@ -72,8 +72,13 @@ def write_tokenizer(directory: Path, texts: list[str], vocab_size: int) -> None:
 def build_models(directory: Path, texts: list[str]) -> dict[str, Path]:
     """The three random models of the paper's shapes, each saved with its tokenizer."""
     import torch
-    from transformers import (AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForMaskedLM,
-                              BertForSequenceClassification)
+    from transformers import (
+        AlbertConfig,
+        AlbertForSequenceClassification,
+        BertConfig,
+        BertForMaskedLM,
+        BertForSequenceClassification,
+    )
 
     torch.manual_seed(0)
     built = {
@@ -123,8 +128,8 @@ def report(results: dict, n: int, diff, unit: str) -> dict:
 def main(argv=None) -> dict:
     import torch
 
-    from filters.gruen import Gruen
-    from filters.nli import NLIModel
+    from foilforge.filters.gruen import Gruen
+    from foilforge.filters.nli import NLIModel
     from foilforge.io import write_json
     from foilforge.models import ModelSpec, torch_device
 

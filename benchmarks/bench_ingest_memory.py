@@ -43,7 +43,7 @@ def image_id(n: int) -> str:
 
 def write_source(directory: Path, target_bytes: int, related_images: int, seed: int = 0) -> dict:
     """Write the three files; returns sizes and counts."""
-    from pipeline.sources.openimages import BOX_HEADER, VRD_HEADER
+    from foilforge.pipeline.sources.openimages import BOX_HEADER, VRD_HEADER
 
     rng = random.Random(seed)
     boxes_path = directory / "train-annotations-bbox.csv"
@@ -106,7 +106,7 @@ def main(argv=None) -> dict:
         output = directory / "openimages.jsonl"
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "pipeline.stages.cli", "ingest", "openimages", "--params", str(params),
+        proc = subprocess.run([sys.executable, "-m", "foilforge.pipeline.stages.cli", "ingest", "openimages", "--params", str(params),
                                "--output", str(output)], cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         # ru_maxrss is in KiB on Linux; the only child waited for is the ingest

@@ -52,7 +52,7 @@ def coreference() -> dict:
 
 def foil_it() -> dict:
     from foilforge.foiler import FOILERS, RunContext
-    from foilers.lang.coco_categories import COCO_CATEGORIES
+    from foilforge.foilers.lang.coco_categories import COCO_CATEGORIES
 
     released = json.loads((SHARED / "valse-dev" / "foil-it.json").read_text())
     coco = json.loads((SHARED / "real" / "coco" / "captions_val2017.json").read_text())
@@ -124,7 +124,7 @@ def swap_obj(with_lm: bool) -> dict:
            "winoground_pairs": context.stats["winoground_pairs"]}
     if with_lm:
         from foilforge.params import load_params
-        from pipeline.stages.baseline import baseline_summary, load_text_lm, score_pairs
+        from foilforge.pipeline.stages.baseline import baseline_summary, load_text_lm, score_pairs
 
         lm = load_text_lm(load_params("params.yaml"))
         ours = score_pairs(lm, [(r["id"], r["caption"], r["foil"]) for r in records])

@@ -28,20 +28,20 @@ class PoolPerCall:
         self.settings = settings
 
     def __call__(self, jobs, worker_class, args):
-        from pipeline import engine
+        from foilforge.pipeline import engine
 
         return engine.map_batches(jobs, worker_class, args, {**self.settings, "batch_size": 1})
 
 
 def main(argv=None) -> dict:
-    from foilforge.io import write_json
     from foilforge.filter import keep_rules
+    from foilforge.filters.adversarial import settings_for
+    from foilforge.io import write_json
     from foilforge.params import load_params
-    from filters.adversarial import settings_for
-    from pipeline import engine
-    from pipeline.stages.bias import instrument_settings
-    from pipeline.stages.score import read_records
-    from pipeline.stages.select import select
+    from foilforge.pipeline import engine
+    from foilforge.pipeline.stages.bias import instrument_settings
+    from foilforge.pipeline.stages.score import read_records
+    from foilforge.pipeline.stages.select import select
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instrument", default="foil_it")

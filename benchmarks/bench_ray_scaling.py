@@ -93,8 +93,8 @@ def records_from_coco(n: int) -> tuple[list[dict], str]:
 
 
 def run_once(params: dict, records: list[dict], workdir: Path, name: str, engine_name: str) -> tuple[float, bytes, dict]:
-    from pipeline import engine
-    from pipeline.stages import score
+    from foilforge.pipeline import engine
+    from foilforge.pipeline.stages import score
 
     source = workdir / "foils.jsonl"
     if not source.exists():
@@ -127,7 +127,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     from benchmarks.bench_filters import build_models
-    from pipeline import engine
+    from foilforge.pipeline import engine
 
     cores = os.cpu_count() or 1
     workers = [w for w in args.workers if w <= cores]

@@ -77,8 +77,8 @@ def _js(work: Path, name: str, records_file: str) -> float | None:
 def _first_candidate_per_sample(work: Path, kept: str, rejected: str, out: str) -> int:
     """Records that passed every filter but the refinement, one per sample (the first candidate): the
     benchmark without the refinement, for the JS 'before'."""
-    from filters.refinement import candidate_order
-    from pipeline.stages.baseline import refinement_candidates
+    from foilforge.filters.refinement import candidate_order
+    from foilforge.pipeline.stages.baseline import refinement_candidates
 
     def read(path):
         return [json.loads(line) for line in (work / path).read_text().splitlines() if line.strip()]

@@ -44,7 +44,7 @@ def synthetic_pool(candidates: int, seed: int = 0) -> list[dict]:
 
 
 def measure(candidates: int) -> dict:
-    from filters.refinement import refine
+    from foilforge.filters.refinement import refine
 
     pool = synthetic_pool(candidates)
     started = time.perf_counter()

@@ -35,7 +35,7 @@ def main(argv=None) -> dict:
     import torch
 
     from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup, timed
-    from foilers.relations import rank_fills
+    from foilforge.foilers.relations import rank_fills
     from foilforge.io import write_json
     from foilforge.scorers import build_span_scorer
 

@@ -89,8 +89,8 @@ def read_captions(path, limit: int) -> list[str]:
 
 
 def relations_setup(args):
-    from foilers.lang.prepositions import attested_spans, parse, preposition_spans
-    from foilers.relations import Slot, candidate_spans
+    from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
+    from foilforge.foilers.relations import Slot, candidate_spans
     from foilforge.nlp import load_spacy
     from foilforge.params import load_params
 
@@ -110,10 +110,10 @@ def relations_setup(args):
 
 
 def action_setup(args):
-    from foilers.action_replacement import verb_slot
+    from foilforge.foilers.action_replacement import verb_slot
     from foilforge.io import read_jsonl
     from foilforge.params import load_params
-    from pipeline.stages import cli
+    from foilforge.pipeline.stages import cli
 
     params = load_params(args.params)
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,8 +125,8 @@ def action_setup(args):
 
 
 def main(argv=None) -> dict:
-    from foilers.action_replacement import ScorerProposer
-    from foilers.relations import rank_fills
+    from foilforge.foilers.action_replacement import ScorerProposer
+    from foilforge.foilers.relations import rank_fills
     from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -30,10 +30,10 @@ RESULTS = ROOT / "benchmarks" / "results" / "score_memory.json"
 CHILD = """
 import resource, sys, time
 sys.argv = ["foilforge"] + sys.argv[1:]
-from pipeline.stages.cli import main
+from foilforge.pipeline.stages.cli import main
 start = time.perf_counter()
 code = main()
-import pipeline
+import foilforge.pipeline
 print("RESULT", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - start, pipeline.__file__,
       flush=True)
 sys.exit(code)

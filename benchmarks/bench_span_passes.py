@@ -46,8 +46,8 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int, max_batch_tok
                  merge_prefix_lengths: bool = True) -> dict:
     from transformers import LlamaForCausalLM
 
-    from pipeline.stages import foil
-    from pipeline.stages.ingest import ingest
+    from foilforge.pipeline.stages import foil
+    from foilforge.pipeline.stages.ingest import ingest
 
     root = workdir / "coco"
     root.mkdir(exist_ok=True)

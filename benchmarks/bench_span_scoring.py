@@ -44,8 +44,8 @@ def scorer_block(args) -> dict:
 
 
 def main(argv=None) -> dict:
-    from foilers.lang.prepositions import attested_spans, parse, preposition_spans
-    from foilers.relations import Slot, candidate_spans, rank_fills
+    from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
+    from foilforge.foilers.relations import Slot, candidate_spans, rank_fills
     from foilforge.io import write_json
     from foilforge.nlp import load_spacy
     from foilforge.scorers import build_span_scorer

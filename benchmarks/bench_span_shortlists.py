@@ -59,9 +59,9 @@ def agreement(exact: list[list[float]], cheap: list[list[float]], shortlist: int
 def main(argv=None) -> dict:
     import torch
 
-    from filters.ngram import BOS, EOS, CrossFitNGram, units
-    from foilers.lang.prepositions import attested_spans, parse, preposition_spans
-    from foilers.relations import Slot, candidate_spans
+    from foilforge.filters.ngram import BOS, EOS, CrossFitNGram, units
+    from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
+    from foilforge.foilers.relations import Slot, candidate_spans
     from foilforge.io import write_json
     from foilforge.nlp import load_spacy
     from foilforge.params import load_params

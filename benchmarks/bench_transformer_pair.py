@@ -25,7 +25,7 @@ ATTACKER = "minilm_pair"
 
 
 def main(argv=None) -> int:
-    from filters.attackers import certify
+    from foilforge.filters.attackers import certify
     from foilforge.validity import refusal
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -85,7 +85,7 @@ def attack(records: list[dict]) -> dict:
     """Per unseen attacker: accuracy (ties half) out of fold, averaged over PARTITIONS grouped partitions."""
     import numpy as np
 
-    from filters.attackers import correctness, grouped_folds, pairs_from_records
+    from foilforge.filters.attackers import correctness, grouped_folds, pairs_from_records
 
     pairs = pairs_from_records(records)
     out = {}
@@ -105,7 +105,7 @@ def attack(records: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    from pipeline.stages.refilter import filter_scored
+    from foilforge.pipeline.stages.refilter import filter_scored
 
     setup = start(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv, RESULT)
     if setup is None:

@@ -35,8 +35,8 @@ def read_records(path: Path) -> list[dict]:
 
 def main(argv=None) -> dict:
     from benchmarks.bench_relations_scaling import REAL_CAPTIONS
-    from foilers.lang.prepositions import parse, preposition_spans
-    from foilers.relations import Slot, rank_fills
+    from foilforge.foilers.lang.prepositions import parse, preposition_spans
+    from foilforge.foilers.relations import Slot, rank_fills
     from foilforge.io import read_json, write_json
     from foilforge.nlp import load_spacy
     from foilforge.params import load_params

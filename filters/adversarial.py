@@ -104,7 +104,7 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     Checks that the gate keeps apart from the filter: another seed, and at least one attacker family the
     adversarial filter did not use.
     """
-    from filters.attackers import build_attacker
+    from foilforge.filters.attackers import build_attacker
     from foilforge.schema import InstrumentBlock
 
     block = params.get("gate")
@@ -142,8 +142,8 @@ def pool_records(paths: list[str], where: str) -> list[dict]:
     from pathlib import Path
 
     from foilforge.errors import ConfigError
-    from foilforge.validity import has_votes, refuse_invalid, valid_only
     from foilforge.released import read_released, to_records
+    from foilforge.validity import has_votes, refuse_invalid, valid_only
 
     records = []
     for number, path in enumerate(paths or []):
@@ -160,7 +160,7 @@ def transfer_training(kept: list[dict], removed: list[dict], pool: list[dict]) -
     """What a transfer attacker learns from: the removed pairs and the pool, without pairs that cannot be foils,
     without those people judged invalid where there are votes, and without any pair whose caption a kept pair
     has (a caption's other foils would hand it the caption)."""
-    from filters.attackers import group_key
+    from foilforge.filters.attackers import group_key
     from foilforge.validity import has_votes, refuse_invalid, valid_only
 
     kept_groups = {group_key(r["caption"]) for r in kept}
@@ -199,7 +199,13 @@ def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, fol
     """
     import numpy as np
 
-    from filters.attackers import correctness, out_of_fold_runs, pairs_from_records, run_here, transfer_margins
+    from foilforge.filters.attackers import (
+        correctness,
+        out_of_fold_runs,
+        pairs_from_records,
+        run_here,
+        transfer_margins,
+    )
 
     kept_pairs, extra_pairs = pairs_from_records(kept), pairs_from_records(alternatives) if alternatives else []
     seeds = [seed * 1000 + r for r in range(rounds)]
@@ -237,7 +243,7 @@ def predictability(kept: list[dict], alternatives: list[dict], blocks: dict, fol
 
 def heaviest_features(kept: list[dict], block: dict, k: int, seed: int) -> list[str]:
     """The k n-gram features with the largest weights of an attacker fitted on the whole kept set."""
-    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.filters.attackers import build_attacker, pairs_from_records
 
     attacker = build_attacker(block, "params.yaml attackers").set_params(random_state=seed)
     return [name for name, _ in attacker.fit(pairs_from_records(kept)).top_features(k)]
@@ -246,7 +252,7 @@ def heaviest_features(kept: list[dict], block: dict, k: int, seed: int) -> list[
 def remaining_shortcuts(kept: list[dict], blocks: dict, seed: int, k: int = 10) -> list[dict]:
     """The k heaviest features of the first n-gram filter attacker fitted on all kept pairs: what still gives
     captions (weight > 0) or foils (< 0) away when the filter stops short of its target."""
-    from filters.attackers import NgramPairAttacker, build_attacker, pairs_from_records
+    from foilforge.filters.attackers import NgramPairAttacker, build_attacker, pairs_from_records
 
     for name, block in blocks.items():
         attacker = build_attacker(block, f"params.yaml attackers.{name}")
@@ -259,7 +265,7 @@ def remaining_shortcuts(kept: list[dict], blocks: dict, seed: int, k: int = 10) 
 
 def feature_balance(records: list[dict], block: dict, names: list[str]) -> list[tuple[dict, float, float]]:
     """Side balances for n-gram features: per feature, caption-minus-foil presence per record, tolerance 1."""
-    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.filters.attackers import build_attacker, pairs_from_records
 
     pairs = pairs_from_records(records)
     attacker = build_attacker(block, "params.yaml attackers").fit_features(pairs)
@@ -276,8 +282,8 @@ def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict
     """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc.
 
     `runner`: where each round's fold fits run (`predictability`); the stage passes the engine's."""
-    from filters.attackers import build_attacker
-    from filters.refinement import candidate_order, refine
+    from foilforge.filters.attackers import build_attacker
+    from foilforge.filters.refinement import candidate_order, refine
 
     blocks = settings["attacker_blocks"]
     for name, block in blocks.items():

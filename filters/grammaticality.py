@@ -17,10 +17,10 @@ Result per record: {filter, model, variant, score, ...}; VALSE's
 
 from __future__ import annotations
 
-from foilforge.filter import FILTERS, Filter, model_spec, texts_of
-from filters.gruen import DEFAULT_COLA, DEFAULT_LM
 from foilforge.batching import check_max_batch_tokens
 from foilforge.errors import ConfigError
+from foilforge.filter import FILTERS, Filter, model_spec, texts_of
+from foilforge.filters.gruen import DEFAULT_COLA, DEFAULT_LM
 
 VARIANTS = ("gruen", "linkgrammar")
 
@@ -65,11 +65,11 @@ class Grammaticality(Filter):
         if self._scorer is None:
             self.validate()
             if self.variant == "gruen":
-                from filters.gruen import Gruen
+                from foilforge.filters.gruen import Gruen
 
                 self._scorer = Gruen(*self._specs())
             else:
-                from filters.linkgrammar import LinkGrammar
+                from foilforge.filters.linkgrammar import LinkGrammar
 
                 self._scorer = LinkGrammar(self.max_null_count, self.max_parse_time)
         return self._scorer

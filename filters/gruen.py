@@ -33,9 +33,9 @@ import math
 import re
 import string
 
-from foilforge.filter import CLASSIFIER_HEAD_KEYS
 from foilforge.batching import pad, progress_bar, token_budget_batches
 from foilforge.errors import ConfigError
+from foilforge.filter import CLASSIFIER_HEAD_KEYS
 
 DEFAULT_LM = "bert-base-cased"
 # bert-base-cased fine-tuned on CoLA (GLUE label 1 = acceptable), the same base model as GRUEN's own

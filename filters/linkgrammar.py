@@ -31,8 +31,8 @@ Null-link search is exponential in n on long run-on texts, hence the caps.
 from __future__ import annotations
 
 from foilforge.batching import progress_bar
-from filters.gruen import scored_sentences
 from foilforge.errors import ConfigError
+from foilforge.filters.gruen import scored_sentences
 
 NOT_INSTALLED = ("filters.grammaticality.variant is linkgrammar but the Link Grammar Python bindings cannot be imported: "
                  "install Debian's python3-link-grammar and link-grammar-dictionaries-en (scripts/install-system-deps.sh), "

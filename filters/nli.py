@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 
-from foilforge.filter import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
 from foilforge.batching import check_max_batch_tokens, pad, progress_bar, token_budget_batches
 from foilforge.errors import ConfigError
+from foilforge.filter import CLASSIFIER_HEAD_KEYS, FILTERS, Filter, model_spec, texts_of
 
 DEFAULT_NLI = "ynie/albert-xxlarge-v2-snli_mnli_fever_anli_R1_R2_R3-nli"
 PARAM_KEY = "models.nli"

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import logging
 
-from foilforge.filter import FILTERS, Filter, texts_of
 from foilforge.errors import ConfigError, InputError
-from filters.refinement import DEFAULT_MAX_JS_RISE, refine
+from foilforge.filter import FILTERS, Filter, texts_of
+from foilforge.filters.refinement import DEFAULT_MAX_JS_RISE, refine
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def build_text_scorer(block, param_key: str):
     from foilforge.models import model_block
 
     if isinstance(block, dict) and block.get("kind") == "ngram":
-        from filters.ngram import CrossFitNGram
+        from foilforge.filters.ngram import CrossFitNGram
 
         settings = {k: v for k, v in block.items() if k != "kind"}
         unknown = sorted(set(settings) - set(NGRAM_KEYS))
@@ -195,7 +195,7 @@ class Plausibility(Filter):
                       item_mode=item_mode, report=js)
         attack = None
         if adversarial is not None:
-            from filters.adversarial import adversarial_filter
+            from foilforge.filters.adversarial import adversarial_filter
 
             refined_size = len(kept)
             kept, attack = adversarial_filter(

@@ -18,7 +18,13 @@ import random
 from typing import Iterable
 
 from foilforge.foiler import FOILERS, Foiler
-from foilers.lang.realise import Action, action_from_sample, phrase_span, shared_realiser, validate_action_sample
+from foilforge.foilers.lang.realise import (
+    Action,
+    action_from_sample,
+    phrase_span,
+    shared_realiser,
+    validate_action_sample,
+)
 from foilforge.records import Foil
 
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
-from foilforge.registry import Registry
-from foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
-from foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
+from foilforge.foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
+from foilforge.foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil
+from foilforge.registry import Registry
 
 log = logging.getLogger(__name__)
 

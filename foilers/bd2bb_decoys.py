@@ -45,12 +45,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
-from foilforge.errors import ConfigError, InputError
 from foilforge.encoders import ENCODER_KINDS, build_sentence_encoder
+from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block, propose_per_sample
+from foilforge.foilers.lang.action_clusters import cluster_actions, write_elbow_report
+from foilforge.foilers.lang.bd2bb_csv import write_bd2bb_csv
 from foilforge.records import Foil
-from foilers.lang.action_clusters import cluster_actions, write_elbow_report
-from foilers.lang.bd2bb_csv import write_bd2bb_csv
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class BD2BBDecoys(Foiler):
         """Embed, cluster and code every pooled action of the run."""
         import numpy as np
 
-        from foilers.lang.action_codes import action_codes
+        from foilforge.foilers.lang.action_codes import action_codes
         from foilforge.nlp import load_spacy
 
         progress = context.progress

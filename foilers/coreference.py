@@ -15,8 +15,8 @@ import random
 import re
 from collections import defaultdict
 
-from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.records import Foil
 
 #: personal, demonstrative and possessive pronouns (VALSE Fig. 1 counts these in the questions)

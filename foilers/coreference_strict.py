@@ -34,7 +34,7 @@ import re
 from collections import Counter
 
 from foilforge.foiler import FOILERS, RunContext, propose_per_sample
-from foilers.coreference import CoreferenceFoiler, _words, dialogue_text, yes_no
+from foilforge.foilers.coreference import CoreferenceFoiler, _words, dialogue_text, yes_no
 from foilforge.records import Foil, foil_record
 
 #: third-person personal and possessive pronouns that can corefer with a caption NP
@@ -127,7 +127,7 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
         """The resolver and the spaCy pipeline it runs in, named after the instrument's params keys."""
         key = context.key if context is not None else (lambda arg: f"instruments.coreference_strict.args.{arg}")
         if getattr(self, "_resolver", None) is None:
-            from foilers.lang.coref import make_resolver
+            from foilforge.foilers.lang.coref import make_resolver
 
             self._resolver = make_resolver(self.coref, self.spacy_model, param_key=key("coref"))
         if getattr(self, "_nlp", None) is None:
@@ -158,8 +158,8 @@ class StrictCoreferenceFoiler(CoreferenceFoiler):
 
     def antecedents(self, caption: str, question: str) -> dict[int, int]:
         """{question pronoun token index: caption noun token index} for the pronouns that resolve."""
-        from foilers.lang.coref import RuleBasedResolver, is_noun, noun_number
-        from foilers.lang.number import pronoun_number
+        from foilforge.foilers.lang.coref import RuleBasedResolver, is_noun, noun_number
+        from foilforge.foilers.lang.number import pronoun_number
 
         caption_text = caption.strip().rstrip(".")
         doc = self.nlp(f"{caption_text}. {question.strip().rstrip('?').strip()}?")

@@ -26,11 +26,16 @@ import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilforge.foiler import FOILERS, Foiler, RunContext
-from foilers.lang.templates import Statement, changed_spans, parse_count, statement_from_question, validate_how_many_sample
 from foilforge.errors import ConfigError
+from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge.foilers.lang.templates import (
+    Statement,
+    changed_spans,
+    parse_count,
+    statement_from_question,
+    validate_how_many_sample,
+)
 from foilforge.records import Foil
-
 
 
 def class_histograms(records: list[dict]) -> dict[str, dict[int, int]]:

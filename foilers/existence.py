@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import random
 
-from foilforge.foiler import FOILERS, Foiler, RunContext
-from foilers.lang.templates import changed_spans, parse_count, statement_from_question, validate_how_many_sample
 from foilforge.errors import ConfigError
+from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge.foilers.lang.templates import (
+    changed_spans,
+    parse_count,
+    statement_from_question,
+    validate_how_many_sample,
+)
 from foilforge.records import Foil
 
 ZERO_TO_SOMETHING = "zero_to_something"

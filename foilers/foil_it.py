@@ -37,11 +37,11 @@ import dataclasses
 import random
 from collections import Counter, defaultdict
 
-from foilforge.foiler import FOILERS, CaptionFoiler, RunContext, propose_per_sample
-from foilers.lang.inflection import indefinite_article
-from foilers.lang.coco_categories import by_id, mention_forms, plural_form
-from foilers.lang.number import match_case
 from foilforge.errors import InputError
+from foilforge.foiler import FOILERS, CaptionFoiler, RunContext, propose_per_sample
+from foilforge.foilers.lang.coco_categories import by_id, mention_forms, plural_form
+from foilforge.foilers.lang.inflection import indefinite_article
+from foilforge.foilers.lang.number import match_case
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS", "NNP", "NNPS")

@@ -40,11 +40,10 @@ import random
 from collections import Counter
 
 from foilforge.errors import ConfigError, InputError
-from foilforge.records import Foil
-
 from foilforge.foiler import FOILERS, Foiler, RunContext, propose_per_sample
-from foilers.lang.noun_phrase_edits import NounPhraseEdits, NounPhrasePlan
-from foilers.lang.number import MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS
+from foilforge.foilers.lang.noun_phrase_edits import NounPhraseEdits, NounPhrasePlan
+from foilforge.foilers.lang.number import MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS
+from foilforge.records import Foil
 
 SINGULAR_QUANTIFIERS = ("exactly one", "a single")
 PLURAL_QUANTIFIERS = ("some", "a number of")
@@ -124,7 +123,7 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
     @property
     def resolver(self):
         if self._resolver is None:
-            from foilers.lang.coref import make_resolver
+            from foilforge.foilers.lang.coref import make_resolver
 
             self._resolver = make_resolver(self.coref, self.spacy_model, param_key="instruments.plurals.args.coref")
         return self._resolver
@@ -179,7 +178,7 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
         for name in ("singular_quantifiers", "plural_quantifiers"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must list at least one quantifier")
-        from foilers.lang.coref import RESOLVER_CHOICES
+        from foilforge.foilers.lang.coref import RESOLVER_CHOICES
 
         if self.coref not in RESOLVER_CHOICES:
             raise ConfigError(f"coref must be one of {', '.join(RESOLVER_CHOICES)}, got {self.coref!r}")
@@ -220,7 +219,7 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
         "agreement_guard"; problems the COCO caption already had ("a family are") are not ours."""
         if not self.agreement_guard:
             return True
-        from foilers.lang.number import agreement_problems
+        from foilforge.foilers.lang.number import agreement_problems
 
         caption_doc, foil_doc = self.nlp.pipe([foil.caption, foil.foil])
         original = self.parse(self.normalise_caption(foil.extras["orig_caption"]), docs)

@@ -50,9 +50,9 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-from foilforge.foiler import FOILERS, Foiler, RunContext
-from foilers.lang.inflection import indefinite_article
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.records import Foil
 
 log = logging.getLogger(__name__)

@@ -41,11 +41,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
-from foilers.lang.inflection import match_case
-from foilers.lang.prepositions import (DEFAULT_NON_SPATIAL, PrepositionSpan, attested_spans, normalise_span, parse,
-                                  preposition_spans, read_attested)
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
+from foilforge.foilers.lang.inflection import match_case
+from foilforge.foilers.lang.prepositions import (
+    DEFAULT_NON_SPATIAL,
+    PrepositionSpan,
+    attested_spans,
+    normalise_span,
+    parse,
+    preposition_spans,
+    read_attested,
+)
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil
 

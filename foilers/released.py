@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 from typing import Iterable
 
-from foilforge.foiler import FOILERS, Foiler
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler
 from foilforge.records import SOURCE_FIELDS, Foil
 
 # fields of an ingested sample that are not released record fields, or that foil_record writes itself

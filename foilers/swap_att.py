@@ -22,8 +22,8 @@ import random
 from collections import Counter
 
 from foilforge.foiler import FOILERS
-from foilers.lang.inflection import indefinite_article
-from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
+from foilforge.foilers.lang.inflection import indefinite_article
+from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
 from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (

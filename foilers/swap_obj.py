@@ -35,9 +35,9 @@ import random
 from collections import Counter
 
 from foilforge.foiler import FOILERS
-from foilers.lang.coref import noun_number
-from foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
+from foilforge.foilers.lang.coref import noun_number
+from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
+from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
@@ -63,7 +63,7 @@ def finite_form(subject):
 def phrase_number(span, head) -> str:
     """Number of a noun phrase as a subject: "a bunch of sheep" and "a group of people" take plural verbs
     in COCO's captions (notional agreement), other phrases the number of their head."""
-    from foilers.lang.number import QUANTITY_NOUNS
+    from foilforge.foilers.lang.number import QUANTITY_NOUNS
 
     if head.lower_ in QUANTITY_NOUNS + COLLECTIVE_HEADS and any(t.tag_ == "NNS" or t.lower_ in ("sheep", "people", "cattle")
                                                                for t in span if t.i > head.i):
@@ -82,7 +82,7 @@ def shown_number(verb, span, head) -> str:
 
 def animacy(token) -> str:
     """"human", "animal" or "thing": swaps within one class read as plausible scenes ("a man ... a woman")."""
-    from foilers.lang.number import _wordnet_lexname, noun_gender
+    from foilforge.foilers.lang.number import _wordnet_lexname, noun_gender
 
     if noun_gender(token.text, token.lemma_) != "thing":
         return "human"
@@ -168,7 +168,7 @@ class SwapObjectFoiler(SwapFoiler):
 
     def candidates(self, caption: str, parses: CaptionParses | None = None, stats: Counter | None = None) -> list[Foil]:
         """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
-        from foilers.lang.number import noun_gender
+        from foilforge.foilers.lang.number import noun_gender
 
         parses = parses or CaptionParses(self.load_nlp())
         stats = Counter() if stats is None else stats

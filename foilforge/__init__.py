@@ -6,3 +6,14 @@ imports `foilers` and `filters`, which import only `foilforge`; `foilforge` impo
 """
 
 __version__ = "0.1.0"
+
+# Installed, pipeline/, foilers/ and filters/ are this package's subpackages (pyproject.toml package-dir). In a
+# source checkout they are folders beside it: look there too, so `foilforge.pipeline` is the checkout's own
+# whichever way the checkout is on sys.path (editable install, PYTHONPATH, the current directory).
+from pathlib import Path as _Path
+
+_checkout = _Path(__file__).resolve().parent.parent
+if (_checkout / "pyproject.toml").is_file() and all((_checkout / name / "__init__.py").is_file()
+                                                    for name in ("pipeline", "foilers", "filters")):
+    __path__.append(str(_checkout))
+del _Path, _checkout

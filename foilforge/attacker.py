@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from foilforge.registry import Registry
 
-ATTACKERS = Registry("attacker", packages=("filters.attackers",), entry_points="foilforge.attackers")
+ATTACKERS = Registry("attacker", packages=("foilforge.filters.attackers",), entry_points="foilforge.attackers")
 
 
 @dataclass(frozen=True)

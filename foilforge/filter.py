@@ -42,7 +42,7 @@ from foilforge.params import instrument_part
 from foilforge.registry import Registry, check_args
 
 #: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
-FILTERS = Registry("filter", packages=("filters",), skip=("gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
+FILTERS = Registry("filter", packages=("foilforge.filters",), skip=("gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
 
 _MISSING = object()
 # weight-name fragments of a sequence-classification head (BERT/ALBERT/RoBERTa, BART, GPT-style): a classifier

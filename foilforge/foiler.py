@@ -48,7 +48,7 @@ from foilforge.registry import Registry
 
 #: every module of this package is a foiler plug-in (found on the first lookup, no list to edit);
 #: foilers of other packages register through the `foilforge.foilers` entry-point group
-FOILERS = Registry("foiler", packages=("foilers",), entry_points="foilforge.foilers")
+FOILERS = Registry("foiler", packages=("foilforge.foilers",), entry_points="foilforge.foilers")
 
 
 def rng_for(seed: int, *keys) -> random.Random:

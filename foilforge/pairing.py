@@ -37,7 +37,7 @@ from foilforge.groups import Pairing, Partner, assign, pairing_settings, text_ke
 from foilforge.registry import Registry
 
 #: every module of foilers/pairers/ is a pairer plug-in; other packages register through the entry-point group
-PAIRERS = Registry("pairer", packages=("foilers.pairers",), entry_points="foilforge.pairers")
+PAIRERS = Registry("pairer", packages=("foilforge.foilers.pairers",), entry_points="foilforge.pairers")
 
 
 class Pairer:

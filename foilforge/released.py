@@ -13,7 +13,6 @@ from pathlib import Path
 from foilforge.errors import InputError
 from foilforge.io import read_json
 
-
 FORMATS = ("valse", "sugarcrepe", "foilforge")
 #: where each format keeps the foil and the image file name
 FOIL_FIELD = {"valse": "foil", "sugarcrepe": "negative_caption", "foilforge": "foil"}

@@ -331,7 +331,7 @@ class RayEngineBlock(Block):
 
 
 class EngineBlock(Block):
-    """Where the per-batch stage work of foil and score runs (pipeline/engine.py). Both engines cut the records into
+    """Where the per-batch stage work of foil and score runs (pipeline/engine/). Both engines cut the records into
     the same batches and give torch the same threads, so both write the same bytes: only batch_size and
     threads_per_worker change the output (a CPU model's float sums depend on both). `make repro ENGINE=ray` (or
     FOILFORGE_ENGINE=ray) picks Ray without changing what DVC tracks."""

@@ -24,12 +24,11 @@ from typing import Callable
 
 import numpy as np
 
-from foilforge.filter import FILTERS, Filter, build_filter, keep_rules
-from foilforge.foiler import FOILERS, Foiler, RunContext, build_records, proposes_in_batches
 from foilforge.errors import ConfigError
+from foilforge.filter import FILTERS, Filter, build_filter, keep_rules
 from foilforge.fixed_tools import TableEncoder, TableScorer  # noqa: F401  (re-exported for tests)
+from foilforge.foiler import FOILERS, Foiler, RunContext, proposes_in_batches
 from foilforge.io import iter_jsonl, write_jsonl
-
 
 # ---------------------------------------------------------------- building
 

@@ -246,7 +246,7 @@ def source_family(source: dict | None, name: str) -> str:
 def card_metadata(counts: dict[str, int]) -> dict:
     """The dataset card's YAML metadata: one config per instrument with records (split `test`), a default config
     `all` of every instrument, and each config's declared features."""
-    from pipeline.loadable import DEFAULT_CONFIG, features_yaml, rows_path
+    from foilforge.pipeline.loadable import DEFAULT_CONFIG, features_yaml, rows_path
 
     loadable = [name for name, n in counts.items() if n]
     configs = []

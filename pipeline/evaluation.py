@@ -89,7 +89,7 @@ class TextLMScorer:
                             _transformers_versions(), score="-perplexity")
 
     def score(self, items) -> list[list[float] | None]:
-        from pipeline.text_lm import perplexities
+        from foilforge.pipeline.text_lm import perplexities
 
         texts = [t for _, _, item_texts in items for t in item_texts]
         ppl = perplexities(self.lm, texts, desc="text_lm")
@@ -427,7 +427,7 @@ def check_settings(params: dict) -> dict:
 
 @SCORERS.register("text_lm.v1")
 def text_lm_scorer(params: dict, settings: dict, skipped: dict):
-    from pipeline.text_lm import load_text_lm
+    from foilforge.pipeline.text_lm import load_text_lm
 
     return TextLMScorer(load_text_lm(params))
 

@@ -28,7 +28,7 @@ def refinement_candidates(kept: list[dict], rejected: list[dict]) -> list[dict]:
 def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
     """What the instrument would export without the refinement: per sample, the first candidate that passed every
     other filter (the kept records themselves when nothing was refined)."""
-    from filters.refinement import candidate_order
+    from foilforge.filters.refinement import candidate_order
 
     candidates = refinement_candidates(kept, rejected)
     first: dict[str, dict] = {}
@@ -50,15 +50,15 @@ def instrument_pool(params: dict, instrument: str) -> list[str]:
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
-    or below max_accuracy on the kept records (filters/attackers.py `certify`: what export enforces), `certified`
+    or below max_accuracy on the kept records (filters/attackers/gate.py `certify`: what export enforces), `certified`
     when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
     (filters/certification.py). With `gate.transfer`, every attacker is also fitted on the rejected records and
     the instrument's pool (never on a kept caption) and scored on the kept ones (`transfer`): certification
     needs those inside too. None without a `gate` block."""
-    from filters.adversarial import gate_settings, pool_records, transfer_training
-    from filters.attackers import certify, certify_transfer
-    from filters.certification import certification
-    from pipeline.engine import engine_settings, job_runner
+    from foilforge.filters.adversarial import gate_settings, pool_records, transfer_training
+    from foilforge.filters.attackers import certify, certify_transfer
+    from foilforge.filters.certification import certification
+    from foilforge.pipeline.engine import engine_settings, job_runner
 
     settings = gate_settings(params, instrument)
     if settings is None:

@@ -25,8 +25,7 @@ def select(records: list[dict], enabled: dict[str, dict], path="<records>",
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
     `runner`: where the adversarial filter's fold fits run (pipeline/engine/jobs.py `job_runner`; None: here).
     """
-    from foilforge.filter import filter_class
-    from foilforge.filter import filter_funnel
+    from foilforge.filter import filter_class, filter_funnel
     from foilforge.records import is_valid
     from foilforge.validity import has_votes, refusal
 

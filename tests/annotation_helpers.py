@@ -59,7 +59,7 @@ def write_params(path: Path, **validation) -> Path:
 
 
 def foilforge(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.stages.cli", *args], cwd=cwd or ROOT,
+    return subprocess.run([sys.executable, "-m", "foilforge.pipeline.stages.cli", *args], cwd=cwd or ROOT,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
@@ -73,7 +73,7 @@ def free_port() -> int:
 def running_server(db: Path, params: Path, image_root: Path | None = None):
     """`foilforge annotate serve` in its own process; yields (base url, process). Killed at the end if still alive."""
     port = free_port()
-    cmd = [sys.executable, "-m", "pipeline.stages.cli", "annotate", "--params", str(params), "serve",
+    cmd = [sys.executable, "-m", "foilforge.pipeline.stages.cli", "annotate", "--params", str(params), "serve",
            "--db", str(db), "--port", str(port)]
     if image_root is not None:
         cmd += ["--image-root", str(image_root)]

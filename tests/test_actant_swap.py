@@ -6,8 +6,8 @@ import re
 import pytest
 from lemminflect import getInflection, getLemma
 
-from foilers.actant_swap import ActantSwap
 from foilforge.foiler import FOILERS
+from foilforge.foilers.actant_swap import ActantSwap
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
 

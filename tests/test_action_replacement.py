@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from foilers.action_replacement import ActionReplacement, ScorerProposer, pick_matching, verb_js
-from foilforge.foiler import RunContext, rng_for
-from foilers.lang.wordnet_constraints import audit_pairs, check_replacement
 from foilforge.errors import ConfigError
+from foilforge.foiler import RunContext, rng_for
+from foilforge.foilers.action_replacement import ActionReplacement, ScorerProposer, pick_matching, verb_js
+from foilforge.foilers.lang.wordnet_constraints import audit_pairs, check_replacement
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
 

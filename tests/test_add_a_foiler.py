@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import foilers
-from foilforge.foiler import FOILERS
-from foilforge.errors import ConfigError
+from foilforge import foilers
 from foilforge import testing as contract
+from foilforge.errors import ConfigError
+from foilforge.foiler import FOILERS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "add_a_foiler.md"
@@ -37,7 +37,7 @@ def registered(tmp_path):
         yield
     finally:
         foilers.__path__.remove(str(tmp_path))
-        sys.modules.pop("foilers.colour_swap", None)
+        sys.modules.pop("foilforge.foilers.colour_swap", None)
         FOILERS._items.clear()
         FOILERS._items.update(before)
         FOILERS._loaded = True
@@ -60,7 +60,7 @@ def test_the_module_is_discovered_without_editing_a_list(registered):
 
 
 def test_the_params_blocks_pass_check_params(registered):
-    from pipeline.stages.check_params import check
+    from foilforge.pipeline.stages.check_params import check
 
     text = (ROOT / "params.yaml").read_text(encoding="utf-8")
     block = code_blocks("yaml")[0]

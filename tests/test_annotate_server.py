@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from pipeline.stages import annotate
-from pipeline.stages.annotate_app import db, server
+from foilforge.pipeline.stages import annotate
+from foilforge.pipeline.stages.annotate_app import db, server
 from tests.annotation_helpers import foil_records, running_server, setup_server_db
 
 N_ITEMS = 12
@@ -294,7 +294,7 @@ def group_client(tmp_path):
 
 
 def test_group_items_need_a_token_and_never_say_which_image_is_whose(group_client):
-    from pipeline.validation import group_orders
+    from foilforge.pipeline.validation import group_orders
 
     test_client, database, tokens = group_client
     for headers in ({}, {"Authorization": "Bearer wrong"}):

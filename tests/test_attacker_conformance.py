@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from filters.attackers import ATTACKERS, WordNgramAttacker, build_attacker
 from foilforge import testing
+from foilforge.filters.attackers import ATTACKERS, WordNgramAttacker, build_attacker
 
 #: registry name -> the arguments of a model-backed attacker, given the tiny_models fixture
 MODEL_ARGS = {

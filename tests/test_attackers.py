@@ -8,10 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from filters.adversarial import adversarial_filter, negation_count, settings_for
-from filters.attackers import (ATTACKERS, Attacker, attack_summary, build_attacker, certify, grouped_folds,
-                               out_of_fold_margins, pairs_from_records)
 from foilforge.errors import ConfigError, GateError, InputError
+from foilforge.filters.adversarial import adversarial_filter, negation_count, settings_for
+from foilforge.filters.attackers import (
+    ATTACKERS,
+    Attacker,
+    attack_summary,
+    build_attacker,
+    certify,
+    grouped_folds,
+    out_of_fold_margins,
+    pairs_from_records,
+)
 
 NOUNS = ["dog", "cat", "man", "woman", "horse", "bus", "train", "bird", "child", "car", "boat", "girl", "boy",
          "table", "chair", "kite", "plate", "bench", "truck", "cow"]
@@ -224,7 +232,7 @@ def test_alternative_foils_are_chosen_before_a_caption_is_dropped():
 
 
 def test_gate_must_use_a_family_the_filter_did_not():
-    from filters.adversarial import gate_settings
+    from foilforge.filters.adversarial import gate_settings
 
     params = {"instruments": {"x": {}},
               "attackers": {"word": {"attacker": "word_ngram.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}},
@@ -258,7 +266,7 @@ def test_certify_multiple_choice_at_chance_and_with_a_shortcut():
 # ---------------------------------------------------------------------------------------- export refuses, refilter
 
 def test_export_refuses_an_instrument_above_the_gate(tmp_path):
-    from pipeline.stages.export import check_gates
+    from foilforge.pipeline.stages.export import check_gates
 
     baseline = tmp_path / "baseline"
     baseline.mkdir()
@@ -279,7 +287,7 @@ def test_export_refuses_an_instrument_above_the_gate(tmp_path):
 
 
 def test_datacard_says_not_blind_proof_first():
-    from pipeline.card import datacard_text
+    from foilforge.pipeline.card import datacard_text
 
     after = {"accuracy": 0.7, "n": 40, "passed": False, "family": "word n-grams", "ci95": [0.55, 0.82],
              "verdict": "caption preferred", "max_accuracy": 0.55}
@@ -311,7 +319,7 @@ def refilter_params(tmp_path) -> dict:
 
 
 def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
-    from pipeline.stages.refilter import refilter
+    from foilforge.pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
@@ -327,7 +335,7 @@ def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
 
 
 def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
-    from pipeline.stages.refilter import refilter
+    from foilforge.pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
@@ -349,8 +357,8 @@ def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
 
 
 def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
+    from foilforge.pipeline.stages.refilter import refilter
     from foilforge.released import read_released, to_records
-    from pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     path = tmp_path / "swap.json"

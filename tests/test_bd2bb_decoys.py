@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from foilers.lang.action_codes import ActionCodes, action_codes
-from foilforge.foiler import FOILERS
-from foilers.bd2bb_decoys import BD2BBDecoys
-from foilers.lang.action_clusters import elbow_k, write_elbow_report
-from foilers.lang.bd2bb_csv import CSV_HEADER, released_overlap, write_bd2bb_csv
 from foilforge.encoders import build_sentence_encoder
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS
+from foilforge.foilers.bd2bb_decoys import BD2BBDecoys
+from foilforge.foilers.lang.action_clusters import elbow_k, write_elbow_report
+from foilforge.foilers.lang.action_codes import ActionCodes, action_codes
+from foilforge.foilers.lang.bd2bb_csv import CSV_HEADER, released_overlap, write_bd2bb_csv
 from foilforge.nlp import OFFLINE_SPACY, load_spacy
-from tests.conftest import shared_path
 from foilforge.testing import TableEncoder  # hand-set vectors: cosines and decoys computable by hand
+from tests.conftest import shared_path
 
 SAMPLE_CSV = Path(__file__).resolve().parents[1] / "data" / "sample" / "bd2bb" / "test.csv"
 

@@ -4,9 +4,9 @@ from collections import Counter
 
 import pytest
 
+from foilforge.errors import InputError
+from foilforge.pipeline.stages import bias
 from foilforge.records import changed_items, frequencies
-from pipeline.stages import bias
-from foilforge.errors import ConfigError, InputError
 from tests.conftest import shared_path
 
 
@@ -112,7 +112,7 @@ def test_settings_reject_unknown_keys_and_values():
 
 
 def test_cli_writes_report_plot_data_and_fails_on_threshold(tmp_path):
-    from pipeline.stages.cli import main
+    from foilforge.pipeline.stages.cli import main
 
     records = tmp_path / "relations.jsonl"
     records.write_text("\n".join(json.dumps(r) for _, r in _records([("on", "under"), ("under", "on"), ("on", "in")])) + "\n")

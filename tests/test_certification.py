@@ -8,12 +8,19 @@ import random
 
 import pytest
 
-from filters.adversarial import adversarial_filter
 from foilforge.errors import ConfigError
+from foilforge.filters.adversarial import adversarial_filter
 from foilforge.validity import EMPTY_FOIL, FOIL_EQUALS_CAPTION, refusal, refuse_invalid, validity_shares
-from tests.test_attackers import (NOUNS, REFINE, balanced_records, filter_settings, planted, refilter_params, scored,
-                                  write_valse)
-
+from tests.test_attackers import (
+    NOUNS,
+    REFINE,
+    balanced_records,
+    filter_settings,
+    planted,
+    refilter_params,
+    scored,
+    write_valse,
+)
 
 # ---------------------------------------------------------------------------------------- validity first
 
@@ -31,7 +38,7 @@ def test_a_foil_equal_to_its_caption_or_empty_is_refused():
 
 
 def test_select_refuses_them_and_counts(tmp_path):
-    from pipeline.selection import select
+    from foilforge.pipeline.selection import select
 
     records = [{"id": "a", "caption": "A dog.", "foil": "A cat.", "filters": {"length": {"score": 3, "caption_tokens": 3, "foil_tokens": 3}}},
                {"id": "b", "caption": "A dog.", "foil": "a dog.", "filters": {}},  # unscored: refused first
@@ -58,7 +65,7 @@ def test_the_foil_stage_refuses_them_and_counts():
 
 
 def test_refilter_refuses_them_with_a_count_in_the_report(tmp_path, tiny_models):
-    from pipeline.stages.refilter import refilter
+    from foilforge.pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "actant.json"
@@ -96,7 +103,7 @@ def planted_invalid(n: int, seed: int) -> tuple[list[dict], set[str]]:
 
 
 def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
-    from pipeline.selection import select
+    from foilforge.pipeline.selection import select
 
     records, invalid = planted_invalid(100, seed=3)
     input_share = len(invalid) / len(records)
@@ -113,8 +120,8 @@ def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
 
 
 def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_first(tmp_path):
-    from pipeline.stages.annotate import read_candidates
-    from pipeline.selection import select
+    from foilforge.pipeline.selection import select
+    from foilforge.pipeline.stages.annotate import read_candidates
 
     records = balanced_records(100, seed=4)
     # the shortcut word on the foil side of most pairs, on the caption side of a few: the attackers learn it and
@@ -143,7 +150,7 @@ def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_fi
 
 
 def test_the_gate_certifies_the_valid_pairs_only():
-    from pipeline.gate import release_gate
+    from foilforge.pipeline.gate import release_gate
 
     records, invalid = planted_invalid(60, seed=5)
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
@@ -161,7 +168,7 @@ def figures(accuracy: float, n: int) -> dict:
 
 
 def test_a_40_pair_set_at_50_percent_is_too_few_to_certify():
-    from filters.certification import certification
+    from foilforge.filters.certification import certification
 
     # Wilson at 20 of 40: 0.5 -+ 1.96 * sqrt(10 + 0.9604) / 43.8416 = 35.2-64.8%
     verdict = certification({"word": figures(0.5, 40)}, 0.40, 0.60)
@@ -175,7 +182,7 @@ def test_a_40_pair_set_at_50_percent_is_too_few_to_certify():
 
 
 def test_a_point_estimate_outside_is_not_certified_whatever_the_others_say():
-    from filters.certification import certification
+    from foilforge.filters.certification import certification
 
     verdict = certification({"word": figures(0.5, 400), "char": figures(0.67, 400), "bayes": figures(0.5, 40)},
                             0.40, 0.60)
@@ -200,7 +207,7 @@ def over_balanced(n_reversed: int, n_random: int, seed: int = 0) -> list[dict]:
 
 
 def test_an_over_balanced_set_is_not_certified(tmp_path):
-    from pipeline.gate import release_gate
+    from foilforge.pipeline.gate import release_gate
 
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
               "gate": {"attackers": ["word"], "repeats": 3}}
@@ -223,7 +230,7 @@ def test_the_filter_aims_at_chance_from_below_too():
 
 
 def test_refilter_reports_certified_and_why(tmp_path, tiny_models):
-    from pipeline.stages.refilter import refilter
+    from foilforge.pipeline.stages.refilter import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
@@ -237,8 +244,8 @@ def test_refilter_reports_certified_and_why(tmp_path, tiny_models):
 
 
 def test_the_card_names_every_uncertified_instrument_first():
-    from pipeline.card import datacard_text
-    from pipeline.stages.export import certification_entry
+    from foilforge.pipeline.card import datacard_text
+    from foilforge.pipeline.stages.export import certification_entry
 
     gates = {"existence": {"certified": True, "why": None, "attackers": {}},
              "relations": {"certified": False, "why": "word reads 67.0% of 400 pairs: above 60.0%", "attackers": {}},
@@ -273,7 +280,7 @@ def starved(seed: int = 0) -> tuple[list[dict], list[dict]]:
 
 
 def test_an_attacker_fitted_on_the_removed_pairs_finds_what_the_kept_set_hides():
-    from filters.adversarial import predictability
+    from foilforge.filters.adversarial import predictability
 
     kept, removed = starved()
     blocks = {"word": {"attacker": "word_ngram.v1"}}
@@ -286,7 +293,7 @@ def test_an_attacker_fitted_on_the_removed_pairs_finds_what_the_kept_set_hides()
 
 
 def test_the_gate_certifies_transfer_attackers_too():
-    from pipeline.gate import release_gate
+    from foilforge.pipeline.gate import release_gate
 
     kept, removed = starved(seed=2)
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
@@ -301,7 +308,7 @@ def test_the_gate_certifies_transfer_attackers_too():
 
 
 def test_transfer_training_never_holds_a_kept_caption_or_an_invalid_pair():
-    from filters.adversarial import transfer_training
+    from foilforge.filters.adversarial import transfer_training
 
     kept = balanced_records(4)
     removed = [{**kept[0], "id": "other foil of a kept caption", "foil": "A bird sits."},
@@ -314,8 +321,8 @@ def test_transfer_training_never_holds_a_kept_caption_or_an_invalid_pair():
 
 
 def test_a_pool_is_read_like_a_released_file_and_a_missing_one_names_the_key(tmp_path):
-    from filters.adversarial import pool_records
     from foilforge.errors import ConfigError
+    from foilforge.filters.adversarial import pool_records
 
     path = tmp_path / "pool.json"
     write_valse(path, balanced_records(5) + [{**balanced_records(1)[0], "id": "t:9", "foil": "A dog."}])
@@ -340,7 +347,7 @@ def word_order(n: int) -> list[dict]:
 
 
 def test_each_family_is_certified_at_the_strongest_setting_of_its_grid():
-    from filters.attackers import certify
+    from foilforge.filters.attackers import certify
 
     records = word_order(100)
     plain = {"word": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 1]}}}
@@ -352,7 +359,7 @@ def test_each_family_is_certified_at_the_strongest_setting_of_its_grid():
 
 
 def test_nested_cross_validation_never_sees_the_scored_fold():
-    from filters.attackers import Attacker, GridSearchAttacker, out_of_fold_margins, pairs_from_records
+    from foilforge.filters.attackers import Attacker, GridSearchAttacker, out_of_fold_margins, pairs_from_records
 
     pairs = pairs_from_records(balanced_records(60))
     fitted: list[set] = []
@@ -403,8 +410,8 @@ def test_nested_cross_validation_never_sees_the_scored_fold():
 
 
 def test_a_grid_names_its_key_when_it_is_wrong():
-    from filters.adversarial import gate_settings
     from foilforge.errors import ConfigError
+    from foilforge.filters.adversarial import gate_settings
 
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
               "gate": {"attackers": ["word"], "grid": {"word": {"ngram_range": [[2, 1]]}}}}
@@ -464,7 +471,7 @@ def cue_words(n: int, seed: int) -> list[str]:
 
 
 def test_the_probe_solves_a_meaning_cue_no_ngram_sees_and_sits_at_chance_on_shuffled_sides(tmp_path):
-    from filters.attackers import certify
+    from foilforge.filters.attackers import certify
 
     cue_a, cue_b = cue_words(80, seed=1), cue_words(80, seed=2)
     assert not set(cue_a) & set(cue_b)
@@ -481,7 +488,7 @@ def test_the_probe_solves_a_meaning_cue_no_ngram_sees_and_sits_at_chance_on_shuf
 
 
 def test_the_probe_encodes_each_text_once_and_names_its_key(tmp_path, monkeypatch):
-    from filters.attackers import build_attacker, hidden_probe, out_of_fold_margins, pairs_from_records
+    from foilforge.filters.attackers import build_attacker, hidden_probe, out_of_fold_margins, pairs_from_records
 
     cue_a, cue_b = cue_words(20, seed=3), cue_words(20, seed=4)
     model = synonym_model(tmp_path / "m", cue_a, cue_b)
@@ -518,7 +525,7 @@ def test_a_filter_that_makes_no_progress_returns_its_closest_round():
 
 
 def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
-    from pipeline.stages.score import run
+    from foilforge.pipeline.stages.score import run
 
     source = tmp_path / "foils.jsonl"
     rows = [{"id": "a", "caption": "A dog.", "foil": "A cat."}, {"id": "b", "caption": "A dog.", "foil": " a DOG."},
@@ -533,7 +540,7 @@ def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
 
 
 def test_multiple_choice_is_certified_around_its_own_chance():
-    from filters.certification import certification
+    from foilforge.filters.certification import certification
 
     # the target among 5 options: chance 20%, the band 10-30%
     at_chance = {**figures(0.2, 900), "chance": 0.2}

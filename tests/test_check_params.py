@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.stages.check_params import check
+from foilforge.pipeline.stages.check_params import check
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 
@@ -66,7 +66,7 @@ def test_every_problem_is_listed_with_its_path(params):
 
 
 def test_the_cli_fails_with_the_count(tmp_path, capsys):
-    from pipeline.stages import cli
+    from foilforge.pipeline.stages import cli
 
     broken = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
     broken["instruments"]["existence"]["source"] = "visual8w"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pipeline.evaluation import ImageTextScorer
-from pipeline.stages import evaluate
+from foilforge.pipeline.evaluation import ImageTextScorer
+from foilforge.pipeline.stages import evaluate
 
 
 def _byte_chars() -> list[str]:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from foilers.lang.coref import RuleBasedResolver, make_resolver
 from foilforge.errors import ConfigError
+from foilforge.foilers.lang.coref import RuleBasedResolver, make_resolver
 from foilforge.nlp import load_spacy
 
 

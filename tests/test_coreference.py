@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from foilers.coreference import CoreferenceFoiler
 from foilforge.errors import ConfigError, InputError
+from foilforge.foilers.coreference import CoreferenceFoiler
 from foilforge.registry import check_args
 from tests.conftest import shared_path
 

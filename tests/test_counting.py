@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from foilers.counting import CountingFoiler, class_histograms, derange_classes
-from foilers.lang.templates import statement_from_counting_caption, statement_from_question
 from foilforge.errors import ConfigError
+from foilforge.foilers.counting import CountingFoiler, class_histograms, derange_classes
+from foilforge.foilers.lang.templates import statement_from_counting_caption, statement_from_question
 from tests.conftest import shared_path
 
 VALSE_COUNTING = ("counting-adversarial.json", "counting-hard.json", "counting-small-quant.json")

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.stages.cli import COMMANDS, build_parser, main
+from foilforge.pipeline.stages.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

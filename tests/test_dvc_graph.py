@@ -21,16 +21,29 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("foilforge", "pipeline", "foilers", "filters")
+PACKAGES = ("foilforge",)
+#: the folders installed under foilforge (pyproject.toml package-dir)
+SUBPACKAGE_FOLDERS = ("pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
-REGISTRY_MODULES = {"foilforge.foiler": "foilers", "foilforge.filter": "filters", "foilforge.pairing": "foilers.pairers",
-                    "foilforge.attacker": "filters.attackers",
-                    "pipeline.sources.base": "pipeline.sources",
-                    "pipeline.emitters": "pipeline.emitters"}
+REGISTRY_MODULES = {"foilforge.foiler": "foilforge.foilers", "foilforge.filter": "foilforge.filters", "foilforge.pairing": "foilforge.foilers.pairers",
+                    "foilforge.attacker": "foilforge.filters.attackers",
+                    "foilforge.pipeline.sources.base": "foilforge.pipeline.sources",
+                    "foilforge.pipeline.emitters": "foilforge.pipeline.emitters"}
+
+
+def folder_parts(name: str) -> list[str]:
+    """A module's path parts in the checkout: foilforge.pipeline.x lives in pipeline/x.py."""
+    parts = name.split(".")
+    return parts[1:] if len(parts) > 1 and parts[0] == "foilforge" and parts[1] in SUBPACKAGE_FOLDERS else parts
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("foilforge",) * (parts[0] in SUBPACKAGE_FOLDERS) + parts).removesuffix(".__init__")
 
 
 def module_path(name: str) -> Path | None:
-    base = ROOT.joinpath(*name.split("."))
+    base = ROOT.joinpath(*folder_parts(name))
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
     if (base / "__init__.py").is_file():
@@ -39,7 +52,11 @@ def module_path(name: str) -> Path | None:
 
 
 def _has_code(init: Path) -> bool:
-    """An __init__.py with imports, functions or classes (not just a docstring and __version__)."""
+    """An __init__.py with imports, functions or classes (not just a docstring and __version__).
+
+    foilforge/__init__.py only says where the subpackages load from in a checkout (not what they compute)."""
+    if init == ROOT / "foilforge" / "__init__.py":
+        return False
     tree = ast.parse(init.read_text())
     return any(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) for n in tree.body)
 
@@ -62,8 +79,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def package_modules(package: str) -> set[str]:
-    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            for p in ROOT.joinpath(*package.split(".")).rglob("*.py")}
+    return {module_name(p) for p in ROOT.joinpath(*folder_parts(package)).rglob("*.py")}
 
 
 def import_closure(start: str) -> set[Path]:
@@ -102,7 +118,7 @@ def covered(path: Path, deps: list[str]) -> bool:
 
 
 def commands():
-    from pipeline.stages.cli import COMMANDS
+    from foilforge.pipeline.stages.cli import COMMANDS
 
     return COMMANDS
 
@@ -125,7 +141,7 @@ def code_deps_outside(closure: set[Path], deps: list[str]) -> list[str]:
     """Code deps (files or folders of the project's packages) that name a file outside the closure."""
     extra = []
     for dep in deps:
-        if Path(dep).parts[0] not in PACKAGES:
+        if Path(dep).parts[0] not in ("foilforge", *SUBPACKAGE_FOLDERS):
             continue  # data and image roots
         path = ROOT / dep
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
@@ -145,12 +161,12 @@ def test_a_needless_dep_is_reported():
 
 def test_closure_follows_function_level_imports_and_registries():
     # export imports foilforge.filter and foilforge.foiler only inside functions; both run their plug-ins
-    closure = import_closure("pipeline.stages.export")
+    closure = import_closure("foilforge.pipeline.stages.export")
     assert Path("filters/nli.py") in closure
     assert Path("foilers/relations.py") in closure
     assert Path("pipeline/validation.py") in closure  # `from pipeline.validation import settings_from_params` in a function
     # evaluate reaches the LM through baseline, inside a function
-    assert Path("foilforge/lm.py") in import_closure("pipeline.stages.evaluate")
+    assert Path("foilforge/lm.py") in import_closure("foilforge.pipeline.stages.evaluate")
 
 
 def test_a_missing_dep_is_reported():
@@ -176,7 +192,8 @@ def test_score_lists_every_filters_setting_it_reads():
 
 # ---- imports run one way: pipeline -> foilers / filters -> foilforge
 def _layer(module: str) -> str:
-    return {"foilforge": "core", "pipeline": "top"}.get(module.split(".")[0], module.split(".")[0])
+    top = folder_parts(module)[0]
+    return {"foilforge": "core", "pipeline": "top"}.get(top, top)
 
 
 ALLOWED = {
@@ -189,9 +206,9 @@ ALLOWED = {
 
 def direction_errors(root: Path = ROOT) -> list[str]:
     wrong = []
-    for package in PACKAGES:
+    for package in ("foilforge", *SUBPACKAGE_FOLDERS):
         for path in sorted(root.joinpath(package).rglob("*.py")):
-            module = ".".join(path.relative_to(root).with_suffix("").parts)
+            module = module_name(path) if root == ROOT else ".".join(path.relative_to(root).with_suffix("").parts)
             for imported in sorted(imported_modules(path)):
                 if _layer(imported) not in ALLOWED[_layer(module)]:
                     wrong.append(f"{path.relative_to(root)} ({_layer(module)}) imports {imported} ({_layer(imported)})")
@@ -204,20 +221,20 @@ def test_imports_run_one_way():
 
 
 def test_direction_check_catches_a_back_import(monkeypatch):
-    assert _layer("foilforge.io") == "core" and _layer("pipeline.stages.foil") == "top"
-    assert _layer("pipeline.loadable") == "top"
+    assert _layer("foilforge.io") == "core" and _layer("foilforge.pipeline.stages.foil") == "top"
+    assert _layer("foilforge.pipeline.loadable") == "top"
     real = imported_modules
 
     def with_back_imports(path):
         found = real(path)
         if path.name == "io.py" and path.parent.name == "foilforge":
-            found.add("foilers.existence")
+            found.add("foilforge.foilers.existence")
         if path.name == "nli.py":
-            found.add("foilers.lang.inflection")
+            found.add("foilforge.foilers.lang.inflection")
         return found
 
     monkeypatch.setitem(globals(), "imported_modules", with_back_imports)
     wrong = direction_errors()
-    assert "foilforge/io.py (core) imports foilers.existence (foilers)" in wrong
-    assert "filters/nli.py (filters) imports foilers.lang.inflection (foilers)" in wrong
+    assert "foilforge/io.py (core) imports foilforge.foilers.existence (foilers)" in wrong
+    assert "filters/nli.py (filters) imports foilforge.foilers.lang.inflection (foilers)" in wrong
     assert len(wrong) == 2

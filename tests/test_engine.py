@@ -10,9 +10,9 @@ import pytest
 import ray
 
 from foilforge.errors import ConfigError
-from pipeline import engine
-from pipeline.engine import jobs, ray_data
-from pipeline.stages import score
+from foilforge.pipeline import engine
+from foilforge.pipeline.engine import jobs, ray_data
+from foilforge.pipeline.stages import score
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def _score(params, records, tmp_path, name):
 
 def _shard_lines(directory) -> bytes:
     from foilforge.io import dumps
-    from pipeline.shards import read_shards
+    from foilforge.pipeline.shards import read_shards
 
     return "".join(dumps(record) + "\n" for record in read_shards(directory)).encode("utf-8")
 
@@ -193,7 +193,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def coco_sample(tmp_path, monkeypatch):
     """The repository's COCO sample (432 captions of val 2017), ingested as the pipeline does."""
     from foilforge.params import load_params
-    from pipeline.stages.ingest import ingest
+    from foilforge.pipeline.stages.ingest import ingest
 
     monkeypatch.chdir(ROOT)  # params.yaml's source roots are relative to the repository
     params = load_params(ROOT / "params.yaml")
@@ -203,7 +203,7 @@ def coco_sample(tmp_path, monkeypatch):
 
 
 def _foil(params, instrument, samples, tmp_path, name):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     out, metrics = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.metrics.json"
     foil_file(params, instrument, samples, out, metrics_path=metrics, cache_dir=tmp_path / f"cache-{name}")
@@ -320,7 +320,7 @@ RUNNER = '''
 import os, signal, sys
 from pathlib import Path
 
-from filters.grammaticality import Grammaticality
+from foilforge.filters.grammaticality import Grammaticality
 
 calls, kill_at = Path(os.environ["CALLS"]), int(os.environ.get("KILL_AT", "0"))
 score = Grammaticality.score
@@ -336,7 +336,7 @@ def counted(self, records, progress=False):
 
 
 Grammaticality.score = counted
-from pipeline.stages.cli import main
+from foilforge.pipeline.stages.cli import main
 
 sys.exit(main(sys.argv[1:]))
 '''
@@ -385,7 +385,7 @@ def test_a_killed_score_stage_rerun_scores_only_what_it_had_not_finished(tiny_mo
 def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pairs, tmp_path, monkeypatch, local_ray):
     """A corpus-level filter's per-text part (plausibility's causal LM) runs batch by batch on the workers; its
     n-gram prior, fitted on all the captions, runs once; both engines write the same bytes."""
-    from filters.plausibility import Plausibility
+    from foilforge.filters.plausibility import Plausibility
 
     params = {"models": {}, "filters": {"plausibility": {"scorers": {
                   "lm": {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4},
@@ -408,7 +408,7 @@ def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pair
 def test_a_foil_journal_written_locally_resumes_on_ray(coco_sample, tmp_path, monkeypatch, local_ray):
     """The journal's identity is what decides the candidates, not the engine: a stage killed on one engine and
     rerun on the other takes every finished batch from the journal."""
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     params, samples = coco_sample
     # one batch: the local engine then shows the foiler's own progress bar, Ray does not
@@ -446,7 +446,7 @@ def test_attackers_fit_their_folds_on_ray_with_the_local_bits(released_pairs, lo
     """Every (attacker, partition, fold) fit is one job of the pool; the margins are those of the local run."""
     import numpy as np
 
-    from filters.attackers import out_of_fold_margins, out_of_fold_runs, pairs_from_records, run_here
+    from foilforge.filters.attackers import out_of_fold_margins, out_of_fold_runs, pairs_from_records, run_here
 
     pairs = pairs_from_records(released_pairs[::2])
     extra = pairs_from_records(released_pairs[1::2])
@@ -456,7 +456,7 @@ def test_attackers_fit_their_folds_on_ray_with_the_local_bits(released_pairs, lo
     for key, (margins, extra_margins) in local.items():
         assert np.array_equal(on_ray[key][0], margins) and np.array_equal(on_ray[key][1], extra_margins), key
     # and the jobs are the single-attacker function's folds: one implementation of a fold's work
-    from filters.attackers import build_attacker
+    from foilforge.filters.attackers import build_attacker
 
     alone = out_of_fold_margins(lambda: build_attacker(ATTACKER_BLOCKS["char"], "t"), pairs, 5, 4, extra)
     assert np.array_equal(alone[0], local["char", 4][0]) and np.array_equal(alone[1], local["char", 4][1])
@@ -510,8 +510,8 @@ def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, l
 
 
 def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ray(released_pairs, local_ray):
-    from filters.adversarial import adversarial_filter, settings_for
-    from filters.attackers import certify
+    from foilforge.filters.adversarial import adversarial_filter, settings_for
+    from foilforge.filters.attackers import certify
 
     ray_runner = engine.job_runner(RAY_JOBS)
     gate = dict(blocks=ATTACKER_BLOCKS, folds=5, seed=101, repeats=2, max_accuracy=0.55)

@@ -2,11 +2,11 @@ import json
 
 import pytest
 
-from pipeline.stages import baseline, evaluate
 from foilforge.errors import ConfigError, InputError
-from pipeline.evaluation import read_scores_file
-from pipeline.loadable import read_benchmark
-from pipeline.text_lm import load_text_lm
+from foilforge.pipeline.evaluation import read_scores_file
+from foilforge.pipeline.loadable import read_benchmark
+from foilforge.pipeline.stages import baseline, evaluate
+from foilforge.pipeline.text_lm import load_text_lm
 
 
 def _write_benchmark(directory, name, records):

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from foilforge.errors import ConfigError
-from pipeline.stages import evaluate
-
+from foilforge.pipeline.stages import evaluate
 
 MEAN = [0.48145466, 0.4578275, 0.40821073]
 STD = [0.26862954, 0.26130258, 0.27577711]
@@ -137,7 +136,7 @@ def test_the_exported_sugarcrepe_file_gives_the_evaluate_stages_acc_r(setup, sha
     from PIL import Image
     from torch.utils.data import DataLoader
 
-    from pipeline.stages import export
+    from foilforge.pipeline.stages import export
 
     released = json.loads(shared("data", "valse-dev", "relations.json").read_text())
     chosen = sorted(released.items())[:24]

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from foilers.existence import ExistenceFoiler, existence_pair
-from foilers.lang.templates import parse_count, statement_from_existence_caption
 from foilforge.errors import InputError
+from foilforge.foilers.existence import ExistenceFoiler, existence_pair
+from foilforge.foilers.lang.templates import parse_count, statement_from_existence_caption
 from tests.conftest import shared_path
 
 

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from pipeline.stages import export
 from foilforge.errors import InputError
 from foilforge.filter import filter_funnel
 from foilforge.io import file_sha256
+from foilforge.pipeline.stages import export
 
 
 def _record(i, grammar_passed=True, nli_passed=True):

@@ -10,10 +10,10 @@ import string
 
 import pytest
 
-from foilforge.filter import build_filter, keep_rules, scored_filters
-from filters.gruen import split_sentences
-from pipeline.stages import cli
 from foilforge.errors import ConfigError
+from foilforge.filter import build_filter, keep_rules, scored_filters
+from foilforge.filters.gruen import split_sentences
+from foilforge.pipeline.stages import cli
 from tests.tiny_models import WORDS
 
 PUNCT = str.maketrans("", "", string.punctuation)
@@ -289,7 +289,7 @@ def instrument(run, keep=None):
     ({"models": {"cola": {"name_or_path": "x", "max_len": 3}}}, "params.yaml models.cola.max_len: unknown key;"),
 ])
 def test_unknown_keys_are_named(params, where):
-    from pipeline.stages.check_params import check
+    from foilforge.pipeline.stages.check_params import check
 
     params = {"instruments": {"rel": instrument(["length", "grammaticality", "nli"])}} | params
     problems = check(params)

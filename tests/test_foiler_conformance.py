@@ -17,11 +17,11 @@ import random
 
 import pytest
 
-from foilforge.foiler import FOILERS, Foiler, RunContext
+from foilforge import testing as contract
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS, Foiler, RunContext, build_records
 from foilforge.io import iter_jsonl
 from foilforge.records import Foil
-from foilforge import testing as contract
 
 NAMES = FOILERS.names()
 BUILT_IN = ("existence.v1", "counting.v1", "coreference.v1", "plurals.v1", "relations.v1", "actant_swap.v1",
@@ -144,7 +144,7 @@ class _LiftsTheCap(_Words):
         for sample in samples:
             for index, foil in enumerate(self.foils_for(sample, random.Random(seed))):
                 foil.sample_id = sample["id"]
-                records.append(dict(contract.build_records(self, [foil], context)[0],
+                records.append(dict(build_records(self, [foil], context)[0],
                                     id=f"{context.instrument}:{sample['id']}#{index}"))
         return sorted(records, key=lambda r: r["id"])
 
@@ -229,7 +229,7 @@ def write_samples(path, samples):
 
 
 def test_foil_file_writes_valse_records(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     count = foil_file(PARAMS, "existence", source, tmp_path / "out.jsonl")
@@ -245,7 +245,7 @@ def test_foil_file_writes_valse_records(tmp_path):
 
 
 def test_foil_file_is_byte_identical_for_the_same_seed(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     foil_file(PARAMS, "existence", source, tmp_path / "a.jsonl")
@@ -257,7 +257,7 @@ def test_foil_file_is_byte_identical_for_the_same_seed(tmp_path):
 def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
     import yaml
 
-    from pipeline.stages.cli import main
+    from foilforge.pipeline.stages.cli import main
 
     params = tmp_path / "params.yaml"
     valid = {**PARAMS, "instruments": {k: v for k, v in PARAMS["instruments"].items() if k in ("existence", "coref-typo")}}
@@ -281,7 +281,7 @@ def test_foil_command_runs_from_the_console_script(tmp_path, capsys):
 
 
 def test_unknown_instrument_lists_the_known_ones(tmp_path):
-    from pipeline.plugins import build_instrument
+    from foilforge.pipeline.plugins import build_instrument
 
     with pytest.raises(ConfigError, match="params.yaml has no instrument 'existance'; instruments: coref-typo, "
                                           "existence, extra-key, no-foiler"):
@@ -289,7 +289,7 @@ def test_unknown_instrument_lists_the_known_ones(tmp_path):
 
 
 def test_instrument_block_errors_name_the_key():
-    from pipeline.plugins import build_instrument
+    from foilforge.pipeline.plugins import build_instrument
 
     with pytest.raises(ConfigError, match=r"instruments.coref-typo.args \(foiler coreference.v1\): unknown "
                                           r"argument\(s\) pronoun; allowed: balance, max_per_image"):
@@ -305,7 +305,7 @@ def test_instrument_block_errors_name_the_key():
 
 
 def test_missing_id_names_the_line(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], {"question": "How many?", "answer": "1"}])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': missing field"):
@@ -313,7 +313,7 @@ def test_missing_id_names_the_line(tmp_path):
 
 
 def test_duplicate_sample_ids_are_an_input_error(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], VISUAL7W_SAMPLES[0]])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': duplicate id 'visual7w:10'"):
@@ -321,7 +321,7 @@ def test_duplicate_sample_ids_are_an_input_error(tmp_path):
 
 
 def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     params = {"seed": 0, "instruments": {
         "e": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "candidates_per_sample": 2},
@@ -337,7 +337,7 @@ def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
 
 
 def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
-    from pipeline.stages.foil import foil_file
+    from foilforge.pipeline.stages.foil import foil_file
 
     params = {"seed": 0, "instruments": {
         "first": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "max_samples": 1},

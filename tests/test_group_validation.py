@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from foilforge.errors import InputError
-from pipeline.stages import annotate, validate
-from pipeline.stages.annotate_app import db
+from foilforge.pipeline.stages import annotate, validate
+from foilforge.pipeline.stages.annotate_app import db
 from tests.annotation_helpers import foilforge, grouped_records, write_jsonl, write_params
 
 SETTINGS = validate.settings_from_params({})

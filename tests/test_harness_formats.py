@@ -10,9 +10,9 @@ import datasets
 import pytest
 from PIL import Image
 
-from pipeline import loadable
-from pipeline.emitters import EMITTERS
-from pipeline.stages import export
+from foilforge.pipeline import loadable
+from foilforge.pipeline.emitters import EMITTERS
+from foilforge.pipeline.stages import export
 
 ROOT = Path(__file__).resolve().parents[1]
 VALSE_DEV = ROOT.parent / "shared" / "data" / "valse-dev"
@@ -154,7 +154,7 @@ def test_parquet_holds_the_canonical_rows(built):
 
 
 def test_export_format_writes_one_format_again(built):
-    from pipeline.stages.cli import main
+    from foilforge.pipeline.stages.cli import main
 
     out = built["out"]
     before = (out / "sugarcrepe" / "relations.json").read_bytes()
@@ -175,7 +175,7 @@ def test_export_format_writes_one_format_again(built):
 
 
 def test_export_format_refuses_an_unknown_format(built, capsys):
-    from pipeline.stages.cli import main
+    from foilforge.pipeline.stages.cli import main
 
     params_file = built["out"].parent / "params.yaml"
     params_file.write_text(json.dumps(built["params"]))

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foilforge.foiler import FOILERS
-from pipeline.stages import cli
-from pipeline.sources.base import READERS
-from pipeline.sources.openimages import read_class_names
-from pipeline.stages.ingest import ingest, read_source
-from foilforge.io import iter_jsonl
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS
+from foilforge.io import iter_jsonl
 from foilforge.params import load_params
+from foilforge.pipeline.sources.base import READERS
+from foilforge.pipeline.sources.openimages import read_class_names
+from foilforge.pipeline.stages import cli
+from foilforge.pipeline.stages.ingest import ingest, read_source
 from foilforge.records import SOURCE_FIELDS
 from tests.conftest import ROOT, shared_path
 
@@ -115,7 +115,7 @@ def excerpt_sections() -> dict[str, list[str]]:
 
 
 def test_openimages_readme_rows(tmp_path):
-    from pipeline.sources.openimages import BOX_HEADER
+    from foilforge.pipeline.sources.openimages import BOX_HEADER
 
     sections = excerpt_sections()
     classes = shared_path("data", "real", "openimages", "class-descriptions-boxable.csv")
@@ -240,7 +240,7 @@ def test_swig_readme_record(tmp_path):
         "verb_abstract": "the AGENT hitchhikes at a PLACE", "verb_order": ["agent", "place"],
         "bb": {"place": [-1, -1, -1, -1], "agent": [195, 282, 380, 554]}, "height": 683, "width": 512,
     }
-    from foilers.lang.realise import gloss_of, validate_action_sample
+    from foilforge.foilers.lang.realise import gloss_of, validate_action_sample
 
     validate_action_sample(sample, "ingested", sample["id"])
     assert gloss_of(sample["nouns"], "n10287213") == "man"
@@ -417,19 +417,18 @@ def test_repository_sources_feed_their_foilers(name, tmp_path):
 
 
 def test_docstring_table_names_every_format_and_each_format_is_one_module():
-    import pipeline.sources as package
+    import foilforge.pipeline.sources as package
 
     rows = [line for line in package.__doc__.splitlines() if line.startswith("| ")]
     documented = {line.split("|")[1].strip() for line in rows}
     assert set(READERS.unversioned()) <= documented
     for name in READERS.names():
         reader = READERS.get(name)
-        assert reader.__module__ == f"pipeline.sources.{reader.format_name}", (name, reader.__module__)
+        assert reader.__module__ == f"foilforge.pipeline.sources.{reader.format_name}", (name, reader.__module__)
 
 
 def test_readers_are_a_versioned_registry_and_params_may_pin_a_version():
-    from pipeline.sources.base import reader_for
-    from pipeline.sources.base import resolve_source
+    from foilforge.pipeline.sources.base import reader_for, resolve_source
 
     assert "coco.v1" in READERS.names() and "coco" in READERS.unversioned()
     assert reader_for("coco") is reader_for("coco.v1") is READERS.get("coco.v1")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.stages import cli
 from foilforge.errors import ConfigError, InputError
-from pipeline.sources.bd2bb import BD2BB_HEADER
-from pipeline.sources.openimages import BOX_HEADER, VRD_HEADER
-from pipeline.stages.ingest import ingest
+from foilforge.pipeline.sources.bd2bb import BD2BB_HEADER
+from foilforge.pipeline.sources.openimages import BOX_HEADER, VRD_HEADER
+from foilforge.pipeline.stages import cli
+from foilforge.pipeline.stages.ingest import ingest
 
 COCO = {"images": [{"id": 1, "file_name": "000000000001.jpg"}],
         "annotations": [{"image_id": 1, "id": 5, "caption": "A dog."}, {"image_id": 1, "id": 6, "caption": "A cat."}]}

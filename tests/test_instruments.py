@@ -122,7 +122,7 @@ def test_foil_it_choose_balances_foil_words_against_caption_words():
 
 
 def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):
-    from pipeline.stages.ingest import read_source
+    from foilforge.pipeline.stages.ingest import read_source
 
     (tmp_path / "captions_val2017.json").write_text(json.dumps({
         "images": [{"id": 7, "file_name": "000000000007.jpg"}, {"id": 8, "file_name": "000000000008.jpg"}],
@@ -144,7 +144,7 @@ def test_coco_ingest_carries_instance_categories_when_configured(tmp_path):
 
 def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):
     from foilforge.errors import InputError
-    from pipeline.stages.ingest import read_source
+    from foilforge.pipeline.stages.ingest import read_source
 
     (tmp_path / "captions_val2017.json").write_text(json.dumps({
         "images": [{"id": 7, "file_name": "7.jpg"}], "annotations": [{"image_id": 7, "id": 1, "caption": "A dog."}]}))
@@ -192,7 +192,7 @@ def test_swap_att_refuses(caption):
 def test_swaps_keep_noun_adjective_and_numeral_lemmas_on_the_coco_sample():
     from pathlib import Path
 
-    from foilers.lang.swap import content_lemmas
+    from foilforge.foilers.lang.swap import content_lemmas
     from foilforge.nlp import load_spacy
 
     path = Path(__file__).resolve().parents[1] / "data" / "sample" / "coco" / "captions_val2017.json"
@@ -210,7 +210,7 @@ def test_swaps_keep_noun_adjective_and_numeral_lemmas_on_the_coco_sample():
 
 
 def test_swapped_pairs_get_a_pair_id_and_winoground_scores():
-    from pipeline.evaluation import instrument_metrics
+    from foilforge.pipeline.evaluation import instrument_metrics
 
     samples = [{"id": "s1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
                {"id": "s2", "image_file": "2.jpg", "caption": "A white car next to a red house."}]

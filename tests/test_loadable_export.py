@@ -5,9 +5,9 @@ import json
 import datasets
 import yaml
 
-from pipeline import loadable
+from foilforge.pipeline import loadable
+from foilforge.pipeline.stages import export
 from foilforge.records import is_valid
-from pipeline.stages import export
 
 
 def _record(instrument, i, classes, classes_foil, dataset_idx):

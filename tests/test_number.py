@@ -2,7 +2,7 @@
 
 import pytest
 
-from foilers.lang import number
+from foilforge.foilers.lang import number
 from foilforge.nlp import load_spacy
 
 
@@ -107,7 +107,7 @@ def test_agreement_problems(nlp, text, expected):
      "There is a tennis racket visible."),
 ])
 def test_question_templates_use_the_plurals_word_lists(question, exactly_one, singular_existence):
-    from foilers.lang.templates import statement_from_question
+    from foilforge.foilers.lang.templates import statement_from_question
 
     statement = statement_from_question(question)
     assert statement.counting(1) == exactly_one
@@ -116,7 +116,7 @@ def test_question_templates_use_the_plurals_word_lists(question, exactly_one, si
 
 def test_one_noun_number_module():
     """The question templates and the realiser take their noun lists and inflection from foilers.lang.number."""
-    from foilers.lang import realise, templates
+    from foilforge.foilers.lang import realise, templates
 
     assert templates.MASS_NOUNS is number.MASS_NOUNS
     assert templates.singular_of is number.singular_of and templates.plural_of is number.plural_of

@@ -72,7 +72,7 @@ def test_every_third_party_import_is_a_declared_dependency():
                        else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
             for module in modules:
                 top = module.split(".")[0]
-                if top in stdlib or top in ("foilforge", "pipeline", "foilers", "filters", "__future__") or top in optional:
+                if top in stdlib or top in ("foilforge", "__future__") or top in optional:
                     continue
                 dists = {canonicalize_name(d) for d in dists_of.get(top, [top])}
                 if not dists & names:
@@ -117,9 +117,12 @@ def test_pip_install_gives_a_foilforge_that_runs(tmp_path):
                               str(source)], capture_output=True, text=True)
     assert install.returncode == 0, install.stderr[-2000:]
     foilforge = venv / "bin" / "foilforge"
-    where = subprocess.run([python, "-c", "import pipeline; print(pipeline.__file__)"], capture_output=True, text=True,
-                           check=True, cwd=tmp_path).stdout.strip()
-    assert where.startswith(site), f"foilforge imported from {where}, not from the fresh venv"
+    where = subprocess.run([python, "-c", "import foilforge.pipeline as p; print(p.__file__)"], capture_output=True,
+                           text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(Path(site, "foilforge"))), f"foilforge.pipeline imported from {where}, not the fresh venv"
+    # the folders pipeline/, foilers/ and filters/ are foilforge's subpackages: no generic name at the top
+    generic = sorted({"pipeline", "foilers", "filters"} & {path.name for path in Path(site).iterdir()})
+    assert not generic, f"top-level packages in site-packages: {generic}"
 
     helped = subprocess.run([foilforge, "--help"], capture_output=True, text=True, cwd=ROOT)
     assert helped.returncode == 0, helped.stderr
@@ -128,6 +131,24 @@ def test_pip_install_gives_a_foilforge_that_runs(tmp_path):
     assert version.stdout.startswith(f"foilforge {metadata.version('foilforge')}")
     checked = subprocess.run([foilforge, "check-params"], capture_output=True, text=True, cwd=ROOT)
     assert checked.returncode == 0 and checked.stdout.strip().endswith("params.yaml: ok"), checked.stdout + checked.stderr
+
+    # a third-party distribution's foiler, found through the foilforge.foilers entry-point group
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "shout_foiler.py").write_text(
+        "from foilforge.foiler import FOILERS, Foiler\n\n\n"
+        "@FOILERS.register('shout.v1')\nclass Shout(Foiler):\n    source = 'coco'\n\n"
+        "    def foils_for(self, sample, rng):\n        return []\n")
+    (plugin / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "shout-foiler"\nversion = "0.1"\n\n[tool.setuptools]\npy-modules = ["shout_foiler"]\n\n'
+        '[project.entry-points."foilforge.foilers"]\nshout = "shout_foiler:Shout"\n')
+    added = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                            str(plugin)], capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr[-2000:]
+    found = subprocess.run([python, "-c", "from foilforge.foiler import FOILERS; cls = FOILERS.get('shout.v1'); "
+                            "print(cls.__module__, cls.__name__)"], capture_output=True, text=True, cwd=tmp_path)
+    assert found.stdout.split() == ["shout_foiler", "Shout"], found.stdout + found.stderr
 
     # the installed metadata declares the dependencies pyproject.toml lists (each pinned in range: test above)
     built = subprocess.run([python, "-c", "from importlib import metadata; print('\\n'.join(metadata.requires('foilforge')))"],

@@ -149,7 +149,7 @@ TEXT_ONLY = {
 def exported_groups(tmp_path) -> list[dict]:
     """The group file export writes for the Visual7W records (pipeline/stages/export.py `write_groups`)."""
     from foilforge.params import load_params
-    from pipeline.stages.export import export_settings, write_groups
+    from foilforge.pipeline.stages.export import export_settings, write_groups
 
     records = existence_records()
     pairing = pair_records(PAIRERS.build("visual7w_answers.v1", {}), records, SAMPLES)
@@ -182,7 +182,7 @@ def test_a_scorer_that_sees_the_image_can_score_a_group():
 def test_no_partner_image_is_used_twice_and_two_runs_are_byte_identical(tmp_path):
     from foilforge.io import write_jsonl
     from foilforge.params import load_params
-    from pipeline.stages.pair import find
+    from foilforge.pipeline.stages.pair import find
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     records, samples = tmp_path / "records.jsonl", tmp_path / "samples.jsonl"
@@ -210,7 +210,7 @@ def test_group_row_is_winogrounds_layout():
 
 def test_mining_a_released_file_refuses_a_partner_that_states_the_caption(tmp_path):
     from foilforge.params import load_params
-    from pipeline.stages.pair import mine
+    from foilforge.pipeline.stages.pair import mine
 
     released = {
         "1": {"image_file": "a.jpg", "caption": "There are no animals.", "foil": "There are animals."},
@@ -242,7 +242,7 @@ def test_mine_released_on_records_alone():
 @pytest.mark.skipif(not VALSE_DEV.exists(), reason="../shared/data/valse-dev is not here (the project's test machines)")
 def test_valse_existence_groups_are_each_a_caption_the_file_states(tmp_path):
     from foilforge.params import load_params
-    from pipeline.stages.pair import mine
+    from foilforge.pipeline.stages.pair import mine
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     report = mine(params, VALSE_DEV / "existence.json", "existence", tmp_path)
@@ -268,7 +268,7 @@ class AttackerAsScorer:
         self.attacker = attacker
 
     def score(self, items):
-        from filters.attackers import text_pair
+        from foilforge.filters.attackers import text_pair
 
         out = []
         for _, _, (first, second) in items:
@@ -286,9 +286,9 @@ def attackers_in_params() -> list[str]:
 
 @pytest.mark.parametrize("name", attackers_in_params())
 def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
-    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.filters.attackers import build_attacker, pairs_from_records
     from foilforge.params import load_params
-    from pipeline.evaluation import group_metrics
+    from foilforge.pipeline.evaluation import group_metrics
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     groups = exported_groups(tmp_path)
@@ -301,7 +301,7 @@ def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
 def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
     from foilforge.lm import CausalLM
     from foilforge.models import ModelSpec
-    from pipeline.evaluation import TextLMScorer, group_metrics
+    from foilforge.pipeline.evaluation import TextLMScorer, group_metrics
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 2},
                                  "models.text_baseline")
@@ -311,7 +311,7 @@ def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
 
 def test_the_release_gate_reads_group_blindness_directly():
     from foilforge.params import load_params
-    from pipeline.stages.baseline import group_blindness
+    from foilforge.pipeline.stages.baseline import group_blindness
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     records = existence_records()

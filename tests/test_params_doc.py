@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from foilforge.params_doc import render, type_text
+from foilforge.pipeline.stages import cli
 from foilforge.schema import Params
-from pipeline.stages import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

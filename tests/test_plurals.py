@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from foilers.lang.number import agreement_problems
-from foilers.plurals import PluralsFoiler
 from foilforge.errors import ConfigError, InputError
+from foilforge.foilers.lang.number import agreement_problems
+from foilforge.foilers.plurals import PluralsFoiler
 from foilforge.registry import check_args
 from tests.conftest import shared_path
 

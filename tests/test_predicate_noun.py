@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from foilforge.foiler import FOILERS
-from foilers.predicate_noun import PredicateNoun, article, eval_set, write_eval_set
-from foilforge.metrics import pair_accuracy
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import FOILERS
+from foilforge.foilers.predicate_noun import PredicateNoun, article, eval_set, write_eval_set
+from foilforge.metrics import pair_accuracy
 from tests.conftest import shared_path
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "openimages"

@@ -8,7 +8,7 @@ import yaml
 
 from foilforge.errors import ConfigError
 from foilforge.params import load_params, load_profile, merge_profile, profile_overrides
-from pipeline.stages import check_params, cli
+from foilforge.pipeline.stages import check_params, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import pytest
 from foilforge import models, provenance
 from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec
-from pipeline.stages import cli
+from foilforge.pipeline.stages import cli
 
 
 def test_spec_accepts_revision_and_mps():
@@ -102,7 +102,7 @@ def test_local_and_package_models_are_hashed(tiny_models):
 
 
 def test_manifest_records_environment_and_models(tmp_path, monkeypatch):
-    from pipeline.stages import export
+    from foilforge.pipeline.stages import export
 
     monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
     filtered = tmp_path / "filtered"

@@ -5,9 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from foilers.lang.realise import (CaptionRealiser, action_from_sample, choose_frame, make_noun, noun_synset, parse_abstract,
-                             parse_caption, singular_of_plural, validate_action_sample)
 from foilforge.errors import InputError
+from foilforge.foilers.lang.realise import (
+    CaptionRealiser,
+    action_from_sample,
+    choose_frame,
+    make_noun,
+    noun_synset,
+    parse_abstract,
+    parse_caption,
+    singular_of_plural,
+    validate_action_sample,
+)
 from tests.conftest import shared_path
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "swig"

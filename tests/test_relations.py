@@ -6,11 +6,24 @@ import re
 
 import pytest
 
-from foilforge.foiler import RunContext
-from foilers.lang.prepositions import (PrepositionSpan, attested_spans, parse, preposition_spans, read_attested,
-                                  write_attested)
-from foilers.relations import Relations, Slot, candidate_spans, pair_directions, preposition_report, rank_fills
 from foilforge.errors import ConfigError, InputError
+from foilforge.foiler import RunContext
+from foilforge.foilers.lang.prepositions import (
+    PrepositionSpan,
+    attested_spans,
+    parse,
+    preposition_spans,
+    read_attested,
+    write_attested,
+)
+from foilforge.foilers.relations import (
+    Relations,
+    Slot,
+    candidate_spans,
+    pair_directions,
+    preposition_report,
+    rank_fills,
+)
 from foilforge.nlp import OFFLINE_SPACY, load_spacy
 from foilforge.registry import check_args
 from tests.conftest import shared_path
@@ -365,7 +378,7 @@ def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
 
 def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_models, tmp_path, monkeypatch):
     """`foil --cache-dir`: a run killed in its second chunk of slots rescores only that chunk when rerun."""
-    import foilers.relations as relations
+    import foilforge.foilers.relations as relations
     from foilforge import scorers
 
     monkeypatch.setattr(relations, "SCORE_CHUNK", 2)  # CORPUS has 4 slots: two scorer calls

@@ -8,7 +8,7 @@ import pytest
 
 from foilforge.errors import InputError
 from foilforge.io import dumps
-from pipeline.shards import TEXT_COLUMNS, read_shards, shards_path, write_shards
+from foilforge.pipeline.shards import TEXT_COLUMNS, read_shards, shards_path, write_shards
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_the_shards_sit_next_to_the_jsonl():
 
 
 def test_a_record_writer_renames_into_place_only_when_done(tmp_path):
-    from pipeline.shards import RecordWriter
+    from foilforge.pipeline.shards import RecordWriter
 
     path = tmp_path / "scored" / "relations.jsonl"
     records = [{"id": f"r{k}", "caption": "a dog", "foil": "a cat", "filters": {"length": {"score": k}}}
@@ -113,7 +113,7 @@ def test_a_record_writer_renames_into_place_only_when_done(tmp_path):
 
 
 def test_a_record_writer_removes_what_a_killed_writer_left(tmp_path):
-    from pipeline.shards import RecordWriter, partial_path
+    from foilforge.pipeline.shards import RecordWriter, partial_path
 
     path = tmp_path / "relations.jsonl"
     partial_path(path).write_text('{"id": "half-writ')

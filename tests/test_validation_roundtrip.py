@@ -124,7 +124,7 @@ def test_batch_votes_and_dvc_repro_give_the_validated_benchmark(tmp_path):
 
     records = {r["id"]: r for r in map(json.loads, (project / "data" / "filtered" / "existence.jsonl").read_text().splitlines())}
     batch = project / "batch.csv"
-    _run([sys.executable, "-m", "pipeline.stages.cli", "annotate", "export", "existence", "--format", "mturk",
+    _run([sys.executable, "-m", "foilforge.pipeline.stages.cli", "annotate", "export", "existence", "--format", "mturk",
           "--input", "data/filtered/existence.jsonl", "--output", str(batch)], project)
     template = batch.with_suffix(".html").read_text()
     for field in ("${image_url}", "${text_1}", "${text_2}", 'name="choice" value="cannot_tell"'):

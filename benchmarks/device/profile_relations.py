@@ -37,11 +37,11 @@ def main(argv=None) -> dict:
 
     from benchmarks.bench_coco_build import coco_params, top_operators
     from foilforge.foiler import RunContext
+    from foilforge.foilers.lang.prepositions import parse, preposition_spans
+    from foilforge.foilers.relations import Slot, rank_fills
     from foilforge.io import iter_jsonl, write_json
-    from foilers.relations import Slot, rank_fills
-    from foilers.lang.prepositions import parse, preposition_spans
-    from pipeline.plugins import build_instrument
-    from pipeline.stages.ingest import ingest
+    from foilforge.pipeline.plugins import build_instrument
+    from foilforge.pipeline.stages.ingest import ingest
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", type=Path, required=True)

@@ -23,22 +23,40 @@ attackers as engine jobs and transfer fits (runs.py), multiple-choice items (cho
 gate's figures (gate.py).
 """
 
-from filters.attackers.base import LinearPairAttacker, NgramPairAttacker
-from filters.attackers.boosted_features import BoostedFeaturesAttacker, surface_features
-from filters.attackers.char_ngram import CharNgramAttacker
-from filters.attackers.choices import (FoldChoices, choose, fold_choices, multiple_choice_pairs,
-                                       out_of_fold_choice_runs, out_of_fold_choices)
-from filters.attackers.edit_tokens import EditTokensAttacker
-from filters.attackers.gate import attack_summary, certify, certify_transfer
-from filters.attackers.grid_search import GridSearchAttacker, build_attacker, grid_settings
-from filters.attackers.hidden_probe import HiddenStateProbeAttacker
-from filters.attackers.ngram_bayes import NgramBayesAttacker
-from filters.attackers.runs import FoldFits, fold_jobs, out_of_fold_runs, run_here, transfer_margins
-from filters.attackers.scorer_features import ScorerFeaturesAttacker
-from filters.attackers.transformer_pair import TransformerPairAttacker
-from filters.attackers.word_ngram import WordNgramAttacker
-from foilforge.attacker import (ATTACKERS, Attacker, Pair, captions_first, correctness, fold_margins, group_key,
-                                grouped_folds, out_of_fold_margins, pairs_from_records, shared_differences, text_pair)
+from foilforge.attacker import (
+                                       ATTACKERS,
+                                       Attacker,
+                                       Pair,
+                                       captions_first,
+                                       correctness,
+                                       fold_margins,
+                                       group_key,
+                                       grouped_folds,
+                                       out_of_fold_margins,
+                                       pairs_from_records,
+                                       shared_differences,
+                                       text_pair,
+)
+from foilforge.filters.attackers.base import LinearPairAttacker, NgramPairAttacker
+from foilforge.filters.attackers.boosted_features import BoostedFeaturesAttacker, surface_features
+from foilforge.filters.attackers.char_ngram import CharNgramAttacker
+from foilforge.filters.attackers.choices import (
+                                       FoldChoices,
+                                       choose,
+                                       fold_choices,
+                                       multiple_choice_pairs,
+                                       out_of_fold_choice_runs,
+                                       out_of_fold_choices,
+)
+from foilforge.filters.attackers.edit_tokens import EditTokensAttacker
+from foilforge.filters.attackers.gate import attack_summary, certify, certify_transfer
+from foilforge.filters.attackers.grid_search import GridSearchAttacker, build_attacker, grid_settings
+from foilforge.filters.attackers.hidden_probe import HiddenStateProbeAttacker
+from foilforge.filters.attackers.ngram_bayes import NgramBayesAttacker
+from foilforge.filters.attackers.runs import FoldFits, fold_jobs, out_of_fold_runs, run_here, transfer_margins
+from foilforge.filters.attackers.scorer_features import ScorerFeaturesAttacker
+from foilforge.filters.attackers.transformer_pair import TransformerPairAttacker
+from foilforge.filters.attackers.word_ngram import WordNgramAttacker
 
 __all__ = [
     "ATTACKERS", "Attacker", "BoostedFeaturesAttacker", "CharNgramAttacker", "EditTokensAttacker", "FoldChoices",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from filters.attackers.base import NgramPairAttacker
 from foilforge.attacker import ATTACKERS
+from foilforge.filters.attackers.base import NgramPairAttacker
 
 
 @ATTACKERS.register("char_ngram.v1")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from filters.attackers.runs import fold_jobs, maker, run_here
 from foilforge.attacker import Pair, correctness, grouped_folds, text_pair
+from foilforge.filters.attackers.runs import fold_jobs, maker, run_here
 
 
 def choose(attacker_margins, options: list[list[str]], group: list[str]) -> list[list[float]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from filters.attackers.base import check_positive
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
+from foilforge.filters.attackers.base import check_positive
 
 
 @functools.lru_cache(maxsize=1 << 16)  # every fold and partition of an out-of-fold run asks for the same pairs' edits

@@ -6,10 +6,10 @@ items are answered among their options (filters/attackers/choices.py); chance is
 
 from __future__ import annotations
 
-from filters.attackers.choices import out_of_fold_choice_runs
-from filters.attackers.grid_search import GridSearchAttacker
-from filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
 from foilforge.attacker import correctness, group_key, pairs_from_records
+from foilforge.filters.attackers.choices import out_of_fold_choice_runs
+from foilforge.filters.attackers.grid_search import GridSearchAttacker
+from foilforge.filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
 
 
 def attack_summary(margins, max_accuracy: float | None = None) -> dict:

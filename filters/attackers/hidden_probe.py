@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 
-from filters.attackers.base import LinearPairAttacker
 from foilforge.attacker import ATTACKERS
 from foilforge.errors import ConfigError
+from foilforge.filters.attackers.base import LinearPairAttacker
 
 log = logging.getLogger(__name__)
 

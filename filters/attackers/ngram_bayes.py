@@ -6,8 +6,8 @@ discriminative pair models, for a gate that must not reuse the filter's attacker
 
 from __future__ import annotations
 
-from filters.attackers.base import check_positive
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
+from foilforge.filters.attackers.base import check_positive
 
 
 @ATTACKERS.register("ngram_bayes.v1")

@@ -6,8 +6,8 @@ A stage hands the jobs to a runner: `run_here` (one worker in this process) or t
 
 from __future__ import annotations
 
-from filters.attackers.grid_search import build_attacker
 from foilforge.attacker import Pair, assemble_margins, fold_margins, grouped_folds, shared_differences
+from foilforge.filters.attackers.grid_search import build_attacker
 
 
 def run_here(jobs: list, worker_class, args: tuple) -> list:

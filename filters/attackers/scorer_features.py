@@ -6,8 +6,8 @@ and in characters, standardised.
 
 from __future__ import annotations
 
-from filters.attackers.base import LinearPairAttacker
 from foilforge.attacker import ATTACKERS
+from foilforge.filters.attackers.base import LinearPairAttacker
 
 
 @ATTACKERS.register("scorer_features.v1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def elbow_k(ks: list[int], inertias: list[float]) -> int:
     """The k whose (normalised) point lies farthest below the chord from the first to the last point."""
     if len(ks) < 3:

@@ -108,7 +108,7 @@ PLURAL_ONLY = frozenset(("skis", "scissors", "cattle", "people"))
 def _plural(word: str) -> str:
     if word in INVARIANT:
         return word
-    from foilers.lang.inflection import import_inflect
+    from foilforge.foilers.lang.inflection import import_inflect
 
     words = word.split()
     return " ".join(words[:-1] + [import_inflect().engine().plural_noun(words[-1])])

@@ -23,8 +23,7 @@ loads and falls back to the rules otherwise (the reason is kept in
 from __future__ import annotations
 
 from foilforge.errors import ConfigError
-
-from foilers.lang.number import PLURALIA_TANTUM, noun_gender, pronoun_gender, pronoun_number
+from foilforge.foilers.lang.number import PLURALIA_TANTUM, noun_gender, pronoun_gender, pronoun_number
 
 RESOLVER_CHOICES = ("auto", "coreferee", "rules")
 RELATIVE_PRONOUNS = frozenset(("who", "that", "which", "whom"))
@@ -78,7 +77,7 @@ class RuleBasedResolver:
             return None
         ancestors = set(t.i for t in pronoun.ancestors)
 
-        from foilers.lang.number import pronoun_case
+        from foilforge.foilers.lang.number import pronoun_case
 
         object_pronoun = pronoun_case(pronoun) == "obj"
 
@@ -121,9 +120,8 @@ class CorefereeResolver:
     fallback_reason = None
 
     def __init__(self, spacy_model: str):
-        import spacy
-
         import coreferee  # noqa: F401  (registers the "coreferee" factory)
+        import spacy
 
         self._nlp = spacy.load(spacy_model)
         self._nlp.add_pipe("coreferee")

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from foilforge.foilers.lang.inflection import NUMBER_WORDS
+from foilforge.foilers.lang.number import (
+    is_agreeing_verb,
+    is_plurale_tantum,
+    noun_gender,
+    pluralize_noun,
+    pluralize_pronoun,
+    pronoun_number,
+    singularize_noun,
+    singularize_pronoun,
+    verb_for_number,
+)
+from foilforge.foilers.lang.templates import changed_spans
 from foilforge.records import Foil
-from foilers.lang.inflection import NUMBER_WORDS
-from foilers.lang.templates import changed_spans
-from foilers.lang.number import is_agreeing_verb, is_plurale_tantum, noun_gender, pluralize_noun, pluralize_pronoun, pronoun_number, singularize_noun, singularize_pronoun, verb_for_number
 
 SINGULAR_LEADERS = frozenset(("a", "an", "one", "single", "exactly", "this", "that"))
 PLURAL_LEADERS = frozenset(("some", "several", "many", "numerous", "multiple", "various", "few", "these", "those"))

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import functools
 
+from foilforge.foilers.lang.inflection import inflect_engine as _inflect_engine  # one shared engine
+from foilforge.foilers.lang.inflection import match_case
+
 # ---- word lists (defaults of the plurals.v1 params; lower-case lemmas) ----
 
 #: nouns used without a countable reading in captions: number is not visual
@@ -191,7 +194,6 @@ def noun_gender(word: str, lemma: str | None = None) -> str:
 # ---- nouns ----
 
 
-from foilers.lang.inflection import inflect_engine as _inflect_engine, match_case  # noqa: E402  (one shared copy)
 
 
 def pluralize_noun(word: str) -> str:
@@ -243,7 +245,7 @@ def is_mass(noun: str, mass_nouns=MASS_NOUNS) -> bool:
 
 
 def _wordnet_noun_known(word: str) -> bool:
-    from foilers.lang.wordnet_constraints import wordnet
+    from foilforge.foilers.lang.wordnet_constraints import wordnet
 
     return bool(wordnet().synsets(word.replace(" ", "_"), pos="n"))
 
@@ -253,7 +255,7 @@ def singular_of_plural(word: str) -> str | None:
     """The singular if `word` is a plural noun form ("children" -> "child"), else None."""
     from lemminflect import getInflection, getLemma
 
-    from foilers.lang.inflection import import_inflect
+    from foilforge.foilers.lang.inflection import import_inflect
 
     engine = import_inflect().engine()
     word = word.lower()
@@ -322,9 +324,7 @@ def verb_for_number(token, number: str) -> str:
 
 
 def _lemma_form(token, tag: str) -> str:
-    from lemminflect import getInflection
-
-    from lemminflect import getLemma
+    from lemminflect import getInflection, getLemma
 
     # lemminflect's lemma, not spaCy's: spaCy lemmatises "rides" to "rid"
     lemmas = getLemma(token.lower_, upos="AUX" if token.pos_ == "AUX" else "VERB")

@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from foilers.lang.number import singular_of_plural
+from foilforge.foilers.lang.number import singular_of_plural
 
 ARTICLES = {"a", "an", "the"}
 # determiners dropped when reading a preposition off a released caption ("exercises his torso")
@@ -67,7 +67,7 @@ class Realisation:
 
 @functools.lru_cache(maxsize=8192)
 def _first_sense_lexname(word: str) -> str | None:
-    from foilers.lang.wordnet_constraints import wordnet
+    from foilforge.foilers.lang.wordnet_constraints import wordnet
 
     synsets = wordnet().synsets(word.replace(" ", "_"), pos="n")
     return synsets[0].lexname() if synsets else None
@@ -90,13 +90,13 @@ def make_noun(gloss: str, synset_id: str | None = None, mass: bool | None = None
 
 def noun_synset(synset_id: str):
     """The WordNet synset of a SWiG/imSitu noun id ("n10787470")."""
-    from foilers.lang.wordnet_constraints import wordnet
+    from foilforge.foilers.lang.wordnet_constraints import wordnet
 
     return wordnet().synset_from_pos_and_offset(synset_id[0], int(synset_id[1:]))
 
 
 def indefinite_article(text: str) -> str:
-    from foilers.lang.inflection import import_inflect
+    from foilforge.foilers.lang.inflection import import_inflect
 
     return import_inflect().engine().a(text).split()[0]
 
@@ -173,7 +173,7 @@ class FrameParts:
 
 def frame_parts(verb_name: str, frames: list[dict], abstract: str | None, order: list[str]) -> FrameParts | None:
     """Pick subject and main other role of the chosen frame; None when the subject is unfilled."""
-    from foilers.lang.wordnet_constraints import verb_lemma
+    from foilforge.foilers.lang.wordnet_constraints import verb_lemma
 
     index = choose_frame(frames)
     frame = frames[index]
@@ -296,7 +296,7 @@ def _is_base_form(word: str) -> bool:
     """True for a present-tense verb without the 3rd-person -s ("arrest", not "arrests")."""
     from lemminflect import getInflection
 
-    from foilers.lang.wordnet_constraints import verb_lemma
+    from foilforge.foilers.lang.wordnet_constraints import verb_lemma
 
     lemma = verb_lemma(word)
     return word == lemma and word not in getInflection(lemma, tag="VBZ")
@@ -324,7 +324,7 @@ def parse_caption(caption: str, agent: str, patient: str) -> CaptionParts | None
     wood"), unless WordNet files it with countable things (the release
     has "disembark from ship"). None when the caption does not have this shape.
     """
-    from foilers.lang.wordnet_constraints import verb_lemma
+    from foilforge.foilers.lang.wordnet_constraints import verb_lemma
 
     words = caption.rstrip(" .!").split()
     lowered = [w.lower() for w in words]
@@ -408,7 +408,7 @@ def action_from_sample(sample: dict) -> Action | None:
             return None
         return Action(verb=parsed.verb, agent=parsed.agent, patient=parsed.patient, preposition=parsed.preposition,
                       caption=sample["caption"])
-    from foilers.lang.wordnet_constraints import verb_lemma
+    from foilforge.foilers.lang.wordnet_constraints import verb_lemma
 
     return Action(verb=verb_lemma(sample["verb"]), agent=make_noun(sample["agent"]), patient=make_noun(sample["patient"]),
                   preposition=sample.get("preposition") or None)

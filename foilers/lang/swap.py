@@ -58,7 +58,7 @@ def content_lemmas(doc) -> Counter:
 def grammatical_swap(nlp, caption_doc, foil: str, mass_nouns=None) -> tuple[bool, str]:
     """(ok, reason): the foil adds no agreement problem to the caption's and has its content lemmas
     (a re-parse that reads a moved word differently, "red" as a noun, rejects the swap: we cannot vouch for it)."""
-    from foilers.lang.number import MASS_NOUNS, agreement_problems
+    from foilforge.foilers.lang.number import MASS_NOUNS, agreement_problems
 
     mass = MASS_NOUNS if mass_nouns is None else mass_nouns
     foil_doc = nlp(foil)

@@ -30,9 +30,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from foilers.lang.inflection import NUMBER_WORDS as _CARDINALS, ZERO_WORDS, indefinite_article, match_case
-from foilers.lang.number import (MASS_NOUNS, SINGULAR_OVERRIDES, is_mass, plural_of, singular_of,
-                                 uncountable_when_counted)
+from foilforge.foilers.lang.inflection import NUMBER_WORDS as _CARDINALS
+from foilforge.foilers.lang.inflection import ZERO_WORDS, indefinite_article, match_case
+from foilforge.foilers.lang.number import (
+    MASS_NOUNS,
+    SINGULAR_OVERRIDES,
+    is_mass,
+    plural_of,
+    singular_of,
+    uncountable_when_counted,
+)
 
 #: the words a Visual7W count answer may use ("Three.", "None.")
 NUMBER_WORDS = {**_CARDINALS, **ZERO_WORDS}

@@ -64,7 +64,7 @@ def _left_noun(token):
 
 def relation_claims(doc, non_spatial=None) -> list[tuple[Claim, int, int]]:
     """(claim, span start, span end) for every spatial preposition span of a parsed caption."""
-    from foilers.lang.prepositions import DEFAULT_NON_SPATIAL, preposition_spans
+    from foilforge.foilers.lang.prepositions import DEFAULT_NON_SPATIAL, preposition_spans
 
     claims = []
     for span in preposition_spans(doc, non_spatial or DEFAULT_NON_SPATIAL):
@@ -200,7 +200,7 @@ class CocoCaptions(Pairer):
     @staticmethod
     def _category(token) -> int | None:
         """The COCO category a noun names ("hot dog" read with the word before it), or None."""
-        from foilers.lang.coco_categories import mention_forms
+        from foilforge.foilers.lang.coco_categories import mention_forms
 
         forms = mention_forms()
         if token.i > 0 and (token.doc[token.i - 1].lower_, token.lower_) in forms:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from foilforge.foilers.lang.realise import frame_parts
 from foilforge.pairing import PAIRERS, Pairer, Partner
-from foilers.lang.realise import frame_parts
 
 
 def _parts(sample: dict):
@@ -38,7 +38,7 @@ class SwigFrames(Pairer):
         pass  # no arguments: params.yaml `args: {}`
 
     def index(self, samples, records) -> None:
-        from foilers.lang.wordnet_constraints import verb_lemma
+        from foilforge.foilers.lang.wordnet_constraints import verb_lemma
 
         self._lemma = verb_lemma
         self._by_action: dict[tuple, list[tuple[dict, object]]] = defaultdict(list)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from foilforge.foilers.lang.templates import parse_count, statement_from_question
 from foilforge.pairing import PAIRERS, Pairer, Partner, text_key
-from foilers.lang.templates import parse_count, statement_from_question
 
 # tails that say only "in this picture": equal to no tail at all
 _SCENE = re.compile(r"^(?:(?:shown|visible|pictured|present|seen|depicted|there|here|displayed)\s*)*"

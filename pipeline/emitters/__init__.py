@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from foilforge.registry import Registry
 
 # lmms_eval_task_utils is a file the lmms_eval format copies out, not an emitter
-EMITTERS = Registry("export format", packages=("pipeline.emitters",), skip=("lmms_eval_task_utils",))
+EMITTERS = Registry("export format", packages=("foilforge.pipeline.emitters",), skip=("lmms_eval_task_utils",))
 
 
 @dataclass

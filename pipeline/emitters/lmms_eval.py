@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foilforge.io import atomic_write
-from pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
 
 FOLDER = "lmms_eval"
 UTILS = Path(__file__).with_name("lmms_eval_task_utils.py")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foilforge.io import atomic_write
-from pipeline.emitters import EMITTERS, Emitted
+from foilforge.pipeline.emitters import EMITTERS, Emitted
 
 FOLDER = "parquet"
 
@@ -18,7 +18,7 @@ FOLDER = "parquet"
 def arrow_table(rows: list[dict]):
     import pyarrow as pa
 
-    from pipeline.loadable import COLUMNS, arrow_schema
+    from foilforge.pipeline.loadable import COLUMNS, arrow_schema
 
     return pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=arrow_schema())
 

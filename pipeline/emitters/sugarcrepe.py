@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from foilforge.io import atomic_write
-from pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
 
 FOLDER = "sugarcrepe"
 

@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 
 from foilforge.io import atomic_write
-from pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
 
 FOLDER = "vlmevalkit"
 HEADER = ("index", "id", "image_path", "question", "A", "B", "answer", "category")

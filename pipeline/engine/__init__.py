@@ -36,13 +36,21 @@ file's batches by byte range), `journal` (`BatchJournal`), `local` (the maps, ru
 `ray_data` (the Ray Data actor pool) and `jobs` (independent jobs on a pool of actors kept from call to call).
 """
 
-from pipeline.engine.jobs import JobRunner, job_runner, release_job_pool
-from pipeline.engine.journal import BatchJournal, journal_identity
-from pipeline.engine.local import map_batches, map_parts, map_stream
-from pipeline.engine.ray_data import start_ray
-from pipeline.engine.reader import JsonlBatches, read_span
-from pipeline.engine.settings import (ENGINE_ENV, ENGINES, batches, checked, engine_settings, set_torch_threads,
-                                      stage_threads, worker_threads)
+from foilforge.pipeline.engine.jobs import JobRunner, job_runner, release_job_pool
+from foilforge.pipeline.engine.journal import BatchJournal, journal_identity
+from foilforge.pipeline.engine.local import map_batches, map_parts, map_stream
+from foilforge.pipeline.engine.ray_data import start_ray
+from foilforge.pipeline.engine.reader import JsonlBatches, read_span
+from foilforge.pipeline.engine.settings import (
+                                      ENGINE_ENV,
+                                      ENGINES,
+                                      batches,
+                                      checked,
+                                      engine_settings,
+                                      set_torch_threads,
+                                      stage_threads,
+                                      worker_threads,
+)
 
 __all__ = ["ENGINE_ENV", "ENGINES", "BatchJournal", "JobRunner", "JsonlBatches", "batches", "checked",
            "engine_settings", "job_runner", "journal_identity", "map_batches", "map_parts", "map_stream",

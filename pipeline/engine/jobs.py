@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
-from pipeline.engine.local import map_batches
-from pipeline.engine.ray_data import start_ray, worker_process
-from pipeline.engine.settings import checked, worker_threads
+from foilforge.pipeline.engine.local import map_batches
+from foilforge.pipeline.engine.ray_data import start_ray, worker_process
+from foilforge.pipeline.engine.settings import checked, worker_threads
 
 
 def job_runner(settings: dict) -> "JobRunner":
-    """A runner for work cut into independent jobs (filters/attackers.py: one fold fit a job) on this engine."""
+    """A runner for work cut into independent jobs (filters/attackers/: one fold fit a job) on this engine."""
     return JobRunner(settings)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from pipeline.engine import ray_data
-from pipeline.engine.journal import BatchJournal, log_reused
-from pipeline.engine.reader import JsonlBatches
-from pipeline.engine.settings import batches, checked, progress_bar, set_torch_threads, worker_threads
+from foilforge.pipeline.engine import ray_data
+from foilforge.pipeline.engine.journal import BatchJournal, log_reused
+from foilforge.pipeline.engine.reader import JsonlBatches
+from foilforge.pipeline.engine.settings import batches, checked, progress_bar, set_torch_threads, worker_threads
 
 
 def map_batches(records: list[dict], worker_class, args: tuple, settings: dict,

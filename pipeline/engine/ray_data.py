@@ -7,9 +7,9 @@ import logging
 import os
 import pickle
 
-from pipeline.engine.journal import journaled
-from pipeline.engine.reader import JsonlBatches, read_span
-from pipeline.engine.settings import progress_bar, set_torch_threads
+from foilforge.pipeline.engine.journal import journaled
+from foilforge.pipeline.engine.reader import JsonlBatches, read_span
+from foilforge.pipeline.engine.settings import progress_bar, set_torch_threads
 
 
 def start_ray(ray_settings: dict):
@@ -126,7 +126,7 @@ def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: 
     """(batch number, result) of each row {batch, part} of the Ray dataset `rows`, mapped on the actor pool."""
     import ray
 
-    from pipeline.engine.jobs import release_job_pool   # here: the job pool's module imports this one
+    from foilforge.pipeline.engine.jobs import release_job_pool  # here: the job pool's module imports this one
 
     release_job_pool()   # its actors would hold CPUs this pool may need
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -7,7 +7,6 @@ import os
 
 from foilforge.errors import ConfigError
 
-
 ENGINE_ENV = "FOILFORGE_ENGINE"
 ENGINES = ("local", "ray")
 

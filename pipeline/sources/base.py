@@ -56,7 +56,7 @@ class Source:
 Reader = Callable[[Source], Iterator[dict]]
 
 #: "format.vN" -> reader (a generator of samples); `reader.roles` are the files it needs
-READERS = Registry("reader", packages=("pipeline.sources",), skip=("base",), entry_points="foilforge.readers")
+READERS = Registry("reader", packages=("foilforge.pipeline.sources",), skip=("base",), entry_points="foilforge.readers")
 
 
 def reader(fmt: str, roles: tuple[str, ...], uses_template: bool = False, optional_roles: tuple[str, ...] = (),

@@ -9,8 +9,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import iter_csv
-from pipeline.sources.base import Source, reader, progress, normalise_space, split_for, as_int, nonempty
-
+from foilforge.pipeline.sources.base import Source, as_int, nonempty, normalise_space, progress, reader, split_for
 
 BD2BB_HEADER = ["id", "sent1", "sent2", *(f"ending{i}" for i in range(5)), *(f"end{i}type" for i in range(5)), "label"]
 

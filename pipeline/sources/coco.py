@@ -13,7 +13,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import read_json, require
-from pipeline.sources.base import Source, reader, progress, normalise_space, split_for, nonempty
+from foilforge.pipeline.sources.base import Source, nonempty, normalise_space, progress, reader, split_for
 
 
 def read_coco_instances(path) -> dict[int, dict[int, int]]:

@@ -14,8 +14,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import iter_csv
-from pipeline.sources.base import Source, reader, progress, split_for, as_float
-
+from foilforge.pipeline.sources.base import Source, as_float, progress, reader, split_for
 
 BOX_HEADER = ["ImageID", "Source", "LabelName", "Confidence", "XMin", "XMax", "YMin", "YMax",
               "IsOccluded", "IsTruncated", "IsGroupOf", "IsDepiction", "IsInside"]

@@ -10,7 +10,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import read_json, require
-from pipeline.sources.base import Source, reader, progress, split_for, list_of
+from foilforge.pipeline.sources.base import Source, list_of, progress, reader, split_for
 
 
 def _imsitu_space(path: Path) -> tuple[dict, dict]:

@@ -13,7 +13,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import read_json, require
-from pipeline.sources.base import Source, reader, progress, list_of, COMMON_FIELDS
+from foilforge.pipeline.sources.base import COMMON_FIELDS, Source, list_of, progress, reader
 
 
 @reader("valse", roles=("instrument",))

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import read_json, require
-from pipeline.sources.base import Source, reader, progress, normalise_space, split_for, list_of
+from foilforge.pipeline.sources.base import Source, list_of, normalise_space, progress, reader, split_for
 
 
 def _fill(src: Source, template: str, image_id: int) -> str:

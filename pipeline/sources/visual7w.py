@@ -9,7 +9,7 @@ from typing import Iterator
 
 from foilforge.errors import InputError
 from foilforge.io import read_json, require
-from pipeline.sources.base import Source, reader, progress, normalise_space, list_of
+from foilforge.pipeline.sources.base import Source, list_of, normalise_space, progress, reader
 
 
 def is_how_many(qa_type: str, question: str) -> bool:

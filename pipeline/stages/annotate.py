@@ -98,7 +98,7 @@ def marked_texts(record: dict) -> tuple[str, str]:
 
 def annotation_items(records: list[dict], seed: int) -> list[dict]:
     """One item per record: id, image file, the two texts in the item's seeded order, and that order."""
-    from pipeline.validation import caption_first
+    from foilforge.pipeline.validation import caption_first
 
     items = []
     for record in records:
@@ -115,7 +115,7 @@ def group_annotation_items(records: list[dict], seed: int) -> list[dict]:
     """One item per grouped record (a `group` with its partner image): the group id, images A and B and texts 1
     and 2 in the group's seeded orders, and those orders (`image_first`: A is the record's own image;
     `caption_first`: text 1 is its caption)."""
-    from pipeline.validation import group_orders
+    from foilforge.pipeline.validation import group_orders
 
     items = []
     for record in records:
@@ -283,7 +283,7 @@ def export_batch(records: list[dict], output, seed: int, image_url_prefix: str =
 
 def dump_votes(db_path, instrument: str, output, groups: bool = False) -> int:
     """The server's answers to one instrument's items (`groups`: to its group items) as a batch-results CSV."""
-    from pipeline.stages.annotate_app import db
+    from foilforge.pipeline.stages.annotate_app import db
 
     rows = db.answers_for(db_path, instrument, kind="group" if groups else "pair")
     with atomic_write(output) as handle:
@@ -295,7 +295,7 @@ def dump_votes(db_path, instrument: str, output, groups: bool = False) -> int:
 
 
 def _settings(args):
-    from pipeline.validation import settings_from_params
+    from foilforge.pipeline.validation import settings_from_params
 
     return settings_from_params(load_params(args.params))
 
@@ -321,7 +321,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_load(args) -> int:
-    from pipeline.stages.annotate_app import db
+    from foilforge.pipeline.stages.annotate_app import db
 
     seed = _settings(args)["seed"]
     if args.groups:
@@ -338,7 +338,7 @@ def _cmd_load(args) -> int:
 
 
 def _cmd_add_annotator(args) -> int:
-    from pipeline.stages.annotate_app import db
+    from foilforge.pipeline.stages.annotate_app import db
 
     try:
         token = db.add_annotator(args.db, args.name)
@@ -349,7 +349,7 @@ def _cmd_add_annotator(args) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from pipeline.stages.annotate_app import server
+    from foilforge.pipeline.stages.annotate_app import server
 
     if args.image_root and not Path(args.image_root).is_dir():
         raise InputError(args.image_root, "image root is not a directory")
@@ -358,7 +358,7 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_dump(args) -> int:
-    from pipeline.stages.annotate_app import db
+    from foilforge.pipeline.stages.annotate_app import db
 
     if not Path(args.db).is_file():
         raise InputError(args.db, "annotation database not found")

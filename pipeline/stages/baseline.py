@@ -22,7 +22,7 @@ refinement scorer from the scores stored on the records (no model runs).
 The release gate: `gate` holds, per trained attacker of params.yaml `gate` (fitted out of fold,
 folds grouped by caption, fresh seeds, at least one family the adversarial filter did not use), accuracy,
 n, Wilson 95% CI and verdict before and after the refinement, and whether every attacker is at or below
-`gate.max_accuracy` after it; the export stage refuses an instrument that is not (filters/attackers.py).
+`gate.max_accuracy` after it; the export stage refuses an instrument that is not (filters/attackers/).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import logging
 from foilforge.io import require, write_json, write_jsonl
 from foilforge.metrics import blind_verdict, pairwise_accuracy
 from foilforge.params import load_params
-from pipeline.gate import HELD_OUT_KEY, REFINEMENT, held_out_block, refinement_candidates, release_gate
-from pipeline.text_lm import load_text_lm, perplexities
+from foilforge.pipeline.gate import HELD_OUT_KEY, REFINEMENT, held_out_block, refinement_candidates, release_gate
+from foilforge.pipeline.text_lm import load_text_lm, perplexities
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def scorer_description(model: str | None, name: str) -> str | None:
 
 def blind_check(params: dict, kept: list[dict], rejected: list[dict], scorer=None, progress: bool = False) -> dict:
     """acc_r before/after the refinement under its own scorers and under the held-out scorer."""
-    from filters.plausibility import build_text_scorer
+    from foilforge.filters.plausibility import build_text_scorer
 
     before = refinement_candidates(kept, rejected)
     kept_ids = {id(r) for r in kept}
@@ -119,8 +119,8 @@ def group_blindness(params: dict, instrument: str, kept: list[dict], lm_rows: li
     text LM and of every gate attacker fitted on all the kept pairs: each reads only the text, so each gives both
     images the same order of the two texts, and its text / image / group scores are 0 and its pair accuracy 50%
     by construction. Measured, not assumed. None when no kept record has a group."""
-    from filters.adversarial import gate_settings
-    from filters.attackers import build_attacker, pairs_from_records
+    from foilforge.filters.adversarial import gate_settings
+    from foilforge.filters.attackers import build_attacker, pairs_from_records
     from foilforge.metrics import group_pair_accuracy, winoground_scores
 
     grouped = [k for k, record in enumerate(kept) if isinstance(record.get("group"), dict)]

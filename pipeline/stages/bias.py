@@ -31,12 +31,12 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from foilforge.metrics import js_divergence, majority
 from foilforge.io import atomic_write, write_json
+from foilforge.metrics import js_divergence, majority
 from foilforge.params import load_params
+from foilforge.pipeline.bias_settings import instrument_settings
 from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
-from pipeline.bias_settings import instrument_settings
 
 log = logging.getLogger(__name__)
 

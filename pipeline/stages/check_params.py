@@ -32,7 +32,7 @@ def check(params: dict, where: str = "params.yaml") -> list[str]:
 
 def instrument_problems(params: dict) -> list[str]:
     """Every instrument builds: its foiler is registered and takes its args."""
-    from pipeline.plugins import build_instrument
+    from foilforge.pipeline.plugins import build_instrument
 
     return config_errors(partial(build_instrument, params, name) for name in sorted(params.get("instruments") or {}))
 
@@ -54,8 +54,8 @@ def pairing_problems(params: dict) -> list[str]:
 def attacker_problems(params: dict) -> list[str]:
     """Every attacker block builds; the adversarial filter's and the gate's settings hold for every instrument
     (the gate keeps a family the filter did not use, and fresh seeds)."""
-    from filters.adversarial import gate_settings, settings_for
-    from filters.attackers import build_attacker
+    from foilforge.filters.adversarial import gate_settings, settings_for
+    from foilforge.filters.attackers import build_attacker
 
     attackers = sorted((params.get("attackers") or {}).items())
     instruments = sorted(params.get("instruments") or {})
@@ -65,8 +65,8 @@ def attacker_problems(params: dict) -> list[str]:
 
 def blind_check_problems(params: dict) -> list[str]:
     """The held-out blind scorer must be configured validly and must not be one of the refinement's scorers."""
-    from filters.plausibility import build_text_scorer
-    from pipeline.gate import HELD_OUT_KEY, held_out_block
+    from foilforge.filters.plausibility import build_text_scorer
+    from foilforge.pipeline.gate import HELD_OUT_KEY, held_out_block
 
     try:
         block = held_out_block(params)
@@ -91,13 +91,13 @@ def blind_check_problems(params: dict) -> list[str]:
 
 def source_problems(params: dict) -> list[str]:
     """Every `sources` block: a known format, the files its reader needs named (not read)."""
-    from pipeline.sources.base import resolve_source
+    from foilforge.pipeline.sources.base import resolve_source
 
     return config_errors(partial(resolve_source, params, name) for name in sorted(params.get("sources") or {}))
 
 
 def evaluate_problems(params: dict) -> list[str]:
-    from pipeline.evaluation import check_settings
+    from foilforge.pipeline.evaluation import check_settings
 
     return config_errors([partial(check_settings, params)])
 

@@ -17,21 +17,21 @@ from foilforge.errors import ConfigError, GateError, InputError
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
-    "ingest": ("pipeline.stages.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
-    "foil": ("pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
-    "score": ("pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
-    "pair": ("pipeline.stages.pair", "find second images that each foil describes (Winoground groups); or mine groups in a released file (--like)"),
-    "select": ("pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
-    "validate": ("pipeline.stages.validate", "human validation: votes -> mturk counts, valid flags, agreement (VALSE Table 5)"),
-    "bias": ("pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
-    "baseline": ("pipeline.stages.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
-    "export": ("pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
-    "evaluate": ("pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
-    "annotate": ("pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
-    "refilter": ("pipeline.stages.refilter", "re-filter a released benchmark file (VALSE, SugarCrepe, foilforge JSONL) through an instrument's filters, adversarial filter and gate"),
-    "check-params": ("pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
-    "profile": ("pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
-    "params-doc": ("pipeline.stages.params_doc", "write docs/params.md (every params.yaml key) from the schema"),
+    "ingest": ("foilforge.pipeline.stages.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
+    "foil": ("foilforge.pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
+    "score": ("foilforge.pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
+    "pair": ("foilforge.pipeline.stages.pair", "find second images that each foil describes (Winoground groups); or mine groups in a released file (--like)"),
+    "select": ("foilforge.pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
+    "validate": ("foilforge.pipeline.stages.validate", "human validation: votes -> mturk counts, valid flags, agreement (VALSE Table 5)"),
+    "bias": ("foilforge.pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
+    "baseline": ("foilforge.pipeline.stages.baseline", "text-only baseline: causal-LM perplexity of caption vs foil"),
+    "export": ("foilforge.pipeline.stages.export", "write VALSE-format benchmark files, manifest and data card"),
+    "evaluate": ("foilforge.pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
+    "annotate": ("foilforge.pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
+    "refilter": ("foilforge.pipeline.stages.refilter", "re-filter a released benchmark file (VALSE, SugarCrepe, foilforge JSONL) through an instrument's filters, adversarial filter and gate"),
+    "check-params": ("foilforge.pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
+    "profile": ("foilforge.pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
+    "params-doc": ("foilforge.pipeline.stages.params_doc", "write docs/params.md (every params.yaml key) from the schema"),
 }
 
 

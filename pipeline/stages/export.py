@@ -34,12 +34,12 @@ import posixpath
 from pathlib import Path
 
 from foilforge.errors import ConfigError, GateError, InputError
+from foilforge.filter import filter_funnel
 from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from foilforge.metrics import MIN_JUDGED_PAIRS
 from foilforge.params import load_params
+from foilforge.pipeline.card import datacard_text, failing_attackers
 from foilforge.records import is_valid, passed_all, read_instrument
-from foilforge.filter import filter_funnel
-from pipeline.card import datacard_text, failing_attackers
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     """winoground/<I>.jsonl (Winoground's layout, image paths as rows/ gives them) and the groups as two items each
     in the harness formats (instrument name `<I>_groups`); returns the manifest entry."""
     from foilforge.groups import group_row, pairing_settings
-    from pipeline.loadable import canonical_rows
+    from foilforge.pipeline.loadable import canonical_rows
 
     pairing = pairing_settings(params, instrument)
     select_report = ((_optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}) if select_metrics_dir
@@ -234,7 +234,7 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     keeps only the records voted valid; `all` keeps every record (with its votes). Without votes
     nothing changes.
     """
-    from pipeline.validation import settings_from_params
+    from foilforge.pipeline.validation import settings_from_params
 
     settings = settings_from_params(params)
     mode = settings["export"]
@@ -259,7 +259,7 @@ def export_settings(params: dict) -> dict:
 
 def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, image_root: str) -> list[dict]:
     """rows/<instrument>.jsonl: one type-stable row per record, for `datasets.load_dataset` (pipeline/loadable.py)."""
-    from pipeline.loadable import canonical_rows, rows_path
+    from foilforge.pipeline.loadable import canonical_rows, rows_path
 
     rows = canonical_rows(instrument, benchmark, image_root)
     write_jsonl(output_dir / rows_path(instrument), rows, sort_by_id=False)
@@ -269,7 +269,7 @@ def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, imag
 def emit_formats(settings: dict, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
     """Each harness format's files and left-out records for one instrument ({format: Emitted.as_manifest()});
     `settings`: the export block (export_settings), `formats` when not its own list."""
-    from pipeline.emitters import emit
+    from foilforge.pipeline.emitters import emit
 
     return {name: emit(name, output_dir, instrument, rows, settings).as_manifest()
             for name in (settings["formats"] if formats is None else formats)}
@@ -277,8 +277,8 @@ def emit_formats(settings: dict, output_dir: Path, instrument: str, rows: list[d
 
 def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
     """`foilforge export --format NAME`: write formats again from an export's VALSE files; the manifest is updated."""
-    from pipeline.emitters import EMITTERS
-    from pipeline.loadable import canonical_rows, read_benchmark
+    from foilforge.pipeline.emitters import EMITTERS
+    from foilforge.pipeline.loadable import canonical_rows, read_benchmark
 
     unknown = [name for name in formats if name not in EMITTERS.unversioned() and name not in EMITTERS.names()]
     if unknown:
@@ -300,7 +300,7 @@ def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
 
 def write_dataset_card(output_dir: Path, params: dict, manifest: dict) -> None:
     """README.md: the Hugging Face dataset card (configs per instrument) for the rows/ files."""
-    from pipeline.card import dataset_card_text, source_family
+    from foilforge.pipeline.card import dataset_card_text, source_family
 
     sources = params.get("sources") or {}
     instruments = params.get("instruments") or {}

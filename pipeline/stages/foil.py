@@ -25,7 +25,7 @@ from pathlib import Path
 from foilforge.errors import InputError
 from foilforge.io import iter_jsonl, write_json
 from foilforge.params import load_params, typed_params
-from pipeline.plugins import build_instrument, instrument_spec
+from foilforge.pipeline.plugins import build_instrument, instrument_spec
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class EngineProposer:
         from dataclasses import fields as dataclass_fields
 
         from foilforge.foiler import merge_stats, proposes_in_batches
-        from pipeline.engine import BatchJournal, journal_identity, map_parts
+        from foilforge.pipeline.engine import BatchJournal, journal_identity, map_parts
 
         foiler, params, instrument, settings = self.foiler, self.params, self.instrument, self.settings
         if not proposes_in_batches(foiler):
@@ -123,8 +123,8 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     seed = typed_params(params).seed if seed is None else seed
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",
                          candidates_per_sample=cap, cache_dir=cache_dir)
-    from pipeline.engine import engine_settings
-    from pipeline.shards import write_records
+    from foilforge.pipeline.engine import engine_settings
+    from foilforge.pipeline.shards import write_records
 
     settings = engine_settings(params)
     propose = EngineProposer(foiler, params, instrument, settings, cache_dir)

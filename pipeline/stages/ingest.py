@@ -42,7 +42,7 @@ import logging
 from foilforge.errors import InputError
 from foilforge.io import write_jsonl
 from foilforge.params import load_params
-from pipeline.sources.base import reader_for, resolve_source
+from foilforge.pipeline.sources.base import reader_for, resolve_source
 
 log = logging.getLogger(__name__)
 

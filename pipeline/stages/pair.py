@@ -26,8 +26,8 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import read_jsonl, write_json, write_jsonl
-from foilforge.params import load_params
 from foilforge.pairing import instrument_pairer
+from foilforge.params import load_params
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,9 @@ log = logging.getLogger(__name__)
 
 
 def class_balance(records: list[dict], item_mode: str, path) -> dict:
-    from filters.adversarial import negation_count
-    from foilforge.metrics import js_divergence
+    from foilforge.filters.adversarial import negation_count
+    from foilforge.metrics import js_divergence, majority
     from foilforge.records import frequencies
-    from foilforge.metrics import majority
 
     captions, foils = frequencies([(r["id"], r) for r in records], item_mode, path)
     return {"records": len(records), "js": js_divergence(captions, foils),
@@ -50,8 +49,8 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
 def score_released(params: dict, input_path, like: str, progress: bool = True) -> tuple[str, list, list[dict]]:
     """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
     from foilforge.filter import build_filter, scored_filters
+    from foilforge.pipeline.scoring import score_records
     from foilforge.validity import refusal
-    from pipeline.scoring import score_records
 
     if like not in (params.get("instruments") or {}):
         from foilforge.errors import ConfigError
@@ -70,11 +69,11 @@ def score_released(params: dict, input_path, like: str, progress: bool = True) -
 
 def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True) -> tuple[list[dict], dict]:
     """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`."""
-    from filters.adversarial import settings_for
     from foilforge.filter import keep_rules
-    from pipeline.gate import release_gate
-    from pipeline.bias_settings import instrument_settings
-    from pipeline.selection import select
+    from foilforge.filters.adversarial import settings_for
+    from foilforge.pipeline.bias_settings import instrument_settings
+    from foilforge.pipeline.gate import release_gate
+    from foilforge.pipeline.selection import select
 
     item_mode = instrument_settings(params, like)["items"]
     kept, rejected, metrics = select(scored, keep_rules(params, like), path, item_mode=item_mode,

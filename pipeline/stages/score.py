@@ -25,7 +25,7 @@ from pathlib import Path
 
 from foilforge.io import dumps, iter_jsonl, read_jsonl
 from foilforge.params import load_params
-from pipeline.scoring import ScoreWorker, add_result, check_texts, filter_results
+from foilforge.pipeline.scoring import ScoreWorker, add_result, check_texts, filter_results
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,14 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     (`Filter.fields`) and its per-batch values. Such a filter's result waits for all of them, so the scored
     records go to a temp file first and get it on a second pass."""
     from foilforge.filter import build_filter, has_batch_part, scored_filters
-    from pipeline.engine import BatchJournal, JsonlBatches, checked, engine_settings, journal_identity, map_stream
+    from foilforge.pipeline.engine import (
+        BatchJournal,
+        JsonlBatches,
+        checked,
+        engine_settings,
+        journal_identity,
+        map_stream,
+    )
 
     enabled = scored_filters(params, instrument)
     # built here for the checks (a filter loads its model when it first scores); the engine's workers build their own
@@ -77,8 +84,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         journal = BatchJournal(Path(cache_dir) / "batches" / "score" / f"{instrument}.pickle", identity)
     mapped = map_stream(JsonlBatches(input_path, size), ScoreWorker, args, engine, journal=journal,
                         progress=f"score {instrument}" if progress else None, total=-(-count // size))
-    from pipeline.shards import RecordWriter
-
+    from foilforge.pipeline.shards import RecordWriter
     from foilforge.validity import refusal
 
     refused: dict[str, int] = {}

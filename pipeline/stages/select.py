@@ -32,7 +32,7 @@ import logging
 
 from foilforge.io import atomic_write, write_json, write_jsonl
 from foilforge.params import load_params
-from pipeline.selection import select
+from foilforge.pipeline.selection import select
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,8 @@ def write_funnel_csv(path, funnel: dict) -> None:
 
 
 def read_partners(path) -> dict:
-    from foilforge.io import read_jsonl
     from foilforge.groups import candidates_from_rows
+    from foilforge.io import read_jsonl
 
     return candidates_from_rows(read_jsonl(path, allow_empty=True), path)
 
@@ -88,12 +88,11 @@ def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[d
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
         progress: bool = False, partners_path=None) -> dict:
     from foilforge.filter import keep_rules
-    from pipeline.engine import engine_settings, job_runner
-    from pipeline.bias_settings import instrument_settings
+    from foilforge.filters.adversarial import settings_for
     from foilforge.groups import pairing_settings
     from foilforge.io import read_jsonl
-
-    from filters.adversarial import settings_for
+    from foilforge.pipeline.bias_settings import instrument_settings
+    from foilforge.pipeline.engine import engine_settings, job_runner
 
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them

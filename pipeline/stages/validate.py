@@ -40,8 +40,8 @@ from pathlib import Path
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
 from foilforge.params import load_params
+from foilforge.pipeline.validation import caption_first, group_orders, settings_from_params
 from foilforge.records import valid_by_votes
-from pipeline.validation import caption_first, group_orders, settings_from_params
 
 log = logging.getLogger(__name__)
 

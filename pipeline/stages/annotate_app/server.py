@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import quote
 
-from pipeline.stages.annotate_app import db
+from foilforge.pipeline.stages.annotate_app import db
 
 CHOICES = ("first", "second", "both", "neither", "cannot_tell")
 GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
@@ -27,7 +27,7 @@ STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/c
 
 
 def _static(name: str) -> str:
-    return resources.files("pipeline.stages.annotate_app").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("foilforge.pipeline.stages.annotate_app").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def safe_image_path(image_root: Path | None, requested: str) -> Path | None:
