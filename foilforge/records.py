@@ -16,13 +16,53 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from foilforge.errors import InputError
 from foilforge.io import iter_jsonl, read_json
 
 # sample fields copied into every foil record, as VALSE released them
 SOURCE_FIELDS = ("dataset", "original_split", "dataset_idx", "image_file")
+
+
+class Sample(TypedDict, total=False):
+    """One ingested source item (a line of data/ingested/SOURCE.jsonl); sources add their own fields."""
+
+    id: str
+    source: str
+    image_file: str
+    dataset: str
+    original_split: str
+    dataset_idx: Any
+    caption: str
+
+
+class Record(TypedDict, total=False):
+    """One caption/foil record between the stages (a line of data/foils, scored, filtered, validated JSONL).
+
+    `foil_record` writes the first block; each later stage adds its own field and keeps the rest: score
+    `filters` (per filter its `score`; select adds `passed`), select `refused` and `group`, validate
+    `mturk` counts and `valid`. Foilers add fields of their own (`foil_method`, `proposal_rank`, ...).
+    """
+
+    id: str
+    sample_id: str
+    instrument: str
+    linguistic_phenomena: str
+    caption: str
+    foil: str
+    classes: Any
+    classes_foil: Any
+    mturk: dict | None
+    provenance: dict
+    dataset: str
+    original_split: str
+    dataset_idx: Any
+    image_file: str
+    filters: dict[str, dict]
+    refused: str
+    group: dict
+    valid: bool
 
 
 @dataclass
@@ -50,10 +90,11 @@ class Foil:
         return (self.caption, self.foil)
 
 
-def foil_record(sample: dict, foil: Foil, *, instrument: str, foiler: str, phenomenon: str, index: int = 0) -> dict:
+def foil_record(sample: Sample, foil: Foil, *, instrument: str, foiler: str, phenomenon: str,
+                index: int = 0) -> Record:
     """Build the VALSE-format record (plus provenance) for one foil of one sample."""
     suffix = f"#{index}" if index else ""
-    record = {
+    record: Record = {
         "id": f"{instrument}:{sample['id']}{suffix}",
         "sample_id": sample["id"],
         "instrument": instrument,
@@ -78,7 +119,7 @@ def foil_record(sample: dict, foil: Foil, *, instrument: str, foiler: str, pheno
 
 # ---------------------------------------------------------------- record files (shared by the stages)
 
-def read_record_file(path) -> list[tuple[str, dict]]:
+def read_record_file(path) -> list[tuple[str, Record]]:
     """(id, record) pairs from foil-record JSONL or a released VALSE JSON ({id: record})."""
     path = Path(path)
     if path.suffix == ".json":
@@ -96,7 +137,7 @@ def read_record_file(path) -> list[tuple[str, dict]]:
     return records
 
 
-def read_instrument(path: Path) -> list[dict]:
+def read_instrument(path: Path) -> list[Record]:
     """The records of one instrument file (JSONL or VALSE JSON); each must carry an `id`."""
     records = []
     for record_id, record in read_record_file(path):
@@ -106,7 +147,7 @@ def read_instrument(path: Path) -> list[dict]:
     return records
 
 
-def passed_all(record: dict) -> bool:
+def passed_all(record: Record) -> bool:
     filters = record.get("filters") or {}
     return all(bool(result.get("passed", True)) for result in filters.values() if isinstance(result, dict))
 
@@ -116,7 +157,7 @@ def valid_by_votes(votes: dict, min_caption: int = 2) -> bool:
     return votes["caption"] >= min_caption
 
 
-def is_valid(record: dict, min_caption: int = 2) -> bool | None:
+def is_valid(record: Record, min_caption: int = 2) -> bool | None:
     """VALSE's human validation of one record; None: no votes.
 
     The validate stage's stored verdict (`valid`) when there is one; otherwise the votes decide, as in

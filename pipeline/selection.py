@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from foilforge.errors import InputError
+from foilforge.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +17,9 @@ def _one_or_all(values: set):
     return values[0] if len(values) == 1 else (values or None)
 
 
-def select(records: list[dict], enabled: dict[str, dict], path="<records>",
+def select(records: list[Record], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False, runner=None) -> tuple[list[dict], list[dict], dict]:
+           progress: bool = False, runner=None) -> tuple[list[Record], list[Record], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).

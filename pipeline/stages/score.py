@@ -26,11 +26,12 @@ from pathlib import Path
 from foilforge.io import dumps, iter_jsonl, read_jsonl
 from foilforge.params import load_params
 from foilforge.pipeline.scoring import ScoreWorker, add_result, check_texts, filter_results
+from foilforge.records import Record
 
 log = logging.getLogger(__name__)
 
 
-def read_records(path) -> list[dict]:
+def read_records(path) -> list[Record]:
     """Records of a JSONL file; an empty file (a foiler that made no foils) is zero records."""
     return read_jsonl(path, allow_empty=True)
 
