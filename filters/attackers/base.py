@@ -3,6 +3,7 @@
 `LinearPairAttacker` fits a logistic regression without intercept on rows phi(first) - phi(second), trained on
 both orders, so it is antisymmetric; a family supplies the feature map phi (`fit_features`, `vectorize`,
 `feature_names_out`). `NgramPairAttacker` is the map of binary n-gram counts (word_ngram, char_ngram).
+`ModelBackedAttacker` is what the attackers over a configured model (hidden_probe, transformer_pair) share.
 """
 
 from __future__ import annotations
@@ -15,6 +16,22 @@ def check_positive(name: str, value) -> None:
     """A ConfigError unless `value` is a number > 0 (booleans are not numbers here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ConfigError(f"argument {name} must be a number > 0, got {value!r}")
+
+
+class ModelBackedAttacker:
+    """Mixin of an attacker whose `model` argument is a model block (a hub id, a local path or `package:`).
+
+    `param_key` is the params key of the attacker's block (build_attacker passes it), so messages about the
+    model name `<key>.args.model`.
+    """
+
+    model: dict | str | None
+    param_key: str | None
+
+    def spec(self):
+        from foilforge.models import ModelSpec
+
+        return ModelSpec.from_params(self.model, f"{self.param_key or self.registry_name}.args.model")
 
 
 class LinearPairAttacker(Attacker):

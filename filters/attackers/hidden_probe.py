@@ -22,7 +22,7 @@ import logging
 
 from foilforge.attacker import ATTACKERS
 from foilforge.errors import ConfigError
-from foilforge.filters.attackers.base import LinearPairAttacker
+from foilforge.filters.attackers.base import LinearPairAttacker, ModelBackedAttacker
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _MODELS: dict = {}
 
 
 @ATTACKERS.register("hidden_probe.v1")
-class HiddenStateProbeAttacker(LinearPairAttacker):
+class HiddenStateProbeAttacker(ModelBackedAttacker, LinearPairAttacker):
     family = "linear probe on frozen hidden states"
 
     def __init__(self, model: dict | str | None = None, layer: int = -1, pooling: str = "mean", C: float = 1.0,
@@ -47,13 +47,7 @@ class HiddenStateProbeAttacker(LinearPairAttacker):
         self.C = C
         self.max_length = max_length
         self.random_state = random_state
-        # the params key of this attacker's block (build_attacker passes it): messages name the model's key
         self.param_key = param_key
-
-    def spec(self):
-        from foilforge.models import ModelSpec
-
-        return ModelSpec.from_params(self.model, f"{self.param_key or self.registry_name}.args.model")
 
     def validate(self) -> None:
         super().validate()

@@ -22,12 +22,13 @@ import logging
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
+from foilforge.filters.attackers.base import ModelBackedAttacker
 
 log = logging.getLogger(__name__)
 
 
 @ATTACKERS.register("transformer_pair.v1")
-class TransformerPairAttacker(Attacker):
+class TransformerPairAttacker(ModelBackedAttacker, Attacker):
     family = "fine-tuned transformer"
 
     def __init__(self, model: dict | str | None = None, epochs: int = 3, learning_rate: float = 5e-5,
@@ -37,13 +38,7 @@ class TransformerPairAttacker(Attacker):
         self.learning_rate = learning_rate
         self.max_length = max_length
         self.random_state = random_state
-        # the params key of this attacker's block (build_attacker passes it): messages name the model's key
         self.param_key = param_key
-
-    def spec(self):
-        from foilforge.models import ModelSpec
-
-        return ModelSpec.from_params(self.model, f"{self.param_key or self.registry_name}.args.model")
 
     def validate(self) -> None:
         self.spec()
