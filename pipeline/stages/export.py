@@ -143,6 +143,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
         rows = write_loadable_rows(output_dir, instrument, benchmark, settings["image_root"])
         bias = _optional_json(Path(bias_dir) / instrument / "bias.json") if bias_dir else None
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
+        selected = (_optional_json(Path(select_metrics_dir) / f"{instrument}.json") if select_metrics_dir else None) or {}
         ran = models_and_variants(funnel_records)
         manifest["instruments"][instrument] = {
             "counts": {**filter_funnel(funnel_records), **validation["counts"], "exported": len(benchmark)},
@@ -152,7 +153,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "native_files": write_native_files(kept, output_dir, instrument) if kept else [],
             "formats": emit_formats(settings, output_dir, instrument, rows),
             # Winoground groups: the kept records that have a second image their foil describes
-            "groups": write_groups(params, settings, output_dir, instrument, kept, len(benchmark), select_metrics_dir),
+            "groups": write_groups(params, settings, output_dir, instrument, kept, len(benchmark),
+                                   selected.get("pairing")),
             "bias": bias,
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
@@ -162,7 +164,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
             # the refinement's own report (records kept, acc_r, JS before/after and what the JS bound dropped)
-            "refinement": _refinement_report(select_metrics_dir, instrument),
+            "refinement": (selected.get("refinement") or {}).get("plausibility"),
             "file": out_path.name,
             "sha256": file_sha256(out_path),
         }
@@ -192,15 +194,15 @@ def group_items(groups: list[dict]) -> dict:
 
 
 def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str, kept: list[dict], exported: int,
-                 select_metrics_dir=None) -> dict:
+                 select_pairing: dict | None = None) -> dict:
     """winoground/<I>.jsonl (Winoground's layout, image paths as rows/ gives them) and the groups as two items each
-    in the harness formats (instrument name `<I>_groups`); returns the manifest entry."""
+    in the harness formats (instrument name `<I>_groups`); returns the manifest entry. `select_pairing`: the
+    select stage's pairing report (why the rest stayed unpaired)."""
     from foilforge.groups import group_row, pairing_settings
     from foilforge.pipeline.loadable import canonical_rows
 
     pairing = pairing_settings(params, instrument)
-    select_report = ((_optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}) if select_metrics_dir
-                     else {}).get("pairing") or {}
+    select_report = select_pairing or {}
     entry = {"pairer": pairing["pairer"], "why": None if pairing["pairer"] else pairing.get("why"),
              "kept_pairs": exported, "groups": 0, "coverage": None, "valid_groups": None, "file": None,
              "unpaired": select_report.get("unpaired"),
@@ -318,13 +320,6 @@ def text_only_roles(params: dict) -> dict:
     plausibility = ((params.get("filters") or {}).get("plausibility") or {}).get("scorers") or {}
     return {"refinement": plausibility, "held_out": (params.get("blind_check") or {}).get("held_out"),
             "text_baseline": (params.get("models") or {}).get("text_baseline")}
-
-
-def _refinement_report(select_metrics_dir, instrument: str) -> dict | None:
-    if not select_metrics_dir:
-        return None
-    metrics = _optional_json(Path(select_metrics_dir) / f"{instrument}.json") or {}
-    return (metrics.get("refinement") or {}).get("plausibility")
 
 
 def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
