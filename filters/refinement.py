@@ -57,6 +57,7 @@ instrument's `bias...items` mode).
 from __future__ import annotations
 
 import logging
+import math
 
 from foilforge.errors import InputError
 from foilforge.metrics import js_divergence
@@ -310,15 +311,13 @@ def refine(candidates: list[dict], scorers: list[str], bins: int = 2, choose: bo
         # records must go: the smallest weight above the last one tried whose kept set meets the bound itself
         # (a set shrunk below its floor would "meet" it vacuously). Above the pool's size a unit of L1 costs more
         # than every record together: L1 0, equal item histograms, JS 0.
-        import math
-
         # doubling first: near-exact balance (high weights) is the slow end of the program, so it is tried last
-        low = math.log(max(weight_used, JS_WEIGHTS[-1]))
+        low, cap = math.log(max(weight_used, JS_WEIGHTS[-1])), math.log(program.n + 1.0)
         high, best = low, None
         while best is None:
-            high = min(high + math.log(2), math.log(program.n + 1.0))
+            high = min(high + math.log(2), cap)
             trial = program.solve(math.exp(high))
-            if meets(js_of(trial[0])) or high >= math.log(program.n + 1.0):
+            if meets(js_of(trial[0])) or high >= cap:
                 best = trial
             else:
                 low = high
