@@ -46,7 +46,7 @@ PROFILE ?=
 repro: setup
 ifeq ($(PROFILE),)
 	$(BIN)/foilforge check-params
-	$(BIN)/dvc repro
+	$(BIN)/foilforge repro
 else
 	$(BIN)/foilforge check-params --profile $(PROFILE)
 	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))

@@ -3,7 +3,7 @@
     python3 -m benchmarks.bench_sample_build --label before [--commit HEAD] [--reference-lock REF]
 
 Adds a detached git worktree of `--commit` (default HEAD) under /tmp, runs there what `make repro` runs after
-setup (`foilforge check-params`, `dvc repro`, `dvc metrics show`) with this checkout's .venv and the worktree's
+setup (`foilforge check-params`, `foilforge repro`, `dvc metrics show`; `--runner dvc`: `dvc repro` instead) with this checkout's .venv and the worktree's
 own code (PYTHONPATH), and FOILFORGE_STAGE_TIMINGS set, so every stage process writes its wall, CPU time
 (user + sys), startup, import, model-load and work time (foilforge/timings.py). The worktree has no DVC outputs,
 no DVC cache and no .foilforge-cache: every stage runs, as on a fresh clone. The GGUF conversion cache
@@ -121,7 +121,10 @@ def build(args) -> dict:
     sampler.start()
     try:
         with log_path.open("w") as log:
-            repro = ["dvc", "repro", "--force", "--single-item", *args.only] if args.only else ["dvc", "repro"]
+            if args.only:
+                repro = ["dvc", "repro", "--force", "--single-item", *args.only]
+            else:  # what `make repro` runs (foilforge repro), or DVC's own stage-per-process run
+                repro = ["foilforge", "repro"] if args.runner == "foilforge" else ["dvc", "repro"]
             for name, command in (("check-params", ["foilforge", "check-params"]), ("dvc repro", repro),
                                   ("dvc metrics show", ["dvc", "metrics", "show"])):
                 rc, wall, cpu = run_logged(command, env, worktree, log)
@@ -165,6 +168,7 @@ def build(args) -> dict:
 
     result = {
         "label": args.label, "commit": built_commit, "only": args.only, "seed_data": args.seed_data, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
+        "runner": None if args.only else args.runner,
         "reference_lock": reference_ref,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -296,6 +300,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed-data", default=None,
                         help="a data/ directory of another build copied into the worktree first (the inputs of --only)")
     parser.add_argument("--worktree", default=None, help="where the worktree goes (default /tmp/wt-bench-LABEL)")
+    parser.add_argument("--runner", choices=("foilforge", "dvc"), default="foilforge",
+                        help="foilforge repro (make repro's: the stage commands in one worker) or dvc repro")
     parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
     parser.add_argument("--results", type=Path, default=RESULTS)

@@ -10,7 +10,8 @@ process lands in that directory:
      "loads": [[what, seconds], ...]}
 
 * `startup_s`: from the process's start (the kernel's clock, /proc/self/stat) to `start()`: the interpreter,
-  site-packages and the console script's own first imports.
+  site-packages and the console script's own first imports. In a worker that runs stage after stage
+  (`foilforge repro`), the first stage's file has it and the later ones 0.
 * `import_s`: time inside imports of modules not loaded yet, wherever they happen (module level, or the lazy
   imports inside a stage's `main`). It wraps importlib's `_find_and_load`, the function every first import of a
   module goes through (what `python -X importtime` measures), and counts only the outermost import.
@@ -29,6 +30,7 @@ import time
 ENV = "FOILFORGE_STAGE_TIMINGS"
 
 _state: dict | None = None
+_process_timed = False
 
 
 def _process_start_age() -> float | None:
@@ -49,10 +51,15 @@ def start() -> None:
         return
     import importlib._bootstrap as bootstrap
 
+    global _process_timed
     now = time.perf_counter()
-    age = _process_start_age()
-    _state = {"started": now - (age or 0.0), "startup_s": age, "import_s": 0.0, "inside": False, "imports": {},
-              "load_s": 0.0, "loads": [], "bootstrap": bootstrap, "original": bootstrap._find_and_load}
+    # a long-lived worker (`foilforge repro`) times stage after stage: only its first stage paid the start-up
+    age = None if _process_timed else _process_start_age()
+    # CPU seconds of this stage only: a later stage of the worker starts from what the process has spent so far
+    cpu_before = (0.0, 0.0, 0.0, 0.0) if not _process_timed else tuple(os.times())[:4]
+    _process_timed = True
+    _state = {"started": now - (age or 0.0), "startup_s": age, "cpu_before": cpu_before, "import_s": 0.0,
+              "inside": False, "imports": {}, "load_s": 0.0, "loads": [], "bootstrap": bootstrap, "original": bootstrap._find_and_load}
     original = bootstrap._find_and_load
 
     def timed_find_and_load(name, import_):
@@ -98,7 +105,7 @@ def finish(argv: list[str], rc: int) -> None:
     state["bootstrap"]._find_and_load = state["original"]
     _state = None
     wall = time.perf_counter() - state["started"]
-    times = os.times()
+    times, before = os.times(), state["cpu_before"]
     try:
         import resource
 
@@ -112,7 +119,8 @@ def finish(argv: list[str], rc: int) -> None:
         "model_load_s": round(state["load_s"], 3),
         "work_s": round(wall - startup - state["import_s"] - state["load_s"], 3),
         # the process and the children it waited for (a Ray or tokenizer helper process, if any)
-        "cpu_user_s": round(times.user + times.children_user, 3), "cpu_sys_s": round(times.system + times.children_system, 3),
+        "cpu_user_s": round(times.user + times.children_user - before[0] - before[2], 3),
+        "cpu_sys_s": round(times.system + times.children_system - before[1] - before[3], 3),
         "max_rss_mb": None if max_rss_mb is None else round(max_rss_mb, 1),
         "imports": {name: round(s, 3) for name, s in sorted(state["imports"].items(), key=lambda kv: -kv[1]) if s >= 0.01},
         "loads": state["loads"],

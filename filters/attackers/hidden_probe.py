@@ -23,14 +23,15 @@ import logging
 from foilforge.attacker import ATTACKERS
 from foilforge.errors import ConfigError
 from foilforge.filters.attackers.base import LinearPairAttacker, ModelBackedAttacker
+from foilforge.stage_state import per_stage
 
 log = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "last")
 
 #: (model description, layer, pooling, max_length) -> {text: vector}: every fold, partition and filter round of a
-#: process asks for the same texts' vectors
-_CACHE: dict = {}
+#: stage asks for the same texts' vectors; emptied before the next stage of a long-lived worker
+_CACHE: dict = per_stage({})
 #: the loaded (tokenizer, model) per model description
 _MODELS: dict = {}
 
