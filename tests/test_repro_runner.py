@@ -1,0 +1,145 @@
+"""`foilforge repro`: DVC's reproduce with the foilforge stage commands in one long-lived worker process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from foilforge import stage_state
+from foilforge.pipeline.stages.repro import worker_argv
+
+BIN = Path(sys.executable).parent
+
+
+def test_only_a_plain_foilforge_command_goes_to_the_worker():
+    assert worker_argv("foilforge foil plurals --input data/a.jsonl") == ["foil", "plurals", "--input", "data/a.jsonl"]
+    assert worker_argv('foilforge export --name "two words" --k=v') == ["export", "--name", "two words", "--k=v"]
+    for shell_command in ("cp a b", "foilforge a && test -s b", "foilforge a > log", "foilforge a $HOME",
+                          "foilforge a data/*.jsonl", "foilforge a; rm b", "python -m foilforge a"):
+        assert worker_argv(shell_command) is None, shell_command
+
+
+def test_reset_empties_what_a_stage_keeps_for_its_run():
+    from foilforge.filters.attackers import hidden_probe
+
+    hidden_probe._CACHE[("model", -1, "mean", 64)] = {"a text": [0.0]}
+    kept = stage_state.per_stage({"x": 1})
+    stage_state.reset()
+    assert hidden_probe._CACHE == {} and kept == {}
+
+
+def project(root: Path, stages: dict) -> None:
+    import yaml
+
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(BIN / "dvc"), "init", "--no-scm", "-q"], cwd=root, check=True)
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+
+
+def repro(root: Path, timings: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
+    return subprocess.run([str(BIN / "foilforge"), "repro"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def stage_pids(timings: Path) -> dict[str, list[int]]:
+    """{foilforge subcommand: the pids of the processes that ran it} from the timing files."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(timings.glob("*.json")):
+        entry = json.loads(path.read_text())
+        found.setdefault(entry["argv"][0], []).append(entry["pid"])
+    return found
+
+
+def lock_stages(root: Path) -> set[str]:
+    import yaml
+
+    lock = root / "dvc.lock"
+    return set((yaml.safe_load(lock.read_text()) or {}).get("stages") or {}) if lock.is_file() else set()
+
+
+def status(root: Path) -> dict:
+    out = subprocess.run([str(BIN / "dvc"), "status", "--json"], cwd=root, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_foilforge_stages_share_one_worker_and_dvc_reads_the_build_as_its_own(tmp_path):
+    root, timings = tmp_path / "project", tmp_path / "timings"
+    project(root, {
+        "doc_a": {"cmd": "foilforge params-doc --output a.md", "outs": ["a.md"]},
+        "doc_b": {"cmd": "foilforge params-doc --output b.md", "deps": ["a.md"], "outs": ["b.md"]},
+        "copy": {"cmd": "cp b.md c.md", "deps": ["b.md"], "outs": ["c.md"]},
+    })
+    run = repro(root, timings)
+    assert run.returncode == 0, run.stderr
+    assert (root / "a.md").read_text() == (root / "b.md").read_text() == (root / "c.md").read_text()
+    assert "## " in (root / "a.md").read_text()
+    pids = stage_pids(timings)
+    # both stage commands in one worker process, which is not the process running DVC's reproduce
+    assert len(pids["params-doc"]) == 2 and len(set(pids["params-doc"])) == 1
+    assert pids["repro"] != pids["params-doc"][:1]
+    assert lock_stages(root) == {"doc_a", "doc_b", "copy"}
+    assert status(root) == {}
+
+    again = repro(root, timings)
+    assert again.returncode == 0, again.stderr
+    assert len(stage_pids(timings)["params-doc"]) == 2  # nothing changed: nothing ran
+    assert "0 stage(s) ran" in again.stderr
+
+    (root / "b.md").write_text("edited\n")  # an output changed by hand: DVC's run cache restores it, no rerun
+    third = repro(root, timings)
+    assert third.returncode == 0, third.stderr
+    assert len(stage_pids(timings)["params-doc"]) == 2
+    assert (root / "b.md").read_text() == (root / "c.md").read_text() == (root / "a.md").read_text()
+    assert status(root) == {}
+
+
+def test_a_failed_stage_keeps_what_finished_before_it(tmp_path):
+    root, timings = tmp_path / "project", tmp_path / "timings"
+    project(root, {
+        "first": {"cmd": "foilforge params-doc --output first.md", "outs": ["first.md"]},
+        "broken": {"cmd": "foilforge ingest no_such_source --output broken.jsonl", "deps": ["first.md"],
+                   "outs": ["broken.jsonl"]},
+    })
+    run = repro(root, timings)
+    assert run.returncode == 1
+    assert "failed to reproduce 'broken'" in run.stderr and "exited with 2" in run.stderr
+    assert lock_stages(root) == {"first"}
+    assert not (root / "broken.jsonl").exists()
+
+    import yaml
+
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    stages["broken"]["cmd"] = "cp first.md broken.jsonl"
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+    rerun = repro(root, timings)
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(stage_pids(timings)["params-doc"]) == 1  # the stage that had finished did not run again
+    assert lock_stages(root) == {"first", "broken"} and status(root) == {}
+
+
+def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
+    """The worker takes each command's environment and directory as DVC gives them, not the previous command's;
+    a failed command is that stage's failure and the worker lives on."""
+    from foilforge.pipeline.stages.repro import StageWorker
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    base = {k: v for k, v in os.environ.items() if k != "FOILFORGE_STAGE_TIMINGS"}
+    worker = StageWorker()
+    try:
+        assert worker.run(["params-doc", "--output", "doc.md"], str(first),
+                          dict(base, FOILFORGE_STAGE_TIMINGS=str(tmp_path / "t1"))) == 0
+        assert worker.run(["no-such-command"], str(second), base) == 2
+        assert worker.run(["params-doc", "--output", "doc.md"], str(second),
+                          dict(base, FOILFORGE_STAGE_TIMINGS=str(tmp_path / "t2"))) == 0
+        assert worker.run(["params-doc", "--output", "doc2.md"], str(second), base) == 0
+    finally:
+        worker.close()
+    assert (first / "doc.md").read_text() == (second / "doc.md").read_text() == (second / "doc2.md").read_text()
+    one, two = stage_pids(tmp_path / "t1"), stage_pids(tmp_path / "t2")
+    assert one == two and len(one["params-doc"]) == 1  # one process; each timed only where its env said
