@@ -358,6 +358,39 @@ def test_each_family_is_certified_at_the_strongest_setting_of_its_grid():
     assert "at the strongest of [ngram_range=[1, 1], C=0.1; ngram_range=[1, 1], C=1.0;" in result["attacker"]
 
 
+def test_a_grid_builds_one_feature_map_per_feature_setting_and_chooses_as_if_it_built_one_per_setting(monkeypatch):
+    """Settings that differ only in C share the rows of one feature map; the distances and the choice are those
+    of building every setting's rows afresh."""
+    import numpy as np
+
+    from foilforge.filters.attackers import GridSearchAttacker, build_attacker, out_of_fold_margins, pairs_from_records
+    from foilforge.filters.attackers.base import NgramPairAttacker
+
+    pairs = pairs_from_records(word_order(40) + balanced_records(40))
+    grid = {"attacker": "word_ngram.v1", "args": {}, "grid": {"ngram_range": [[1, 1], [1, 2], [1, 3]],
+                                                              "C": [0.01, 1.0, 100.0]}}
+    built = []
+    original = NgramPairAttacker.fit_features
+
+    def counting(self, fit_pairs):
+        built.append(tuple(self.ngram_range))
+        return original(self, fit_pairs)
+
+    monkeypatch.setattr(NgramPairAttacker, "fit_features", counting)
+    search = build_attacker(grid, "params.yaml attackers.word").set_params(random_state=3)
+    chosen = search.choose(pairs)
+    assert sorted(built) == [(1, 1), (1, 2), (1, 3)]  # one map per n-gram range, not one per (range, C)
+
+    def accuracy(setting):  # each setting's rows built afresh, as without sharing
+        margins, _ = out_of_fold_margins(lambda: search.make(setting), pairs, 3, 3)
+        return abs(float(np.mean(np.where(margins > 0, 1.0, np.where(margins < 0, 0.0, 0.5)))) - 0.5)
+
+    distances = [accuracy(setting) for setting in search.settings]
+    assert chosen == search.settings[max(range(9), key=lambda k: (distances[k], -k))]
+    assert isinstance(search, GridSearchAttacker) and search.features_key({"ngram_range": [1, 2], "C": 0.01}) == \
+        search.features_key({"ngram_range": [1, 2], "C": 100.0}) != search.features_key({"ngram_range": [1, 3], "C": 0.01})
+
+
 def test_nested_cross_validation_never_sees_the_scored_fold():
     from foilforge.filters.attackers import Attacker, GridSearchAttacker, out_of_fold_margins, pairs_from_records
 

@@ -44,6 +44,9 @@ class LinearPairAttacker(Attacker):
     def validate(self) -> None:
         check_positive("C", self.C)
 
+    #: hyperparameters of the classifier fit alone: settings that differ only in them share one feature map
+    fit_only_params = ("C",)
+
     # subclasses: the feature map, built on the training pairs' texts
     def fit_features(self, pairs: list[Pair]) -> "LinearPairAttacker":
         """Build the feature map from the texts of `pairs` (never from which side a text is on); returns self."""

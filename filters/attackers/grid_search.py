@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import inspect
 
-from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first, correctness, out_of_fold_margins
+from foilforge.attacker import (
+    ATTACKERS,
+    Attacker,
+    Pair,
+    captions_first,
+    correctness,
+    out_of_fold_margins,
+    shared_differences,
+)
 from foilforge.errors import ConfigError
 
 
@@ -43,11 +51,21 @@ class GridSearchAttacker(Attacker):
         if len(self.settings) == 1 or len({p.group for p in pairs}) < 2:
             return self.settings[0]
         distance = []
+        # settings that differ only in what the classifier fit reads (C) share one feature map of these pairs
+        shared: dict = {}
         for setting in self.settings:
-            margins, _ = out_of_fold_margins(lambda setting=setting: self.make(setting), pairs, self.inner_folds,
-                                             self.random_state)
+            make = lambda setting=setting: self.make(setting)  # noqa: E731
+            key = self.features_key(setting)
+            if key not in shared:
+                shared[key] = shared_differences(make, pairs)
+            margins, _ = out_of_fold_margins(make, pairs, self.inner_folds, self.random_state, shared=shared[key])
             distance.append(abs(float(correctness(margins).mean()) - 0.5))
         return self.settings[max(range(len(self.settings)), key=lambda k: (distance[k], -k))]
+
+    def features_key(self, setting: dict) -> tuple:
+        """The part of `setting` its feature map depends on: all but the attacker's `fit_only_params`."""
+        fit_only = getattr(self.make(setting), "fit_only_params", ())
+        return tuple((name, repr(value)) for name, value in sorted(setting.items()) if name not in fit_only)
 
     def fit(self, pairs: list[Pair], y=None) -> "GridSearchAttacker":
         pairs = captions_first(pairs, y)
