@@ -39,10 +39,10 @@ def project(root: Path, stages: dict) -> None:
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
 
 
-def repro(root: Path, timings: Path) -> subprocess.CompletedProcess:
+def repro(root: Path, timings: Path, *options: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
-    return subprocess.run([str(BIN / "foilforge"), "repro"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([str(BIN / "foilforge"), "repro", *options], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def stage_pids(timings: Path) -> dict[str, list[int]]:
@@ -73,7 +73,7 @@ def test_foilforge_stages_share_one_worker_and_dvc_reads_the_build_as_its_own(tm
         "doc_b": {"cmd": "foilforge params-doc --output b.md", "deps": ["a.md"], "outs": ["b.md"]},
         "copy": {"cmd": "cp b.md c.md", "deps": ["b.md"], "outs": ["c.md"]},
     })
-    run = repro(root, timings)
+    run = repro(root, timings, "--jobs", "1")
     assert run.returncode == 0, run.stderr
     assert (root / "a.md").read_text() == (root / "b.md").read_text() == (root / "c.md").read_text()
     assert "## " in (root / "a.md").read_text()
@@ -124,13 +124,13 @@ def test_a_failed_stage_keeps_what_finished_before_it(tmp_path):
 def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
     """The worker takes each command's environment and directory as DVC gives them, not the previous command's;
     a failed command is that stage's failure and the worker lives on."""
-    from foilforge.pipeline.stages.repro import StageWorker
+    from foilforge.pipeline.stages.repro import StageWorkers
 
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
     base = {k: v for k, v in os.environ.items() if k != "FOILFORGE_STAGE_TIMINGS"}
-    worker = StageWorker()
+    worker = StageWorkers(1)
     try:
         assert worker.run(["params-doc", "--output", "doc.md"], str(first),
                           dict(base, FOILFORGE_STAGE_TIMINGS=str(tmp_path / "t1"))) == 0
@@ -143,3 +143,26 @@ def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
     assert (first / "doc.md").read_text() == (second / "doc.md").read_text() == (second / "doc2.md").read_text()
     one, two = stage_pids(tmp_path / "t1"), stage_pids(tmp_path / "t2")
     assert one == two and len(one["params-doc"]) == 1  # one process; each timed only where its env said
+
+
+def waits_for(mine: str, other: str) -> str:
+    """A shell command that marks its start and succeeds only if the other stage starts within 10 s."""
+    return (f"touch {mine}.started; for i in $(seq 100); do [ -e {other}.started ] && break; sleep 0.1; done; "
+            f"test -e {other}.started && echo {mine} > {mine}.out")
+
+
+def test_independent_stages_run_at_once_with_jobs_and_one_after_another_without(tmp_path):
+    stages = {"left": {"cmd": waits_for("left", "right"), "outs": ["left.out"]},
+              "right": {"cmd": waits_for("right", "left"), "outs": ["right.out"]},
+              "after": {"cmd": "foilforge params-doc --output after.md", "deps": ["left.out", "right.out"],
+                        "outs": ["after.md"]}}
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    project(together, stages)
+    run = repro(together, tmp_path / "t1", "--jobs", "2")
+    assert run.returncode == 0, run.stderr  # each saw the other start: they ran at the same time
+    assert lock_stages(together) == {"left", "right", "after"} and status(together) == {}
+
+    project(alone, stages)
+    serial = repro(alone, tmp_path / "t2", "--jobs", "1")
+    assert serial.returncode == 1 and "failed to reproduce" in serial.stderr
+    assert not (alone / "after.md").exists()  # a stage after a failed one does not start

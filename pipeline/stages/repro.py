@@ -1,20 +1,24 @@
-"""Run the pipeline as `dvc repro` does, with every `foilforge` stage command in one long-lived worker process.
+"""Run the pipeline as `dvc repro` does, with the `foilforge` stage commands in long-lived workers, several at once.
 
 `dvc repro` starts a new process for every stage command (about a hundred on the sample data), and each of them
-imports torch, transformers and spaCy and loads its models again; after every stage DVC also parses and rewrites
-the whole dvc.lock (some 18,000 lines on the sample: 2-4 s a stage; benchmarks/bench_dvc_lock.py). This command is
-DVC's own reproduce, in this process, with two changes:
+imports torch, transformers and spaCy and loads its models again; it runs one stage at a time; and after every
+stage it parses and rewrites the whole dvc.lock (some 18,000 lines on the sample: 2-4 s a stage;
+benchmarks/bench_dvc_lock.py). This command does DVC's work for each stage in this process, with DVC's own calls
+and in the order `Stage.run` makes them (whether the stage changed, removing its outputs, the run cache, saving
+dependencies and outputs, committing them to DVC's cache), and differs in three ways:
 
 * a stage command that is `foilforge ...` runs in a worker process that stays up from stage to stage: it imports
   once and keeps the spaCy pipelines and probe models it loaded. Before each command the worker takes the stage's
-  working directory and environment (what DVC would give the command's process) and forgets what the previous
-  stage kept for its own run (foilforge/stage_state.py), so each stage writes what it writes in a process of its
-  own. Any other command runs as DVC runs it, in a shell.
-* the dvc.lock entries of the stages that ran are written together: at most every `--lock-every` seconds, at the
-  end, and when a stage fails (the stages that finished before it are recorded, so a rerun starts after them).
+  working directory and environment (what DVC would give the command's process), torch's thread count as a new
+  process has it, and forgets what the previous stage kept for its own run (foilforge/stage_state.py), so each
+  stage writes what it would write in a process of its own. Any other command runs in a shell, as DVC runs it.
+* up to `--jobs` commands run at once (one worker each), a stage starting as soon as every stage it depends on
+  has finished: DVC's plan, in parallel where the graph allows.
+* the dvc.lock entries of finished stages are written together: at most every `--lock-every` seconds, at the end,
+  and when a stage fails (then no new stage starts, the running ones finish and are recorded, so a rerun starts
+  after them).
 
-Everything else is DVC's: the plan, which stages changed, the run cache, the outputs' cache and the lock entries
-themselves. `dvc status` afterwards reads the same as after `dvc repro`, and either command can continue the other.
+`dvc status` afterwards reads as after `dvc repro`, and either command can continue what the other began.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("targets", nargs="*", help="stages to reproduce, with what they depend on (default: all)")
     parser.add_argument("-f", "--force", action="store_true",
                         help="run the targets even when nothing they depend on changed (as dvc repro --force)")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="stages run at once, each in its own worker (default: one per core, at most 4)")
     parser.add_argument("--lock-every", type=float, default=60.0,
                         help="seconds between writes of dvc.lock (default 60; it is always written at the end)")
 
@@ -98,29 +104,36 @@ def worker_argv(cmd: str) -> list[str] | None:
     return argv[1:] if argv[:1] == ["foilforge"] else None
 
 
-class StageWorker:
-    """The long-lived worker process (spawned, so it shares nothing with DVC's process but the files)."""
+class StageWorkers:
+    """The long-lived worker processes (spawned: they share nothing with DVC's process but the files)."""
 
-    def __init__(self):
-        self._pool = None
+    def __init__(self, jobs: int):
+        self.jobs, self._pool = jobs, None
 
-    def run(self, argv: list[str], cwd: str, env: dict) -> int:
+    def submit(self, argv: list[str], cwd: str, env: dict):
+        """A future of the command's exit status."""
         from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
         from multiprocessing import get_context
 
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"),
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=get_context("spawn"),
                                              initializer=_start_worker)
+        return self._pool.submit(run_in_worker, argv, cwd, env)
+
+    def run(self, argv: list[str], cwd: str, env: dict) -> int:
+        """The command's exit status, once it has run; -9 when its worker was killed (out of memory, a signal):
+        the next command gets new workers."""
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
-            return self._pool.submit(run_in_worker, argv, cwd, env).result()
-        except BrokenProcessPool:  # killed (out of memory, a signal): the next stage gets a new worker
+            return self.submit(argv, cwd, env).result()
+        except BrokenProcessPool:
             self._pool = None
             return -9
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
 
@@ -144,48 +157,154 @@ class LockWriter:
         self.pending, self.written_at = [], time.monotonic()
 
 
+def shell_status(cmd: str, cwd: str, env: dict) -> int:
+    """A command the shell must run, as DVC runs it (its shell, without rc files)."""
+    import subprocess
+
+    from dvc.stage.run import _make_cmd, get_executable
+
+    return subprocess.run(_make_cmd(get_executable(), cmd), cwd=cwd, env=env, check=False).returncode
+
+
+class Build:
+    """DVC's reproduce of a plan, with up to `jobs` stage commands running at once.
+
+    All of DVC's work happens in this thread, stage by stage, as `Stage.run` does it: whether the stage
+    changed (`Stage.changed`, against the stages it depends on), removing its outputs, the run cache, saving the
+    dependencies; then the command goes to a worker; when it is done, saving and committing the outputs and the
+    stage's lock entry. A stage starts when every stage it depends on has finished."""
+
+    def __init__(self, repo, graph, plan: list, force: bool, workers: StageWorkers, lock: LockWriter):
+        self.repo, self.graph, self.plan, self.force, self.workers, self.lock = repo, graph, plan, force, workers, lock
+        self.ran: list = []
+
+    def upstream(self, stage) -> list:
+        return list(self.graph.successors(stage)) if self.graph is not None else []
+
+    def start(self, stage):
+        """A future of the stage's commands' exit status, or None when nothing is left to run (unchanged,
+        restored from the run cache)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from dvc.stage.cache import RunCacheNotFoundError
+        from dvc.stage.run import _enforce_cmd_list, prepare_kwargs
+
+        if not self.force and not stage.changed(upstream=self.upstream(stage)):
+            log.info("Stage '%s' didn't change, skipping", stage.addressing)
+            return None
+        if stage.frozen or not stage.cmd:
+            log.warning("%s is frozen or has no command: its outputs are checked, not reproduced", stage)
+            stage._check_missing_outputs()
+            return None
+        stage.remove_outs(ignore_remove=False, force=False)
+        if not self.force:
+            try:
+                stage.repo.stage_cache.restore(stage)
+                log.info("Stage '%s' restored from the run cache", stage.addressing)
+                self.finish(stage)
+                return None
+            except RunCacheNotFoundError:
+                stage.save_deps()
+        log.info("Running stage '%s':", stage.addressing)
+        options = prepare_kwargs(stage)
+        commands = _enforce_cmd_list(stage.cmd)
+        argvs = [worker_argv(cmd) for cmd in commands]
+        if len(commands) == 1 and argvs[0] is not None:
+            log.info("> %s", commands[0])
+            return self.workers.submit(argvs[0], options["cwd"], options["env"])
+
+        def in_order():  # several commands, or the shell's: one after another in a thread, as DVC runs them
+            for cmd in commands:
+                log.info("> %s", cmd)
+                status = shell_status(cmd, options["cwd"], options["env"])
+                if status:
+                    return status
+            return 0
+
+        return ThreadPoolExecutor(max_workers=1).submit(in_order)
+
+    def finish(self, stage) -> None:
+        """What `Stage.run` does after the command: save the outputs (and the run cache entry), commit them."""
+        no_cache_outs = any(not out.use_cache for out in stage.outs if not (out.is_metric or out.is_plot))
+        stage.save(allow_missing=False, run_cache=not no_cache_outs)
+        stage.commit(allow_missing=False)
+        self.lock.add(stage)
+        self.ran.append(stage)
+
+    def run(self) -> None:
+        """Every stage of the plan whose dependencies finished, up to `jobs` at once; on a failure, no new stage
+        starts, the running ones finish (and are recorded), and ReproductionError names the failed stages."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        from dvc.exceptions import ReproductionError
+        from dvc.stage.exceptions import StageCmdFailedError
+
+        waiting, running, finished, failed = list(self.plan), {}, set(), []
+        while waiting or running:
+            for stage in list(waiting):
+                if failed or len(running) >= self.workers.jobs:
+                    break
+                if all(up in finished or up not in self.plan for up in self.upstream(stage)):
+                    waiting.remove(stage)
+                    future = self.start(stage)
+                    if future is None:
+                        finished.add(stage)
+                    else:
+                        running[future] = stage
+            if failed and not running:
+                break
+            if not running:
+                if waiting:  # what is left waits on a stage that is not in the plan: DVC would not run it either
+                    raise ReproductionError(f"stages wait on stages outside the plan: {waiting}")
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                stage = running.pop(future)
+                try:
+                    status = future.result()
+                except BrokenProcessPool:  # a worker was killed (out of memory, a signal): all get replaced
+                    self.workers._pool, status = None, -9
+                if status == 0:
+                    self.finish(stage)
+                    finished.add(stage)
+                else:
+                    log.error("%s", StageCmdFailedError(stage.cmd, status))
+                    failed.append(stage)
+        if failed:
+            names = ", ".join(repr(stage.addressing) for stage in failed)
+            raise ReproductionError(f"failed to reproduce {names}")
+
+
+def default_jobs() -> int:
+    """Stages at once by default: one per core, at most 4 (each worker holds its own models: 1-3 GB)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def reproduce(targets: list[str] | None = None, force: bool = False, lock_every: float = 60.0,
-              root: str | None = None) -> list[str]:
-    """DVC's reproduce of `targets` (None: the whole pipeline) with the `foilforge` commands in one worker and
-    dvc.lock written in batches. Returns the addresses of the stages that ran; raises DVC's ReproductionError
-    when a stage fails (after recording the ones that finished)."""
+              jobs: int | None = None, root: str | None = None) -> list[str]:
+    """DVC's reproduce of `targets` (None: the whole pipeline, dvc.yaml) with the `foilforge` commands in
+    long-lived workers, up to `jobs` at once, and dvc.lock written in batches. Returns the addresses of the
+    stages that ran; raises DVC's ReproductionError when a stage fails (after recording those that finished)."""
+    from dvc.dvcfile import PROJECT_FILE
     from dvc.repo import Repo
-    from dvc.stage import run as stage_run
-    from dvc.stage.exceptions import StageCmdFailedError
-
-    worker, lock = StageWorker(), LockWriter(lock_every)
-    shell_run = stage_run._run
-
-    def run(executable, cmd, **kwargs):
-        argv = worker_argv(cmd)
-        if argv is None:
-            return shell_run(executable, cmd, **kwargs)
-        status = worker.run(argv, kwargs["cwd"], kwargs["env"])
-        if status != 0:
-            raise StageCmdFailedError(cmd, status)
-        return None
-
-    def reproduce_stage(stage, **kwargs):
-        # dvc's own _reproduce_stage, less its lock write after every stage
-        if stage.frozen and not stage.is_import:
-            log.warning("%s is frozen. Its dependencies are not going to be reproduced.", stage)
-        ran = stage.reproduce(**kwargs)
-        if ran and not kwargs.get("dry", False):
-            lock.add(stage)
-        return ran
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
     repo = Repo(root)
-    stage_run._run = run  # the one place DVC starts a command's process
+    workers, lock = StageWorkers(jobs or default_jobs()), LockWriter(lock_every)
     try:
-        ran = repo.reproduce(targets or None, force=force, repro_fn=reproduce_stage)
-    finally:
-        stage_run._run = shell_run
-        worker.close()
-        if lock.pending:
-            with repo.lock:
+        with repo.lock:
+            stages = collect_stages(repo, targets or [PROJECT_FILE])
+            graph = get_active_graph(repo.index.graph)
+            build = Build(repo, graph, plan_repro(graph, stages), force, workers, lock)
+            try:
+                build.run()
+            finally:
+                workers.close()
                 lock.flush()
+    finally:
         repo.close()
-    return [stage.addressing for stage in ran]
+    return [stage.addressing for stage in build.ran]
 
 
 def main(args) -> int:
@@ -194,7 +313,7 @@ def main(args) -> int:
     logging.getLogger("dvc").propagate = False  # DVC prints its own lines; the stage's log setup would repeat them
 
     try:
-        ran = reproduce(args.targets, args.force, args.lock_every)
+        ran = reproduce(args.targets, args.force, args.lock_every, args.jobs)
     except DvcException as err:
         cause = f": {err.__cause__}" if err.__cause__ else ""
         print(f"foilforge repro: error: {err}{cause}", file=sys.stderr)
