@@ -63,3 +63,39 @@ def test_nothing_is_written_or_patched_without_the_variable(tmp_path):
     timings.finish(["x"], 0)
     result = run_script(tmp_path, {})
     assert result.returncode == 0 and not (tmp_path / "timings").exists()
+
+
+SECOND_STAGE = textwrap.dedent("""
+    import time
+    from foilforge import timings
+
+    timings.start()
+    import slow_a                      # 0.3 s at import, in the first stage only
+    began = time.process_time()
+    while time.process_time() - began < 0.3:
+        pass                           # 0.3 CPU-s of work in the first stage
+    timings.finish(["foil", "a"], 0)
+    timings.start()                    # a long-lived worker's next stage
+    import slow_a                      # already imported: no time
+    began = time.process_time()
+    while time.process_time() - began < 0.2:
+        pass                           # 0.2 CPU-s of work in this stage
+    timings.finish(["foil", "b"], 0)
+""")
+
+
+def test_a_worker_times_each_stage_from_its_own_start(tmp_path):
+    """In a process that runs stage after stage (foilforge repro's worker), only the first stage has start-up
+    time, and each stage's CPU seconds are its own, not the process's total."""
+    (tmp_path / "slow_a.py").write_text("import time\ntime.sleep(0.3)\n")
+    out = tmp_path / "timings"
+    env = {k: v for k, v in os.environ.items() if k != "FOILFORGE_STAGE_TIMINGS"}
+    env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}", FOILFORGE_STAGE_TIMINGS=str(out))
+    subprocess.run([sys.executable, "-c", SECOND_STAGE], env=env, cwd=tmp_path, check=True)
+    reports = {tuple(r["argv"]): r for r in (json.loads(p.read_text()) for p in out.glob("*.json"))}
+    first, second = reports[("foil", "a")], reports[("foil", "b")]
+    assert first["startup_s"] > 0 and first["import_s"] >= 0.3
+    assert second["startup_s"] == 0 and second["import_s"] < 0.05 and second["pid"] == first["pid"]
+    assert first["cpu_user_s"] + first["cpu_sys_s"] >= 0.3
+    assert 0.2 <= second["cpu_user_s"] + second["cpu_sys_s"] < 0.45  # the process's total would be >= 0.5
+    assert second["wall_s"] < 1.0  # from its own start, not the process's
