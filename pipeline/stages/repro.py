@@ -71,7 +71,16 @@ _TORCH_THREADS: list[int] = []
 
 
 def _start_worker() -> None:
-    """The worker's first act: torch's thread count as a new process has it, to give every stage the same."""
+    """The worker's first acts: to die with the process that started it (Linux; a worker left running after
+    `foilforge repro` is killed would go on with a stage nobody waits for), and torch's thread count as a new
+    process has it, to give every stage the same."""
+    import signal
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     try:
         import torch
     except ImportError:
