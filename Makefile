@@ -35,6 +35,8 @@ $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 # ENGINE=ray: foil, score and the trained attackers on a local Ray (params.yaml engine.ray; same outputs, so DVC's cache holds)
 ENGINE ?=
 export FOILFORGE_ENGINE := $(ENGINE)
+# foilforge repro runs stages side by side, one worker a core (at most 4); on Ray one at a time, Ray spreads its work
+REPRO_JOBS := $(if $(filter ray,$(ENGINE)),--jobs 1,)
 
 # model scores kept between the stages and runs that make the same call (foilforge/lm.py); not a DVC output.
 # FOILFORGE_SCORE_CACHE=off: none. Set for repro only: the tests score afresh
@@ -46,7 +48,7 @@ PROFILE ?=
 repro: setup
 ifeq ($(PROFILE),)
 	$(BIN)/foilforge check-params
-	$(BIN)/foilforge repro
+	$(BIN)/foilforge repro $(REPRO_JOBS)
 else
 	$(BIN)/foilforge check-params --profile $(PROFILE)
 	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))

@@ -166,3 +166,19 @@ def test_independent_stages_run_at_once_with_jobs_and_one_after_another_without(
     serial = repro(alone, tmp_path / "t2", "--jobs", "1")
     assert serial.returncode == 1 and "failed to reproduce" in serial.stderr
     assert not (alone / "after.md").exists()  # a stage after a failed one does not start
+
+
+def test_workers_beside_each_other_let_openmp_threads_sleep(tmp_path):
+    """With more than one worker, OpenMP's waiting threads sleep (set before torch starts OpenMP); one worker
+    alone, or a policy the user set, is left as it is."""
+    script = ("import os, sys\nfrom foilforge.pipeline.stages.repro import _start_worker\n"
+              "_start_worker(int(sys.argv[1]))\nprint(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+
+    def policy(jobs: str, **extra) -> str:
+        return subprocess.run([sys.executable, "-c", script, jobs], env={**env, **extra}, capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    assert policy("2") == ["PASSIVE", "True"]
+    assert policy("1") == ["None", "True"]
+    assert policy("2", OMP_WAIT_POLICY="ACTIVE") == ["ACTIVE", "True"]
