@@ -10,7 +10,9 @@ for each n, `trials` draws of `--readings` attacker readings (within and transfe
 params.yaml has 8 attackers, so 16 readings), each Binomial(n, 1/2) / n, and counts the draws where every
 reading's interval is inside [lower, upper]. Two bounds, because the readings of attackers on the same pairs are
 correlated: independent readings (the lower bound of the chance to pass) and one reading for all (fully
-correlated: the upper bound). Also the released pieces' sizes (benchmarks/results/certification.json: records
+correlated: the upper bound). The binomial scatter is checked on random sentence pairs with the gate's word and
+char n-gram attackers (`reading_spread`: averaging 5 partitions does not narrow it below binomial; one partition
+scatters wider). Also the released pieces' sizes (benchmarks/results/certification.json: records
 before any filtering, the kept pairs after it), so each piece's best case reads off the table.
 
 Writes benchmarks/results/certification_power.json.
@@ -41,6 +43,37 @@ def pass_rate(n: int, readings: int, trials: int, lower: float, upper: float, se
     return float(inside[draws].all(axis=1).mean())
 
 
+def blind_records(n: int, seed: int) -> list[dict]:
+    """n pairs of two random 6-word sentences over 300 made-up words: no text tells the caption from the foil."""
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{k}" for k in range(300)]
+    out = []
+    for k in range(n):
+        caption, foil = (" ".join(rng.choice(words) for _ in range(6)) + f" {k}." for _ in range(2))
+        out.append({"id": f"{seed}:{k}", "sample_id": f"{seed}:{k}", "caption": caption, "foil": foil})
+    return out
+
+
+def reading_spread(n: int, sets: int, repeats: int) -> dict:
+    """The binomial model checked: the mean and standard deviation, over `sets` blind sets of n pairs, of the
+    gate's out-of-fold reading (word and char n-grams, `repeats` partitions averaged, as certify computes it)."""
+    import numpy as np
+
+    from foilforge.filters.attackers import certify
+
+    blocks = {"word_ngram": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 2]}},
+              "char_ngram": {"attacker": "char_ngram.v1", "args": {"ngram_range": [2, 4]}}}
+    readings = {name: [] for name in blocks}
+    for seed in range(sets):
+        result = certify(blind_records(n, seed), blocks, folds=5, seed=101, repeats=repeats)
+        for name in blocks:
+            readings[name].append(result[name]["accuracy"])
+    return {name: {"mean": round(float(np.mean(values)), 4), "std": round(float(np.std(values)), 4),
+                   "binomial_std": round(0.5 / n ** 0.5, 4)} for name, values in readings.items()}
+
+
 def smallest_n(target: float, readings: int, trials: int, lower: float, upper: float) -> int:
     """The smallest n (a multiple of 10) at which the pass rate reaches `target`."""
     n = 10
@@ -66,6 +99,10 @@ def main(argv=None) -> dict:
         "independent": smallest_n(target, args.readings, args.trials, args.lower, args.upper),
         "one_reading": smallest_n(target, 1, args.trials, args.lower, args.upper)} for target in (0.5, 0.9)}
 
+    # does a reading scatter as a binomial proportion? averaging partitions could narrow it; out-of-fold error of a
+    # model without signal could widen it
+    spread = {f"n={n}, repeats={repeats}": reading_spread(n, 30, repeats) for n in (200, 400) for repeats in (1, 5)}
+
     pieces = {}
     certification = RESULTS / "certification.json"
     if certification.is_file():
@@ -83,11 +120,17 @@ def main(argv=None) -> dict:
     result = {"what": "chance that a set whose every attacker reads a fair coin on each pair is certified "
                       "(every Wilson 95% interval inside [lower, upper]), by the set's size",
               "readings": args.readings, "trials": args.trials, "lower": args.lower, "upper": args.upper,
-              "table": table, "n_needed": needed, "pieces": pieces}
+              "table": table, "n_needed": needed,
+              "reading_spread": {"what": "mean and standard deviation of the gate's out-of-fold reading over 30 "
+                                         "sets of random sentence pairs (no signal), against the binomial 0.5/sqrt(n) "
+                                         "the table assumes", **spread},
+              "pieces": pieces}
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     for row in table:
         print(f"n={row['n']:5d}  independent {row['pass_independent']:.3f}  one reading {row['pass_one_reading']:.3f}")
     print("n needed:", needed)
+    for key, figures in spread.items():
+        print(key, figures)
     for name, piece in pieces.items():
         print(f"{name}: {piece['records']} records, kept {piece['kept']}: ideal pass "
               f"{piece['ideal_pass_independent_all_records']:.3f} - {piece['ideal_pass_one_reading_all_records']:.3f}")
