@@ -3,7 +3,7 @@
 An n-gram attacker sees only the words it was trained on; a caption/foil cue carried by meaning (a synonym it
 never met, an implausible event) is invisible to it. A language model's hidden states carry such meaning: a
 linear probe on them is the attacker a vision-and-language model's language prior resembles most. The texts are
-encoded once each (batched, sorted by length, cached per text for the process), pooled over tokens (`mean` of
+encoded once each (batched, sorted by length, cached per text for the stage), pooled over tokens (`mean` of
 the chosen layer, or its `last` token for a causal LM), and the probe is the pair-antisymmetric logistic
 regression of filters/attackers/base.py on the difference of the two texts' standardised vectors.
 
