@@ -68,9 +68,6 @@ def case(request, tiny_models):
 @pytest.mark.parametrize("check", testing.FILTER_CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
 def test_contract(case, check):
     f, params, records, scored, thresholds = case
-    if check is testing.check_batched_equals_single_item and f.corpus_level:
-        pytest.skip(f"{f.registry_name} scores are corpus statistics (an n-gram estimated on the captions scored "
-                    f"together); order independence is checked by score_is_pure_and_order_preserving")
     testing.run_filter_check(check, f, params, records, scored, thresholds)
 
 
@@ -139,6 +136,38 @@ def test_a_broken_filter_fails_check_filter(register_broken, broken, message):
     register_broken(Broken, "word_count.v1")
     with pytest.raises(AssertionError, match=message):
         testing.check_filter(Broken, {}, [{"max_words": 20}, {"max_words": 6}])
+
+
+class _CorpusShare(_WordCount):
+    """A declared corpus statistic: each foil's share of the batch's words (its value depends on the batch)."""
+
+    corpus_level = True
+
+    def score(self, records, progress=False):
+        counts = [len(r["foil"].split()) for r in records]
+        total = max(sum(counts), 1)
+        return [{"filter": self.registry_name, "model": None, "variant": "words", "score": c / total,
+                 **({"alone": True} if len(records) == 1 else {})} for c in counts]
+
+
+def test_a_corpus_statistic_may_score_otherwise_alone(register_broken):
+    class Honest(_CorpusShare):
+        name = "word_count"
+
+        def score(self, records, progress=False):
+            return [{k: v for k, v in row.items() if k != "alone"} for row in super().score(records, progress)]
+
+    register_broken(Honest, "word_count.v1")
+    testing.check_filter(Honest, {}, [{"max_words": 20}])
+
+
+def test_a_corpus_statistic_may_not_change_its_fields_alone(register_broken):
+    class Reshaped(_CorpusShare):
+        name = "word_count"
+
+    register_broken(Reshaped, "word_count.v1")
+    with pytest.raises(AssertionError, match="alone gives other keys"):
+        testing.check_filter(Reshaped, {}, [{"max_words": 20}])
 
 
 def test_check_filter_rejects_a_filter_that_accepts_unknown_args(register_broken):
