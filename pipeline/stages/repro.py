@@ -28,6 +28,7 @@ import os
 import shlex
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +139,16 @@ class StageWorkers:
         return self._pool.submit(run_in_worker, argv, cwd, env)
 
     def run(self, argv: list[str], cwd: str, env: dict) -> int:
-        """The command's exit status, once it has run; -9 when its worker was killed (out of memory, a signal):
-        the next command gets new workers."""
+        """The command's exit status, once it has run."""
+        return self.status(self.submit(argv, cwd, env))
+
+    def status(self, future) -> int:
+        """A finished command's exit status; -9 when its worker was killed (out of memory, a signal): the next
+        command gets new workers."""
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self.submit(argv, cwd, env).result()
+            return future.result()
         except BrokenProcessPool:
             self._pool = None
             return -9
@@ -191,18 +196,17 @@ class Build:
     dependencies; then the command goes to a worker; when it is done, saving and committing the outputs and the
     stage's lock entry. A stage starts when every stage it depends on has finished."""
 
-    def __init__(self, repo, graph, plan: list, force: bool, workers: StageWorkers, lock: LockWriter):
-        self.repo, self.graph, self.plan, self.force, self.workers, self.lock = repo, graph, plan, force, workers, lock
+    def __init__(self, graph, plan: list, force: bool, workers: StageWorkers, lock: LockWriter):
+        self.graph, self.plan, self.force, self.workers, self.lock = graph, plan, force, workers, lock
         self.ran: list = []
+        self.shell = None  # the threads that wait on shell commands, while `run` runs
 
     def upstream(self, stage) -> list:
-        return list(self.graph.successors(stage)) if self.graph is not None else []
+        return list(self.graph.successors(stage))
 
     def start(self, stage):
         """A future of the stage's commands' exit status, or None when nothing is left to run (unchanged,
         restored from the run cache)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         from dvc.stage.cache import RunCacheNotFoundError
         from dvc.stage.run import _enforce_cmd_list, prepare_kwargs
 
@@ -225,10 +229,10 @@ class Build:
         log.info("Running stage '%s':", stage.addressing)
         options = prepare_kwargs(stage)
         commands = _enforce_cmd_list(stage.cmd)
-        argvs = [worker_argv(cmd) for cmd in commands]
-        if len(commands) == 1 and argvs[0] is not None:
+        argv = worker_argv(commands[0]) if len(commands) == 1 else None
+        if argv is not None:
             log.info("> %s", commands[0])
-            return self.workers.submit(argvs[0], options["cwd"], options["env"])
+            return self.workers.submit(argv, options["cwd"], options["env"])
 
         def in_order():  # several commands, or the shell's: one after another in a thread, as DVC runs them
             for cmd in commands:
@@ -238,7 +242,7 @@ class Build:
                     return status
             return 0
 
-        return ThreadPoolExecutor(max_workers=1).submit(in_order)
+        return self.shell.submit(in_order)
 
     def finish(self, stage) -> None:
         """What `Stage.run` does after the command: save the outputs (and the run cache entry), commit them."""
@@ -251,9 +255,16 @@ class Build:
     def run(self) -> None:
         """Every stage of the plan whose dependencies finished, up to `jobs` at once; on a failure, no new stage
         starts, the running ones finish (and are recorded), and ReproductionError names the failed stages."""
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
+        from dvc.exceptions import ReproductionError
 
+        with ThreadPoolExecutor(max_workers=self.workers.jobs) as self.shell:
+            failed = self._run_plan()
+        if failed:
+            names = ", ".join(repr(stage.addressing) for stage in failed)
+            raise ReproductionError(f"failed to reproduce {names}")
+
+    def _run_plan(self) -> list:
+        """The stages that failed (none when the plan ran through)."""
         from dvc.exceptions import ReproductionError
         from dvc.stage.exceptions import StageCmdFailedError
 
@@ -278,19 +289,14 @@ class Build:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 stage = running.pop(future)
-                try:
-                    status = future.result()
-                except BrokenProcessPool:  # a worker was killed (out of memory, a signal): all get replaced
-                    self.workers._pool, status = None, -9
+                status = self.workers.status(future)
                 if status == 0:
                     self.finish(stage)
                     finished.add(stage)
                 else:
                     log.error("%s", StageCmdFailedError(stage.cmd, status))
                     failed.append(stage)
-        if failed:
-            names = ", ".join(repr(stage.addressing) for stage in failed)
-            raise ReproductionError(f"failed to reproduce {names}")
+        return failed
 
 
 def default_jobs() -> int:
@@ -313,7 +319,7 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
         with repo.lock:
             stages = collect_stages(repo, targets or [PROJECT_FILE])
             graph = get_active_graph(repo.index.graph)
-            build = Build(repo, graph, plan_repro(graph, stages), force, workers, lock)
+            build = Build(graph, plan_repro(graph, stages), force, workers, lock)
             try:
                 build.run()
             finally:
