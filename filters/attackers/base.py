@@ -82,6 +82,9 @@ class LinearPairAttacker(Attacker):
         from scipy import sparse
         from sklearn.linear_model import LogisticRegression
 
+        if difference.shape[1] == 0:  # no feature at all: no preference, every margin 0
+            self.classifier_ = None
+            return self
         stack = sparse.vstack if sparse.issparse(difference) else np.vstack
         x = stack([difference, -difference])
         y = np.concatenate([np.ones(difference.shape[0]), np.zeros(difference.shape[0])])
@@ -101,12 +104,16 @@ class LinearPairAttacker(Attacker):
     def margins_difference(self, difference):
         import numpy as np
 
+        if self.classifier_ is None:
+            return np.zeros(difference.shape[0])
         return np.asarray(difference @ self.classifier_.coef_[0]).ravel()
 
     def top_features(self, k: int = 10) -> list[tuple[str, float]]:
         """The k features with the largest weights: > 0 marks captions, < 0 foils (why the attacker wins)."""
         import numpy as np
 
+        if self.classifier_ is None:
+            return []
         weights = self.classifier_.coef_[0]
         names = self.feature_names_out()
         order = np.argsort(-np.abs(weights), kind="stable")[:k]
@@ -134,17 +141,25 @@ class NgramPairAttacker(LinearPairAttacker):
             raise ConfigError(f"argument min_df must be an integer >= 1, got {self.min_df!r}")
 
     def fit_features(self, pairs):
+        texts = [t for p in pairs for t in (p.caption, p.foil)]
+        if self.min_df == 1:  # each text split into n-grams once a stage (ngrams.py): the same rows, faster
+            from foilforge.filters.attackers.ngrams import BinaryNgramVectorizer
+
+            # word tokens keep one-letter words and punctuation-free numerals ("a", "0"): they carry the shortcuts
+            pattern = r"(?u)\b\w+\b|n't" if self.analyzer == "word" else r"(?u)\b\w\w+\b"
+            # no n-gram at all (empty texts): a vocabulary of nothing, every margin 0
+            self.vectorizer_ = BinaryNgramVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range),
+                                                     lowercase=True, token_pattern=pattern, allow_empty=True)
+            self.vectorizer_.fit(texts)
+            return self
         from sklearn.feature_extraction.text import CountVectorizer
 
-        # word tokens keep one-letter words and punctuation-free numerals ("a", "0"): they carry the shortcuts
+        # min_df counts the documents of this fit: CountVectorizer's own rule
         pattern = r"(?u)\b\w+\b|n't" if self.analyzer == "word" else None
         self.vectorizer_ = CountVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range), binary=True,
                                            lowercase=True, min_df=self.min_df,
                                            **({"token_pattern": pattern} if pattern else {}))
-        try:
-            self.vectorizer_.fit([t for p in pairs for t in (p.caption, p.foil)])
-        except ValueError:  # no token at all (empty texts): a vocabulary of nothing, every margin 0
-            self.vectorizer_ = CountVectorizer(analyzer=lambda text: [], binary=True).fit(["x"])
+        self.vectorizer_.fit(texts)
         return self
 
     def features(self, texts, sides):

@@ -30,15 +30,17 @@ class NgramBayesAttacker(Attacker):
         check_positive("alpha", self.alpha)
 
     def fit(self, pairs: list[Pair], y=None) -> "NgramBayesAttacker":
-        from sklearn.feature_extraction.text import CountVectorizer
         from sklearn.naive_bayes import MultinomialNB
         from sklearn.pipeline import make_pipeline, make_union
 
+        from foilforge.filters.attackers.ngrams import BinaryNgramVectorizer
+
         pairs = captions_first(pairs, y)
+        # binary n-gram counts (CountVectorizer's rows), each text split once a stage
         features = make_union(
-            CountVectorizer(analyzer="word", ngram_range=tuple(self.word_ngram_range), binary=True,
-                            token_pattern=r"(?u)\b\w+\b|n't"),
-            CountVectorizer(analyzer="char_wb", ngram_range=tuple(self.char_ngram_range), binary=True))
+            BinaryNgramVectorizer(analyzer="word", ngram_range=tuple(self.word_ngram_range),
+                                  token_pattern=r"(?u)\b\w+\b|n't"),
+            BinaryNgramVectorizer(analyzer="char_wb", ngram_range=tuple(self.char_ngram_range)))
         texts = [p.caption for p in pairs] + [p.foil for p in pairs]
         labels = [1] * len(pairs) + [0] * len(pairs)
         self.pipeline_ = make_pipeline(features, MultinomialNB(alpha=self.alpha)).fit(texts, labels)
