@@ -31,6 +31,63 @@ def test_reset_empties_what_a_stage_keeps_for_its_run():
     assert hidden_probe._CACHE == {} and kept == {}
 
 
+class FakeLockFile:
+    """A dvc.lock stand-in: records each rewrite's stage names; a rewrite waits for `release`, or fails once."""
+
+    path = "dvc.lock"
+
+    def __init__(self, fail_first: bool = False):
+        import threading
+
+        self.rewrites, self.fail_first, self.release = [], fail_first, threading.Event()
+        self.started = threading.Event()
+
+    def dump_stages(self, stages, update_pipeline=False):
+        self.started.set()
+        self.release.wait(10)
+        if self.fail_first:
+            self.fail_first = False
+            raise OSError("disk full")
+        self.rewrites.append([stage.name for stage in stages])
+
+
+def fake_stage(name, lockfile):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, dvcfile=lockfile)
+
+
+def test_periodic_lock_rewrite_does_not_hold_up_the_build():
+    from foilforge.pipeline.stages.repro import LockWriter
+
+    lockfile = FakeLockFile()
+    writer = LockWriter(every=0.0)
+    writer.add(fake_stage("a", lockfile))  # due: handed to the writer thread, which waits for `release`
+    assert lockfile.started.wait(5)
+    writer.add(fake_stage("b", lockfile))  # returns at once: a rewrite is under way, b waits for the next
+    assert lockfile.rewrites == []
+    lockfile.release.set()
+    writer.close()
+    assert lockfile.rewrites == [["a"], ["b"]]
+
+
+def test_a_failed_lock_rewrite_is_written_again_at_the_end_and_raised():
+    import pytest
+
+    from foilforge.pipeline.stages.repro import LockWriter
+
+    lockfile = FakeLockFile(fail_first=True)
+    lockfile.release.set()
+    writer = LockWriter(every=0.0)
+    writer.add(fake_stage("a", lockfile))
+    writer._writing[0].exception(5)  # the rewrite of a failed
+    writer.every = 3600.0
+    writer.add(fake_stage("b", lockfile))
+    with pytest.raises(OSError, match="disk full"):
+        writer.close()
+    assert lockfile.rewrites == [["a", "b"]]
+
+
 def project(root: Path, stages: dict) -> None:
     import yaml
 

@@ -14,9 +14,9 @@ dependencies and outputs, committing them to DVC's cache), and differs in three 
   stage writes what it would write in a process of its own. Any other command runs in a shell, as DVC runs it.
 * up to `--jobs` commands run at once (one worker each), a stage starting as soon as every stage it depends on
   has finished: DVC's plan, in parallel where the graph allows.
-* the dvc.lock entries of finished stages are written together: at most every `--lock-every` seconds, at the end,
-  and when a stage fails (then no new stage starts, the running ones finish and are recorded, so a rerun starts
-  after them).
+* the dvc.lock entries of finished stages are written together, in a thread beside the build: at most every
+  `--lock-every` seconds, at the end, and when a stage fails (then no new stage starts, the running ones finish
+  and are recorded, so a rerun starts after them).
 
 `dvc status` afterwards reads as after `dvc repro`, and either command can continue what the other began.
 """
@@ -160,23 +160,68 @@ class StageWorkers:
 
 
 class LockWriter:
-    """The lock entries of finished stages, written in one rewrite of their dvc.lock at most every `every` s."""
+    """The lock entries of finished stages, written in one rewrite of their dvc.lock at most every `every` s.
+
+    A rewrite parses and dumps the whole file (2-3 s on the sample's), so the periodic ones run in a thread of
+    their own: the build goes on handing stages to workers meanwhile. `flush` waits for a rewrite under way, then
+    writes what is left; one rewrite at a time, so the file is never written twice at once.
+    """
 
     def __init__(self, every: float):
         self.every, self.pending, self.written_at = every, [], time.monotonic()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvc-lock")
+        self._writing = None  # (future, stages) of the rewrite under way
 
     def add(self, stage) -> None:
         self.pending.append(stage)
-        if time.monotonic() - self.written_at >= self.every:
-            self.flush()
+        if time.monotonic() - self.written_at < self.every:
+            return
+        if self._writing is not None:
+            if not self._writing[0].done():
+                return  # the next rewrite takes these too
+            self.pending = self._finished_rewrite() + self.pending
+        batch, self.pending, self.written_at = self.pending, [], time.monotonic()
+        self._writing = (self._writer.submit(self._write, batch), batch)
 
     def flush(self) -> None:
+        """Every pending entry written before this returns: waits for a rewrite under way (its stages are
+        written again with the rest when it failed, and its error raised after)."""
+        error = None
+        if self._writing is not None:
+            try:
+                self._writing[0].result()
+                self._writing = None
+            except Exception as err:  # noqa: BLE001  (re-raised once the rest is written)
+                error = err
+                self.pending = self._writing[1] + self.pending
+                self._writing = None
+        batch, self.pending, self.written_at = self.pending, [], time.monotonic()
+        self._write(batch)
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._writer.shutdown()
+
+    def _finished_rewrite(self) -> list:
+        """The stages of the finished rewrite to write again (all of them when it failed, none when it worked)."""
+        future, batch = self._writing
+        self._writing = None
+        if future.exception() is not None:
+            log.warning("writing dvc.lock failed (%s): trying again with the next entries", future.exception())
+            return batch
+        return []
+
+    @staticmethod
+    def _write(stages: list) -> None:
         by_file: dict = {}
-        for stage in self.pending:
+        for stage in stages:
             by_file.setdefault(stage.dvcfile.path, (stage.dvcfile, []))[1].append(stage)
-        for dvcfile, stages in by_file.values():
-            dvcfile.dump_stages(stages, update_pipeline=False)
-        self.pending, self.written_at = [], time.monotonic()
+        for dvcfile, group in by_file.values():
+            dvcfile.dump_stages(group, update_pipeline=False)
 
 
 def shell_status(cmd: str, cwd: str, env: dict) -> int:
@@ -324,7 +369,7 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
                 build.run()
             finally:
                 workers.close()
-                lock.flush()
+                lock.close()
     finally:
         repo.close()
     return [stage.addressing for stage in build.ran]
