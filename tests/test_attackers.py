@@ -507,3 +507,45 @@ def test_the_boosted_attacker_fits_and_predicts_on_one_openmp_thread(monkeypatch
                         pairs_from_records(records), 5, 0)
     assert {kind for kind, _ in seen} == {"fit", "predict"}
     assert all(threads == [1] for _, threads in seen), seen
+
+
+def _logistic_objective(model, x, y, C):
+    import numpy as np
+
+    w = model.coef_[0]
+    signs = 2 * np.asarray(y) - 1
+    return 0.5 * float(w @ w) + C * float(np.logaddexp(0, -signs * (x @ w)).sum())
+
+
+def test_a_capped_dual_logistic_fit_is_done_again_to_the_optimum():
+    import warnings
+
+    import numpy as np
+    from scipy import sparse
+    from sklearn.linear_model import LogisticRegression
+
+    from foilforge.filters.attackers.base import fit_logistic
+
+    rng = np.random.default_rng(0)
+    rows = sparse.random(120, 300, density=0.03, random_state=1, data_rvs=lambda n: np.ones(n)).tocsr()
+    rows = rows - sparse.random(120, 300, density=0.03, random_state=2, data_rvs=lambda n: np.ones(n)).tocsr()
+    x = sparse.vstack([rows, -rows]).tocsr()
+    labels = rng.integers(0, 2, 120)
+    y = np.concatenate([labels, 1 - labels])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        capped = LogisticRegression(C=10.0, fit_intercept=False, solver="liblinear", dual=True, max_iter=5,
+                                    random_state=0).fit(x, y)
+    assert capped.n_iter_.max() == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ConvergenceWarning reaches the stage's log
+        refitted = fit_logistic(x, y, 10.0, 0, dual=True, max_iter=5)
+    optimum = LogisticRegression(C=10.0, fit_intercept=False, solver="liblinear", dual=False, tol=1e-8,
+                                 max_iter=2000, random_state=0).fit(x, y)
+    assert np.array_equal(refitted.coef_, optimum.coef_)
+    assert _logistic_objective(refitted, x, y, 10.0) < _logistic_objective(capped, x, y, 10.0) - 1e-3
+    # a fit the dual solver finishes is its own, bit for bit
+    finished = fit_logistic(x, y, 1.0, 0, dual=True)
+    dual = LogisticRegression(C=1.0, fit_intercept=False, solver="liblinear", dual=True, max_iter=2000,
+                              random_state=0).fit(x, y)
+    assert dual.n_iter_.max() < 2000 and np.array_equal(finished.coef_, dual.coef_)

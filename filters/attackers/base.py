@@ -18,6 +18,34 @@ def check_positive(name: str, value) -> None:
         raise ConfigError(f"argument {name} must be a number > 0, got {value!r}")
 
 
+#: liblinear's iteration cap; a dual fit that reaches it has not reached the optimum
+MAX_ITER = 2000
+
+
+def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = MAX_ITER):
+    """L2-regularised logistic regression without intercept (liblinear), fitted to its optimum.
+
+    The dual coordinate-descent solver is fast on sparse n-gram rows, but on some sets it stops at MAX_ITER
+    iterations short of the optimum (a large C on rows it can hardly separate: the gate's C=10 on multiple-choice
+    pairs, every fit). Such a fit is done again with the primal trust-region Newton solver at a tight tolerance,
+    which reaches the optimum in a few steps; a fit the first solver finished is kept as it is. `max_iter`: the
+    first solver's cap.
+    """
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # handled below
+        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=max_iter, dual=dual,
+                                   random_state=random_state).fit(x, y)
+    if model.n_iter_.max() >= max_iter:
+        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=MAX_ITER, dual=False,
+                                   tol=1e-8, random_state=random_state).fit(x, y)
+    return model
+
+
 class ModelBackedAttacker:
     """Mixin of an attacker whose `model` argument is a model block (a hub id, a local path or `package:`).
 
@@ -80,7 +108,6 @@ class LinearPairAttacker(Attacker):
         """Fit on rows phi(caption) - phi(foil) of the current feature map (both orders: antisymmetric)."""
         import numpy as np
         from scipy import sparse
-        from sklearn.linear_model import LogisticRegression
 
         if difference.shape[1] == 0:  # no feature at all: no preference, every margin 0
             self.classifier_ = None
@@ -88,10 +115,8 @@ class LinearPairAttacker(Attacker):
         stack = sparse.vstack if sparse.issparse(difference) else np.vstack
         x = stack([difference, -difference])
         y = np.concatenate([np.ones(difference.shape[0]), np.zeros(difference.shape[0])])
-        # the dual solver for sparse n-gram rows (far more features than pairs): the same optimum, several times faster
-        self.classifier_ = LogisticRegression(C=self.C, fit_intercept=False, solver="liblinear", max_iter=2000,
-                                              dual=sparse.issparse(difference),
-                                              random_state=self.random_state).fit(x, y)
+        # the dual solver for sparse n-gram rows (far more features than pairs), the primal one for dense rows
+        self.classifier_ = fit_logistic(x, y, self.C, self.random_state, dual=sparse.issparse(difference))
         return self
 
     def margins(self, pairs: list[Pair]):

@@ -6,7 +6,7 @@ import functools
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
-from foilforge.filters.attackers.base import check_positive
+from foilforge.filters.attackers.base import check_positive, fit_logistic
 
 
 @functools.lru_cache(maxsize=1 << 16)  # every fold and partition of an out-of-fold run asks for the same pairs' edits
@@ -57,8 +57,6 @@ class EditTokensAttacker(Attacker):
     def fit(self, pairs: list[Pair], y=None) -> "EditTokensAttacker":
         import numpy as np
         from sklearn.feature_extraction.text import CountVectorizer
-        from sklearn.linear_model import LogisticRegression
-
         pairs = captions_first(pairs, y)
         documents = [self.document(p.caption, p.foil) for p in pairs] + [self.document(p.foil, p.caption)
                                                                            for p in pairs]
@@ -69,8 +67,7 @@ class EditTokensAttacker(Attacker):
             self.vectorizer_, self.classifier_ = None, None
             return self
         labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
-        self.classifier_ = LogisticRegression(C=self.C, fit_intercept=False, solver="liblinear", dual=True,
-                                              max_iter=2000, random_state=self.random_state).fit(x, labels)
+        self.classifier_ = fit_logistic(x, labels, self.C, self.random_state, dual=True)
         return self
 
     def margins(self, pairs: list[Pair]):
