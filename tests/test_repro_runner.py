@@ -178,6 +178,40 @@ def test_a_failed_stage_keeps_what_finished_before_it(tmp_path):
     assert lock_stages(root) == {"first", "broken"} and status(root) == {}
 
 
+def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
+    import signal
+    import time
+
+    import yaml
+
+    root, timings = tmp_path / "project", tmp_path / "timings"
+    # DVC's run cache keeps a stage with dependencies (every stage of dvc.yaml has its code at least)
+    stages = {"first": {"cmd": "foilforge params-doc --output first.md", "deps": ["seed.txt"], "outs": ["first.md"]},
+              "slow": {"cmd": "touch slow.started && sleep 120 && cp first.md slow.md", "deps": ["first.md"],
+                       "outs": ["slow.md"]}}
+    project(root, stages)
+    (root / "seed.txt").write_text("a dependency\n")
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
+    # dvc.lock is not rewritten before the kill: only the run cache knows that `first` finished
+    build = subprocess.Popen([str(BIN / "foilforge"), "repro", "--lock-every", "3600"], cwd=root, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (root / "slow.started").exists():
+        assert build.poll() is None and time.monotonic() < deadline, "the slow stage never started"
+        time.sleep(0.2)
+    os.killpg(build.pid, signal.SIGKILL)  # the build, its workers and the shell: all at once, nothing cleaned up
+    build.wait(30)
+    assert lock_stages(root) == set() and not (root / "slow.md").exists()
+
+    stages["slow"]["cmd"] = "cp first.md slow.md"
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+    rerun = repro(root, timings)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "restored from the run cache" in rerun.stderr
+    assert len(stage_pids(timings)["params-doc"]) == 1  # what had finished was restored, not run again
+    assert lock_stages(root) == {"first", "slow"} and status(root) == {}
+
+
 def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
     """The worker takes each command's environment and directory as DVC gives them, not the previous command's;
     a failed command is that stage's failure and the worker lives on."""
