@@ -97,5 +97,7 @@ def test_a_worker_times_each_stage_from_its_own_start(tmp_path):
     assert first["startup_s"] > 0 and first["import_s"] >= 0.3
     assert second["startup_s"] == 0 and second["import_s"] < 0.05 and second["pid"] == first["pid"]
     assert first["cpu_user_s"] + first["cpu_sys_s"] >= 0.3
-    assert 0.2 <= second["cpu_user_s"] + second["cpu_sys_s"] < 0.45  # the process's total would be >= 0.5
+    # 0.2 CPU-s by the clock the loop reads; os.times() counts user and system time in clock ticks (0.01 s), so
+    # their sum may come out a little lower on a busy machine. The process's total would be >= 0.5
+    assert 0.15 <= second["cpu_user_s"] + second["cpu_sys_s"] < 0.45
     assert second["wall_s"] < 1.0  # from its own start, not the process's
