@@ -18,6 +18,10 @@ def check_positive(name: str, value) -> None:
         raise ConfigError(f"argument {name} must be a number > 0, got {value!r}")
 
 
+#: the word n-gram attackers' tokens: one-letter words and punctuation-free numerals ("a", "0") too, and "n't":
+#: they carry the shortcuts
+WORD_TOKENS = r"(?u)\b\w+\b|n't"
+
 #: liblinear's iteration cap; a dual fit that reaches it has not reached the optimum
 MAX_ITER = 2000
 
@@ -167,23 +171,18 @@ class NgramPairAttacker(LinearPairAttacker):
 
     def fit_features(self, pairs):
         texts = [t for p in pairs for t in (p.caption, p.foil)]
+        tokens = {"token_pattern": WORD_TOKENS} if self.analyzer == "word" else {}
         if self.min_df == 1:  # each text split into n-grams once a stage (ngrams.py): the same rows, faster
             from foilforge.filters.attackers.ngrams import BinaryNgramVectorizer
 
-            # word tokens keep one-letter words and punctuation-free numerals ("a", "0"): they carry the shortcuts
-            pattern = r"(?u)\b\w+\b|n't" if self.analyzer == "word" else r"(?u)\b\w\w+\b"
             # no n-gram at all (empty texts): a vocabulary of nothing, every margin 0
             self.vectorizer_ = BinaryNgramVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range),
-                                                     lowercase=True, token_pattern=pattern, allow_empty=True)
-            self.vectorizer_.fit(texts)
-            return self
-        from sklearn.feature_extraction.text import CountVectorizer
+                                                     lowercase=True, allow_empty=True, **tokens)
+        else:  # min_df counts the documents of this fit: CountVectorizer's own rule
+            from sklearn.feature_extraction.text import CountVectorizer
 
-        # min_df counts the documents of this fit: CountVectorizer's own rule
-        pattern = r"(?u)\b\w+\b|n't" if self.analyzer == "word" else None
-        self.vectorizer_ = CountVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range), binary=True,
-                                           lowercase=True, min_df=self.min_df,
-                                           **({"token_pattern": pattern} if pattern else {}))
+            self.vectorizer_ = CountVectorizer(analyzer=self.analyzer, ngram_range=tuple(self.ngram_range),
+                                               binary=True, lowercase=True, min_df=self.min_df, **tokens)
         self.vectorizer_.fit(texts)
         return self
 

@@ -57,6 +57,7 @@ class EditTokensAttacker(Attacker):
     def fit(self, pairs: list[Pair], y=None) -> "EditTokensAttacker":
         import numpy as np
         from sklearn.feature_extraction.text import CountVectorizer
+
         pairs = captions_first(pairs, y)
         documents = [self.document(p.caption, p.foil) for p in pairs] + [self.document(p.foil, p.caption)
                                                                            for p in pairs]

@@ -7,7 +7,7 @@ discriminative pair models, for a gate that must not reuse the filter's attacker
 from __future__ import annotations
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
-from foilforge.filters.attackers.base import check_positive
+from foilforge.filters.attackers.base import WORD_TOKENS, check_positive
 
 
 @ATTACKERS.register("ngram_bayes.v1")
@@ -39,7 +39,7 @@ class NgramBayesAttacker(Attacker):
         # binary n-gram counts (CountVectorizer's rows), each text split once a stage
         features = make_union(
             BinaryNgramVectorizer(analyzer="word", ngram_range=tuple(self.word_ngram_range),
-                                  token_pattern=r"(?u)\b\w+\b|n't"),
+                                  token_pattern=WORD_TOKENS),
             BinaryNgramVectorizer(analyzer="char_wb", ngram_range=tuple(self.char_ngram_range)))
         texts = [p.caption for p in pairs] + [p.foil for p in pairs]
         labels = [1] * len(pairs) + [0] * len(pairs)

@@ -188,13 +188,8 @@ class LockWriter:
         written again with the rest when it failed, and its error raised after)."""
         error = None
         if self._writing is not None:
-            try:
-                self._writing[0].result()
-                self._writing = None
-            except Exception as err:  # noqa: BLE001  (re-raised once the rest is written)
-                error = err
-                self.pending = self._writing[1] + self.pending
-                self._writing = None
+            error = self._writing[0].exception()  # waits for it; raised once the rest is written
+            self.pending = self._finished_rewrite() + self.pending
         batch, self.pending, self.written_at = self.pending, [], time.monotonic()
         self._write(batch)
         if error is not None:
