@@ -1,0 +1,451 @@
+"""The entailment check for minimal edits, offline: a foil whose changed words the caption's entail or paraphrase.
+
+A foil must be false of the image its caption is true of. When the caption's words entail the foil's ("a dog" ->
+"an animal"), or the two say the same ("beside" -> "next to", "on the beach" -> "at the beach"), the foil is true
+as well, and a benchmark that counts it as false scores a model that sees the image as wrong. VALSE ran an NLI
+model for this (its §4.3); this check needs none: WordNet 3.0 (through NLTK, installed by `make setup`) and the
+spatial-relation table foilforge/data/spatial_relations.yaml. Where an NLI model is configured
+(profiles/paper.yaml) it runs as well, as a filter (filters/nli.py).
+
+`check(edits, kind)` (registered as "entailment" in foilforge.edits.EDIT_CHECKS) judges the replacements of one
+pair; the pair is refused when every replacement is refused (one that contradicts is enough to make the foil
+false), with the first one's reason. Insertions and deletions are not judged here (an added word may be the very
+contradiction, "a man not wearing a hat"), so a pair that has any is accepted by this check; punctuation-only
+ones are ignored. `kind` says what the replaced words are:
+
+* noun, verb, adjective: WordNet over every sense of both words (VALSE's rule for its action verbs, App. A.5):
+  an antonym ("big" -> "small", "give" -> "take") is a contradiction and kept, whatever else relates them; the
+  same synset ("couch" -> "sofa", "big" -> "large") is "paraphrase: synonym"; the foil's word a hypernym of the
+  caption's ("dog" -> "animal": what is a dog is an animal) is "entailed: hypernym"; the foil's word a hyponym
+  of the caption's ("animal" -> "dog") is "not contradicted: hyponym": the caption does not entail it, but nor
+  does it exclude it, and the picture of "an animal" may well show a dog, so the foil may be true of it: refused
+  too, as VALSE refused hyponyms of verbs. Adjectives have no hypernyms; a satellite of the other's head
+  adjective ("huge" -> "large") is "paraphrase: similar adjective". A multi-word phrase is looked up whole
+  ("park bench", "cell phone"), else by its head (a noun's last word, a verb's first). Leading articles,
+  possessives and numerals are not part of the word ("a bus" -> "an airplane" compares bus and airplane).
+* relation: the spatial table first (its `synonyms` rows, `entails` pairs and `alternations` judged by the
+  relation's object, which the foiler passes from its parse or is read from the words after the relation). A
+  relation phrase may reach beyond the changed words ("in front of" -> "in back of" changes one word), so the
+  words on either side are tried too, the fewest first. Relation words the table does not know are judged by
+  WordNet over every part of speech when they are not prepositions (SugarCrepe's replace_rel changes verbs:
+  "holding" -> "carrying"); two prepositions the table does not know are accepted.
+
+Reasons are short stable strings, counted by the foil stage (data/metrics/foil/<I>.json `refused`) and by
+`foilforge refilter` (report.json `refused`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from foilforge.edits import TOKEN, Edit, edit_check
+from foilforge.errors import ConfigError, InputError
+
+TABLE_PATH = Path(__file__).with_name("data") / "spatial_relations.yaml"
+
+# ---- reasons (stable: counted in metrics and reports)
+SAME_WORD = "paraphrase: same word"
+SYNONYM = "paraphrase: synonym"
+SIMILAR = "paraphrase: similar adjective"
+HYPERNYM = "entailed: hypernym"
+HYPONYM = "not contradicted: hyponym"
+SPATIAL_SYNONYM = "paraphrase: spatial synonym"
+SPATIAL_ENTAILED = "entailed: spatial"
+SPATIAL_COMPATIBLE = "not contradicted: spatial"
+
+
+def alternation_reason(verdict: str, name: str, object_class: str | None) -> str:
+    """"paraphrase: on/in/at (place)"; "unjudged: on/in/at" (no class of the object gives a verdict)."""
+    return f"paraphrase: {name} ({object_class})" if verdict == "paraphrase" else f"unjudged: {name}"
+
+
+# ---- WordNet relations between two words (also the action_replacement constraint's)
+ANTONYM = "antonym"
+SYNONYM_RELATION = "synonym"
+HYPERNYM_RELATION = "hypernym"  # the new word is more general than the old
+HYPONYM_RELATION = "hyponym"  # the new word is more specific than the old
+SIMILAR_RELATION = "similar"
+SAME = "same word"
+UNKNOWN = "not in WordNet"
+UNRELATED = "unrelated"
+#: relation -> refusal reason (the others, antonym, unrelated and not in WordNet, leave a contradiction possible)
+RELATION_REASONS = {SAME: SAME_WORD, SYNONYM_RELATION: SYNONYM, HYPERNYM_RELATION: HYPERNYM,
+                    HYPONYM_RELATION: HYPONYM, SIMILAR_RELATION: SIMILAR}
+WORDNET_POS = {"noun": "n", "verb": "v", "adjective": "a"}
+
+#: words that are not part of the word a replacement names ("a bus", "his phone", "two dogs")
+DETERMINERS = frozenset("""a an the this that these those his her its their our my your some any each every another
+other no one two three four five six seven eight nine ten several many few both all""".split())
+#: preposition and particle words: a relation phrase made only of them is the table's to judge, never WordNet's
+#: (WordNet reads "in" as inch or indium, "at" as astatine)
+PREPOSITION_WORDS = frozenset("""aboard about above across after against ahead along alongside amid amidst among
+amongst around at atop away back before behind below beneath beside besides between beyond by close down from front
+in inside into near nearby next of off on onto opposite out outside over past round side through throughout thru to
+top toward towards under underneath up upon via with within without""".split())
+#: words that end a noun phrase when reading a relation's object off the words after it
+PHRASE_ENDS = PREPOSITION_WORDS | frozenset("and or but while as that which who where whose is are was were".split())
+
+
+@functools.lru_cache(maxsize=1)
+def wordnet():
+    """NLTK's WordNet reader, or a ConfigError telling how to install the data offline."""
+    from nltk.corpus import wordnet as wn
+
+    try:
+        wn.ensure_loaded()
+    except LookupError as err:
+        raise ConfigError(
+            "WordNet data for NLTK not found; run `make setup` (or `python scripts/setup_wordnet.py .venv/nltk_data`, "
+            "which needs the Debian package wordnet-base). nltk.download is not used."
+        ) from err
+    return wn
+
+
+def wordnet_version() -> str:
+    return str(wordnet().get_version())
+
+
+def verb_lemma(word: str) -> str:
+    """Base form of a verb given in any inflection ("preaches", "drinking" -> "preach", "drink")."""
+    from lemminflect import getLemma
+
+    word = word.strip().lower()
+    lemmas = getLemma(word, upos="VERB")
+    return lemmas[0] if lemmas else word
+
+
+def _hypernym_closure(synsets) -> set:
+    closure = set()
+    for synset in synsets:
+        closure.update(synset.closure(lambda s: s.hypernyms() + s.instance_hypernyms()))
+    return closure
+
+
+def _antonyms(lemma: str, synsets) -> set[str]:
+    names = set()
+    for synset in synsets:
+        for lem in synset.lemmas():
+            if lem.name().lower() == lemma:
+                names.update(a.name().lower() for a in lem.antonyms())
+    return names
+
+
+def _synsets(word: str, pos: str) -> tuple[str, list]:
+    """(the lemma WordNet knows, its synsets) for a word or phrase in any inflection, `pos` "n", "v" or "a"."""
+    wn = wordnet()
+    key = word.strip().lower().replace(" ", "_")
+    if pos == "v":
+        key = "_".join([verb_lemma(key.split("_")[0]), *key.split("_")[1:]])
+    synsets = wn.synsets(key, pos=pos)
+    if pos == "a":
+        synsets = synsets or wn.synsets(key, pos="s")
+    base = wn.morphy(key, pos) or key
+    return base, synsets
+
+
+@functools.lru_cache(maxsize=65536)
+def lexical_relation(old: str, new: str, pos: str) -> str:
+    """How `new` relates to `old` in WordNet over all senses of `pos` ("n", "v", "a"); both in any inflection.
+
+    Antonymy first: an antonym is a contradiction even when another sense pair is also related (give / take
+    share hypernyms)."""
+    old_base, old_synsets = _synsets(old, pos)
+    new_base, new_synsets = _synsets(new, pos)
+    if old_base == new_base or old.strip().lower() == new.strip().lower():
+        return SAME
+    if not old_synsets or not new_synsets:
+        return UNKNOWN
+    if new_base in _antonyms(old_base, old_synsets):
+        return ANTONYM
+    old_set, new_set = set(old_synsets), set(new_synsets)
+    if old_set & new_set:
+        return SYNONYM_RELATION
+    if pos == "a":
+        if any(set(s.similar_tos()) & new_set for s in old_set) or any(set(s.similar_tos()) & old_set for s in new_set):
+            return SIMILAR_RELATION
+        return UNRELATED
+    if new_set & _hypernym_closure(old_set):
+        return HYPERNYM_RELATION
+    if old_set & _hypernym_closure(new_set):
+        return HYPONYM_RELATION
+    return UNRELATED
+
+
+def content_words(phrase: str) -> list[str]:
+    """The phrase's words, lower case, without punctuation and without leading determiners or numerals."""
+    words = [w for w in (m.group().lower() for m in TOKEN.finditer(phrase)) if any(ch.isalnum() for ch in w)]
+    while words and (words[0] in DETERMINERS or words[0].isdigit() or words[0].endswith(("'s", "’s"))):
+        words = words[1:]
+    return words
+
+
+def _lookup_form(words: list[str], pos: str) -> str:
+    """The phrase whole when WordNet knows it ("park bench"), else its head (a verb's first word, else the last)."""
+    whole = " ".join(words)
+    if len(words) == 1 or _synsets(whole, pos)[1]:
+        return whole
+    return words[0] if pos == "v" else words[-1]
+
+
+def word_relation(old: str, new: str, pos: str) -> str:
+    """`lexical_relation` of two phrases, each looked up whole or by its head (`_lookup_form`)."""
+    old_words, new_words = content_words(old), content_words(new)
+    if not old_words or not new_words:
+        return UNKNOWN
+    return lexical_relation(_lookup_form(old_words, pos), _lookup_form(new_words, pos), pos)
+
+
+def word_refusal(old: str, new: str, pos: str) -> str | None:
+    return RELATION_REASONS.get(word_relation(old, new, pos))
+
+
+def any_pos_refusal(old: str, new: str) -> str | None:
+    """WordNet over every part of speech both words have (verbs first): an antonym in one accepts the pair."""
+    reasons = []
+    for pos in ("v", "n", "a"):
+        relation = word_relation(old, new, pos)
+        if relation == ANTONYM:
+            return None
+        if relation in RELATION_REASONS:
+            reasons.append(RELATION_REASONS[relation])
+    return reasons[0] if reasons else None
+
+
+# ---------------------------------------------------------------- the spatial-relation table
+
+@dataclass(frozen=True)
+class Alternation:
+    name: str
+    between: tuple[frozenset, ...]  # each member phrase with its synonyms
+    objects: tuple[tuple[str, str], ...]  # (object class, verdict) in order
+    otherwise: str
+
+
+@dataclass(frozen=True, eq=False)
+class SpatialTable:
+    version: int
+    sha256: str
+    path: str
+    synonyms: tuple[frozenset, ...]
+    entails: tuple[tuple[frozenset, frozenset], ...]
+    alternations: tuple[Alternation, ...]
+    #: class -> (words, synset names)
+    object_classes: dict
+
+    @functools.cached_property
+    def phrases(self) -> frozenset:
+        known = set().union(*self.synonyms)
+        for specific, general in self.entails:
+            known |= specific | general
+        for alternation in self.alternations:
+            known = known.union(*alternation.between)
+        return frozenset(known)
+
+    def family(self, phrase: str) -> frozenset:
+        """The phrase and every phrase sharing a synonyms row with it."""
+        return frozenset({phrase}.union(*(row for row in self.synonyms if phrase in row)))
+
+    def judge(self, old: str, new: str, object_of) -> str | None:
+        """The refusal reason for relation `old` -> `new` (both known to the table), or None (a contradiction).
+
+        `object_of()` gives the relation's object noun (called only for an alternation)."""
+        if old == new:
+            return SAME_WORD
+        if any(old in row and new in row for row in self.synonyms):
+            return SPATIAL_SYNONYM
+        for specific, general in self.entails:
+            if old in specific and new in general:
+                return SPATIAL_ENTAILED
+            if old in general and new in specific:
+                return SPATIAL_COMPATIBLE
+        for alternation in self.alternations:
+            sides = [i for i, members in enumerate(alternation.between) if old in members]
+            others = [i for i, members in enumerate(alternation.between) if new in members]
+            if sides and others and set(sides) != set(others):
+                object_class = self.object_class(object_of(), tuple(name for name, _ in alternation.objects))
+                verdict = dict(alternation.objects).get(object_class, alternation.otherwise)
+                return None if verdict == "contrast" else alternation_reason(verdict, alternation.name, object_class)
+        return None
+
+    def object_class(self, noun: str | None, classes: tuple[str, ...]) -> str | None:
+        return _object_class(self, noun, classes) if noun else None
+
+
+@functools.lru_cache(maxsize=16384)
+def _object_class(table: SpatialTable, noun: str, classes: tuple[str, ...]) -> str | None:
+    """The first of `classes` that lists the noun, else that holds its first classed WordNet sense (in WordNet's
+    order, the most frequent first), else None."""
+    wn = wordnet()
+    noun = noun.lower()
+    base = wn.morphy(noun.replace(" ", "_"), "n") or noun
+    for name in classes:
+        words, _ = table.object_classes[name]
+        if noun in words or base.replace("_", " ") in words:
+            return name
+    wanted = {name: {wn.synset(s) for s in table.object_classes[name][1]} for name in classes}
+    for sense in wn.synsets(noun.replace(" ", "_"), pos="n"):
+        lineage = {sense} | _hypernym_closure([sense])
+        for name in classes:
+            if lineage & wanted[name]:
+                return name
+    return None
+
+
+VERDICTS = ("paraphrase", "contrast", "unjudged")
+
+
+def _phrases(path, entry: str, value) -> frozenset:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p.strip() for p in value):
+        raise InputError(path, "expected a non-empty list of phrases", record=entry)
+    return frozenset(" ".join(p.lower().split()) for p in value)
+
+
+def load_table(path=TABLE_PATH) -> SpatialTable:
+    """The spatial-relation table of `path`, checked: every entry names its source, every class and synset exists."""
+    import yaml
+
+    path = Path(path)
+    raw = path.read_bytes()
+    data = yaml.safe_load(raw)
+    if not isinstance(data, dict) or not isinstance(data.get("version"), int):
+        raise InputError(path, "expected a mapping with an integer `version`")
+    classes = {}
+    for name, spec in (data.get("object_classes") or {}).items():
+        if not isinstance(spec, dict):
+            raise InputError(path, "expected {words, synsets}", record=f"object_classes.{name}")
+        words = frozenset(" ".join(str(w).lower().split()) for w in spec.get("words") or ())
+        synsets = tuple(spec.get("synsets") or ())
+        wn = wordnet()
+        for synset in synsets:
+            try:
+                wn.synset(synset)
+            except Exception as err:  # nltk raises WordNetError (a ValueError) or others for a malformed name
+                raise InputError(path, f"no WordNet {wordnet_version()} synset {synset!r}",
+                                 record=f"object_classes.{name}", field="synsets") from err
+        classes[name] = (words, synsets)
+
+    def sourced(section: str, index: int, entry) -> dict:
+        if not isinstance(entry, dict):
+            raise InputError(path, "expected a mapping", record=f"{section}[{index}]")
+        if not isinstance(entry.get("source"), str) or not entry["source"].strip():
+            raise InputError(path, "every entry says where it comes from", record=f"{section}[{index}]", field="source")
+        return entry
+
+    synonyms = tuple(_phrases(path, f"synonyms[{i}].phrases", sourced("synonyms", i, e).get("phrases"))
+                     for i, e in enumerate(data.get("synonyms") or ()))
+    entails = tuple((_phrases(path, f"entails[{i}].specific", sourced("entails", i, e).get("specific")),
+                     _phrases(path, f"entails[{i}].general", e.get("general")))
+                    for i, e in enumerate(data.get("entails") or ()))
+    table = SpatialTable(version=data["version"], sha256=hashlib.sha256(raw).hexdigest(), path=str(path),
+                         synonyms=synonyms, entails=entails, alternations=(), object_classes=classes)
+    alternations = []
+    for i, entry in enumerate(data.get("alternations") or ()):
+        entry = sourced("alternations", i, entry)
+        where = f"alternations[{i}]"
+        objects = tuple((entry.get("objects") or {}).items())
+        for name, verdict in objects:
+            if name not in classes:
+                raise InputError(path, f"unknown object class {name!r} (object_classes: {', '.join(classes)})",
+                                 record=where, field="objects")
+            if verdict not in VERDICTS[:2]:
+                raise InputError(path, f"verdict must be paraphrase or contrast, got {verdict!r}", record=where,
+                                 field=f"objects.{name}")
+        if entry.get("otherwise") not in VERDICTS:
+            raise InputError(path, f"must be one of {', '.join(VERDICTS)}", record=where, field="otherwise")
+        _phrases(path, where + ".between", entry.get("between"))
+        between = tuple(table.family(" ".join(p.lower().split())) for p in entry["between"])
+        alternations.append(Alternation(str(entry.get("name") or where), between, objects, entry["otherwise"]))
+    return SpatialTable(version=table.version, sha256=table.sha256, path=table.path, synonyms=synonyms,
+                        entails=entails, alternations=tuple(alternations), object_classes=classes)
+
+
+@functools.lru_cache(maxsize=1)
+def spatial_table() -> SpatialTable:
+    return load_table(TABLE_PATH)
+
+
+def object_after(text: str) -> str | None:
+    """The head noun of the noun phrase that opens `text` ("the sandy beach while ..." -> "beach"), read with
+    WordNet alone: determiners skipped, the phrase ends at a preposition, conjunction, punctuation mark or a verb
+    form in -ing after a noun; its head is its last word WordNet knows as a noun. None when there is none."""
+    wn = wordnet()
+    head = None
+    for match in TOKEN.finditer(text):
+        word = match.group().lower()
+        if not any(ch.isalnum() for ch in word) or word in PHRASE_ENDS:
+            break
+        if word in DETERMINERS or word.isdigit():
+            if head is None:
+                continue
+            break
+        if head is not None and word.endswith("ing") and wn.synsets(word, pos="v"):
+            break
+        if wn.synsets(word, pos="n"):
+            head = word
+        elif head is not None:
+            break
+    return head
+
+
+def _words(text: str) -> list[str]:
+    return [m.group().lower() for m in TOKEN.finditer(text)]
+
+
+#: (words taken from before, from after) the changed words, in the order tried: the fewest first
+EXPANSIONS = ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (2, 0), (1, 2), (2, 1), (2, 2))
+
+
+def relation_refusal(edit: Edit) -> str | None:
+    """The refusal reason of a relation edit, or None (see the module docstring)."""
+    table = spatial_table()
+    old, new = _words(edit.old), _words(edit.new)
+    before, after = _words(edit.before), _words(edit.after)
+    for left, right in EXPANSIONS:
+        if left > len(before) or right > len(after):
+            continue
+        context_left, context_right = before[len(before) - left:], after[:right]
+        if any(not w.isalnum() for w in context_left + context_right):
+            continue  # a relation phrase does not reach across punctuation
+        old_phrase = " ".join(context_left + old + context_right)
+        new_phrase = " ".join(context_left + new + context_right)
+        if old_phrase in table.phrases and new_phrase in table.phrases:
+            rest = edit.after
+            for word in context_right:  # the object follows the whole relation phrase
+                rest = rest[rest.lower().index(word) + len(word):]
+            # the foiler's object is that of its own span: read it off the text when the phrase reached further
+            known = edit.object if not right else None
+            return table.judge(old_phrase, new_phrase, lambda: known or object_after(rest))
+    if set(old + new) <= PREPOSITION_WORDS:
+        return None
+    return any_pos_refusal(edit.old, edit.new)
+
+
+def replace_refusal(edit: Edit, kind: str) -> str | None:
+    """Why one replacement's foil is entailed or paraphrased by its caption, or None."""
+    if kind == "relation":
+        return relation_refusal(edit)
+    if kind in WORDNET_POS:
+        return word_refusal(edit.old, edit.new, WORDNET_POS[kind])
+    raise ValueError(f"unknown edit kind {kind!r} (one of relation, {', '.join(WORDNET_POS)})")
+
+
+@edit_check("entailment")
+def check(edits: list[Edit], kind: str | None) -> str | None:
+    """The pair's refusal: every replacement refused (the first one's reason), no insertion or deletion of words."""
+    if kind is None:
+        return None
+    edits = [e for e in edits if not e.punctuation_only]
+    if not edits or any(e.type != "replace" for e in edits):
+        return None
+    reasons = [replace_refusal(e, kind) for e in edits]
+    return reasons[0] if all(reasons) else None
+
+
+def describe() -> dict:
+    """What the manifest says about this check: the table's version, file and sha256, WordNet's version."""
+    table = spatial_table()
+    return {"check": "foilforge.entailment", "table": Path(table.path).name, "table_version": table.version,
+            "table_sha256": table.sha256, "wordnet": wordnet_version()}
