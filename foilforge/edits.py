@@ -128,3 +128,4 @@ def record_refusal(record: dict, kind: str | None, checks: tuple[str, ...] = ("e
     if spans[0] is None or spans[1] is None:
         spans = (None, None)
     return pair_refusal(record["caption"], record["foil"], kind, *spans, checks=checks)
+

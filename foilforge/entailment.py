@@ -9,11 +9,14 @@ spatial-relation table foilforge/data/spatial_relations.yaml. Where an NLI model
 
 `check(edits, kind)` (registered as "entailment" in foilforge.edits.EDIT_CHECKS) judges the replacements of one
 pair; the pair is refused when every replacement is refused (one that contradicts is enough to make the foil
-false), with the first one's reason. Insertions and deletions are not judged here (an added word may be the very
-contradiction, "a man not wearing a hat"), so a pair that has any is accepted by this check; punctuation-only
+false), with the first one's reason. Insertions and deletions are judged only where they complete a relation
+phrase ("on" -> "on top of" inserts "top of"); otherwise they are not judged here (an added word may be the very
+contradiction, "a man not wearing a hat"), so a pair that has one is accepted by this check; punctuation-only
 ones are ignored. `kind` says what the replaced words are:
 
-* noun, verb, adjective: WordNet over every sense of both words (VALSE's rule for its action verbs, App. A.5):
+* noun, verb, adjective: WordNet over the senses of both words (every sense, VALSE's rule for its action verbs,
+  App. A.5; for a noun, the senses SemCor attests when it attests any, so that "bus" -> "car" is not refused
+  for bus.n.04, a jalopy):
   an antonym ("big" -> "small", "give" -> "take") is a contradiction and kept, whatever else relates them; the
   same synset ("couch" -> "sofa", "big" -> "large") is "paraphrase: synonym"; the foil's word a hypernym of the
   caption's ("dog" -> "animal": what is a dog is an animal) is "entailed: hypernym"; the foil's word a hyponym
@@ -25,8 +28,8 @@ ones are ignored. `kind` says what the replaced words are:
   possessives and numerals are not part of the word ("a bus" -> "an airplane" compares bus and airplane).
 * relation: the spatial table first (its `synonyms` rows, `entails` pairs and `alternations` judged by the
   relation's object, which the foiler passes from its parse or is read from the words after the relation). A
-  relation phrase may reach beyond the changed words ("in front of" -> "in back of" changes one word), so the
-  words on either side are tried too, the fewest first. Relation words the table does not know are judged by
+  relation phrase may reach beyond the changed words ("in front of" -> "in back of" changes one word), so up to
+  three words on either side are taken too, and the longest phrases the table knows on both sides are judged. Relation words the table does not know are judged by
   WordNet over every part of speech when they are not prepositions (SugarCrepe's replace_rel changes verbs:
   "holding" -> "carrying"); two prepositions the table does not know are accepted.
 
@@ -143,6 +146,11 @@ def _synsets(word: str, pos: str) -> tuple[str, list]:
     if pos == "a":
         synsets = synsets or wn.synsets(key, pos="s")
     base = wn.morphy(key, pos) or key
+    if pos == "n":
+        # the senses a caption's noun is used in: those SemCor attests, when it attests any ("bus" is not read as
+        # bus.n.04, a jalopy, a kind of car; "dog" not as frank.n.02); else every sense ("hot dog": none counted)
+        attested = [s for s in synsets if any(lem.name().lower() == base and lem.count() for lem in s.lemmas())]
+        synsets = attested or synsets
     return base, synsets
 
 
@@ -394,8 +402,34 @@ def _words(text: str) -> list[str]:
     return [m.group().lower() for m in TOKEN.finditer(text)]
 
 
-#: (words taken from before, from after) the changed words, in the order tried: the fewest first
-EXPANSIONS = ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (2, 0), (1, 2), (2, 1), (2, 2))
+#: (words taken from before, from after) the changed words, in the order tried: the most first, so that the
+#: longest phrase the table knows on both sides is judged ("at the side of" -> "by the side of", not "at" -> "by")
+EXPANSIONS = tuple(sorted(((left, right) for left in range(4) for right in range(4)), key=lambda lr: -sum(lr)))
+
+
+def _placements(old: list[str], new: list[str], before: list[str], after: list[str]):
+    """(old, new, before, after) of the edit, and for an insertion or deletion every equivalent place of it: inserting
+    "side of the" after "by the" is inserting "the side of" after "by" (word alignment picks one of them)."""
+    yield old, new, before, after
+    if old and new:
+        return
+    moved = old or new
+    b, m, a = before, moved, after
+    while b and m[-1] == b[-1]:  # slide left
+        b, m, a = b[:-1], [b[-1]] + m[:-1], [m[-1]] + a
+        yield (m, [], b, a) if old else ([], m, b, a)
+    b, m, a = before, moved, after
+    while a and m[0] == a[0]:  # slide right
+        b, m, a = b + [m[0]], m[1:] + [a[0]], a[1:]
+        yield (m, [], b, a) if old else ([], m, b, a)
+
+
+def _rest_after(text: str, words: list[str], count: int) -> str:
+    """`text` after its first `count` words (of `words`, its word list)."""
+    rest = text
+    for word in words[:count]:
+        rest = rest[rest.lower().index(word) + len(word):]
+    return rest
 
 
 def relation_refusal(edit: Edit) -> str | None:
@@ -403,21 +437,25 @@ def relation_refusal(edit: Edit) -> str | None:
     table = spatial_table()
     old, new = _words(edit.old), _words(edit.new)
     before, after = _words(edit.before), _words(edit.after)
-    for left, right in EXPANSIONS:
-        if left > len(before) or right > len(after):
-            continue
-        context_left, context_right = before[len(before) - left:], after[:right]
-        if any(not w.isalnum() for w in context_left + context_right):
-            continue  # a relation phrase does not reach across punctuation
-        old_phrase = " ".join(context_left + old + context_right)
-        new_phrase = " ".join(context_left + new + context_right)
-        if old_phrase in table.phrases and new_phrase in table.phrases:
-            rest = edit.after
-            for word in context_right:  # the object follows the whole relation phrase
-                rest = rest[rest.lower().index(word) + len(word):]
-            # the foiler's object is that of its own span: read it off the text when the phrase reached further
-            known = edit.object if not right else None
-            return table.judge(old_phrase, new_phrase, lambda: known or object_after(rest))
+    best = None  # (words of context taken, old phrase, new phrase, words of the caption after the phrase)
+    for old_words, new_words, left_words, right_words in _placements(old, new, before, after):
+        for left, right in EXPANSIONS:
+            if left > len(left_words) or right > len(right_words) or (best and left + right <= best[0]):
+                continue
+            context_left, context_right = left_words[len(left_words) - left:], right_words[:right]
+            if any(not w.isalnum() for w in context_left + context_right):
+                continue  # a relation phrase does not reach across punctuation
+            old_phrase = " ".join(context_left + old_words + context_right)
+            new_phrase = " ".join(context_left + new_words + context_right)
+            if old_phrase in table.phrases and new_phrase in table.phrases:
+                shift = len(right_words) - len(after)  # words of `after` the placement moved into the phrase
+                best = (left + right, old_phrase, new_phrase, right + shift, right == 0 and shift == 0)
+    if best is not None:
+        _, old_phrase, new_phrase, consumed, own_span = best
+        rest = _rest_after(edit.after, after, consumed)
+        # the foiler's object is that of its own span: read it off the text when the phrase reached further
+        known = edit.object if own_span else None
+        return table.judge(old_phrase, new_phrase, lambda: known or object_after(rest))
     if set(old + new) <= PREPOSITION_WORDS:
         return None
     return any_pos_refusal(edit.old, edit.new)
@@ -434,11 +472,14 @@ def replace_refusal(edit: Edit, kind: str) -> str | None:
 
 @edit_check("entailment")
 def check(edits: list[Edit], kind: str | None) -> str | None:
-    """The pair's refusal: every replacement refused (the first one's reason), no insertion or deletion of words."""
+    """The pair's refusal: every edit refused (the first one's reason), or None.
+
+    Insertions and deletions of words are judged only as parts of a relation phrase ("on" -> "on top of" inserts
+    "top of"); any other one leaves the pair to other checks (None)."""
     if kind is None:
         return None
     edits = [e for e in edits if not e.punctuation_only]
-    if not edits or any(e.type != "replace" for e in edits):
+    if not edits or (kind != "relation" and any(e.type != "replace" for e in edits)):
         return None
     reasons = [replace_refusal(e, kind) for e in edits]
     return reasons[0] if all(reasons) else None
