@@ -29,9 +29,11 @@ ones are ignored. `kind` says what the replaced words are:
 * relation: the spatial table first (its `synonyms` rows, `entails` pairs and `alternations` judged by the
   relation's object, which the foiler passes from its parse or is read from the words after the relation). A
   relation phrase may reach beyond the changed words ("in front of" -> "in back of" changes one word), so up to
-  three words on either side are taken too, and the longest phrases the table knows on both sides are judged. Relation words the table does not know are judged by
-  WordNet over every part of speech when they are not prepositions (SugarCrepe's replace_rel changes verbs:
-  "holding" -> "carrying"); two prepositions the table does not know are accepted.
+  three words on either side are taken too, and the longest phrases the table knows on both sides are judged.
+  Relation phrases the table does not know are judged by WordNet when each names its relation by one word that is
+  not a preposition (SugarCrepe's replace_rel changes verbs: "is holding" -> "is throwing"), in each word's first
+  sense (see `relation_word_refusal`); two prepositions the table does not know, or phrases of several words, are
+  accepted.
 
 Reasons are short stable strings, counted by the foil stage (data/metrics/foil/<I>.json `refused`) and by
 `foilforge refilter` (report.json `refused`).
@@ -88,8 +90,10 @@ PREPOSITION_WORDS = frozenset("""aboard about above across after against ahead a
 amongst around at atop away back before behind below beneath beside besides between beyond by close down from front
 in inside into near nearby next of off on onto opposite out outside over past round side through throughout thru to
 top toward towards under underneath up upon via with within without""".split())
-#: words that end a noun phrase when reading a relation's object off the words after it
-PHRASE_ENDS = PREPOSITION_WORDS | frozenset("and or but while as that which who where whose is are was were".split())
+#: words that end a noun phrase when reading a relation's object off the words after it (the nouns of relation
+#: phrases, "the side of the road", do not)
+PHRASE_ENDS = (PREPOSITION_WORDS - frozenset("back close front next round side top".split())) | frozenset(
+    "and or but while as that which who where whose am is are was were be been being has have had do does did".split())
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,13 +159,16 @@ def _synsets(word: str, pos: str) -> tuple[str, list]:
 
 
 @functools.lru_cache(maxsize=65536)
-def lexical_relation(old: str, new: str, pos: str) -> str:
-    """How `new` relates to `old` in WordNet over all senses of `pos` ("n", "v", "a"); both in any inflection.
+def lexical_relation(old: str, new: str, pos: str, first_sense: bool = False) -> str:
+    """How `new` relates to `old` in WordNet over the senses of `pos` ("n", "v", "a") `_synsets` gives, or over
+    each word's first sense only (`first_sense`); both in any inflection.
 
     Antonymy first: an antonym is a contradiction even when another sense pair is also related (give / take
     share hypernyms)."""
     old_base, old_synsets = _synsets(old, pos)
     new_base, new_synsets = _synsets(new, pos)
+    if first_sense:
+        old_synsets, new_synsets = old_synsets[:1], new_synsets[:1]
     if old_base == new_base or old.strip().lower() == new.strip().lower():
         return SAME
     if not old_synsets or not new_synsets:
@@ -210,12 +217,31 @@ def word_refusal(old: str, new: str, pos: str) -> str | None:
     return RELATION_REASONS.get(word_relation(old, new, pos))
 
 
-def any_pos_refusal(old: str, new: str) -> str | None:
-    """WordNet over every part of speech both words have (verbs first): an antonym in one accepts the pair."""
+#: words a relation phrase may hold beside the one that names the relation ("is sitting on", "are placed on")
+AUXILIARIES = frozenset("am is are was were be been being has have had do does did 's".split())
+
+
+def relation_word(phrase: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the one word of a relation phrase that names it, its prepositions and particles): "is sitting on" ->
+    ("sitting", ("on",)); the word is None when the phrase has none or several (WordNet cannot judge it then)."""
+    words = [w for w in content_words(phrase) if w not in AUXILIARIES and w not in DETERMINERS]
+    named = [w for w in words if w not in PREPOSITION_WORDS]
+    return (named[0] if len(named) == 1 else None), tuple(w for w in words if w in PREPOSITION_WORDS)
+
+
+def relation_word_refusal(old: str, new: str) -> str | None:
+    """Two relation words the table does not know ("holding" -> "throwing"), by WordNet: each word's first sense
+    (a caption's relation is a concrete one: over every sense hold and throw share a synset, "hold a party"), in
+    every part of speech both have, verbs first; an antonym in one accepts the pair. Judged only where the two
+    phrases have the same prepositions ("traveling towards" -> "coming out of" turns on them) and the word changed
+    (a change of number, "meter with" -> "meters without", leaves the relation to its other words)."""
+    (old_word, old_rest), (new_word, new_rest) = relation_word(old), relation_word(new)
+    if old_word is None or new_word is None or old_rest != new_rest:
+        return None
     reasons = []
     for pos in ("v", "n", "a"):
-        relation = word_relation(old, new, pos)
-        if relation == ANTONYM:
+        relation = lexical_relation(old_word, new_word, pos, first_sense=True)
+        if relation in (ANTONYM, SAME):
             return None
         if relation in RELATION_REASONS:
             reasons.append(RELATION_REASONS[relation])
@@ -284,22 +310,25 @@ class SpatialTable:
 
 @functools.lru_cache(maxsize=16384)
 def _object_class(table: SpatialTable, noun: str, classes: tuple[str, ...]) -> str | None:
-    """The first of `classes` that lists the noun, else that holds its first classed WordNet sense (in WordNet's
-    order, the most frequent first), else None."""
+    """The first of `classes` that lists the noun, else that holds its first WordNet sense (the most frequent: a
+    later one would class "hand" as a place by hand.n.05, a side), else None. A compound ("cutting board", "home
+    plate") is looked up whole, and by its head when that gives no class ("blue sky": blue_sky.n.01 is a color)."""
     wn = wordnet()
-    noun = noun.lower()
-    base = wn.morphy(noun.replace(" ", "_"), "n") or noun
+    noun = " ".join(noun.lower().split())
+    base = (wn.morphy(noun.replace(" ", "_"), "n") or noun).replace("_", " ")
     for name in classes:
         words, _ = table.object_classes[name]
-        if noun in words or base.replace("_", " ") in words:
+        if noun in words or base in words:
             return name
-    wanted = {name: {wn.synset(s) for s in table.object_classes[name][1]} for name in classes}
-    for sense in wn.synsets(noun.replace(" ", "_"), pos="n"):
-        lineage = {sense} | _hypernym_closure([sense])
-        for name in classes:
-            if lineage & wanted[name]:
-                return name
-    return None
+    senses = wn.synsets(noun.replace(" ", "_"), pos="n")
+    found = None
+    if senses:
+        wanted = {name: {wn.synset(s) for s in table.object_classes[name][1]} for name in classes}
+        lineage = {senses[0]} | _hypernym_closure(senses[:1])
+        found = next((name for name in classes if lineage & wanted[name]), None)
+    if found is None and " " in noun:
+        return _object_class(table, noun.rsplit(" ", 1)[1], classes)
+    return found
 
 
 VERDICTS = ("paraphrase", "contrast", "unjudged")
@@ -376,26 +405,27 @@ def spatial_table() -> SpatialTable:
 
 
 def object_after(text: str) -> str | None:
-    """The head noun of the noun phrase that opens `text` ("the sandy beach while ..." -> "beach"), read with
-    WordNet alone: determiners skipped, the phrase ends at a preposition, conjunction, punctuation mark or a verb
-    form in -ing after a noun; its head is its last word WordNet knows as a noun. None when there is none."""
+    """The head noun of the noun phrase that opens `text`, with the noun before it ("the sandy beach while ..." ->
+    "beach", "a cutting board." -> "cutting board"), read with WordNet alone: determiners skipped, the phrase ends
+    at a preposition, conjunction, punctuation mark or a verb form in -ing after a noun; its head is its last word
+    WordNet knows as a noun. None when there is none."""
     wn = wordnet()
-    head = None
+    run: list[str] = []  # the words WordNet knows as nouns, in a row, ending at the head so far
     for match in TOKEN.finditer(text):
         word = match.group().lower()
         if not any(ch.isalnum() for ch in word) or word in PHRASE_ENDS:
             break
         if word in DETERMINERS or word.isdigit():
-            if head is None:
+            if not run:
                 continue
             break
-        if head is not None and word.endswith("ing") and wn.synsets(word, pos="v"):
+        if run and word.endswith("ing") and wn.synsets(word, pos="v"):
             break
         if wn.synsets(word, pos="n"):
-            head = word
-        elif head is not None:
+            run.append(word)
+        elif run:
             break
-    return head
+    return " ".join(run[-2:]) or None
 
 
 def _words(text: str) -> list[str]:
@@ -437,7 +467,33 @@ def relation_refusal(edit: Edit) -> str | None:
     table = spatial_table()
     old, new = _words(edit.old), _words(edit.new)
     before, after = _words(edit.before), _words(edit.after)
-    best = None  # (words of context taken, old phrase, new phrase, words of the caption after the phrase)
+    best = _longest_known(table, old, new, before, after)
+    if best is None:
+        # an article that came or went with the relation belongs to its object ("at night" -> "in the night")
+        best = _longest_known(table, _without_final_articles(old), _without_final_articles(new), before, after)
+    if best is not None:
+        _, old_phrase, new_phrase, consumed, own_span = best
+        rest = _rest_after(edit.after, after, consumed)
+        # the foiler's object is that of its own span: read it off the text when the phrase reached further
+        known = edit.object if own_span else None
+        return table.judge(old_phrase, new_phrase, lambda: known or object_after(rest))
+    if set(old + new) <= PREPOSITION_WORDS:
+        return None
+    return relation_word_refusal(edit.old, edit.new)
+
+
+def _without_final_articles(words: list[str]) -> list[str]:
+    while words and words[-1] in DETERMINERS:
+        words = words[:-1]
+    return words
+
+
+def _longest_known(table: SpatialTable, old: list[str], new: list[str], before: list[str], after: list[str]):
+    """(words of context taken, old phrase, new phrase, words of `after` in the phrase, whether the phrase is the
+    edit's own words) of the longest phrases around the edit the table knows on both sides, or None."""
+    best = None
+    if not old and not new:
+        return None
     for old_words, new_words, left_words, right_words in _placements(old, new, before, after):
         for left, right in EXPANSIONS:
             if left > len(left_words) or right > len(right_words) or (best and left + right <= best[0]):
@@ -450,15 +506,7 @@ def relation_refusal(edit: Edit) -> str | None:
             if old_phrase in table.phrases and new_phrase in table.phrases:
                 shift = len(right_words) - len(after)  # words of `after` the placement moved into the phrase
                 best = (left + right, old_phrase, new_phrase, right + shift, right == 0 and shift == 0)
-    if best is not None:
-        _, old_phrase, new_phrase, consumed, own_span = best
-        rest = _rest_after(edit.after, after, consumed)
-        # the foiler's object is that of its own span: read it off the text when the phrase reached further
-        known = edit.object if own_span else None
-        return table.judge(old_phrase, new_phrase, lambda: known or object_after(rest))
-    if set(old + new) <= PREPOSITION_WORDS:
-        return None
-    return any_pos_refusal(edit.old, edit.new)
+    return best
 
 
 def replace_refusal(edit: Edit, kind: str) -> str | None:

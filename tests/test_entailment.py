@@ -95,6 +95,7 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("People on a bus.", "People in a bus.", "paraphrase: on/in/at (boarded vehicle)"),
     ("A pizza on a plate.", "A pizza in a plate.", "paraphrase: on/in/at (shallow dish)"),
     ("A man sitting in a chair.", "A man sitting on a chair.", "paraphrase: on/in/at (seat or bed)"),
+    ("A city at night.", "A city in the night.", "paraphrase: on/in/at (time)"),  # the article goes with the object
     # no class of the object gives a verdict: refused, not guessed
     ("A man in a photo.", "A man on a photo.", "unjudged: on/in/at"),
     # a container, a car, a table: a real contrast
@@ -103,6 +104,8 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("Soup in a bowl.", "Soup on a bowl.", None),
     ("A dog in a car.", "A dog on a car.", None),
     ("A man at a table.", "A man on a table.", None),
+    ("A man in a red shirt.", "A man on a red shirt.", None),
+    ("A man on a horse.", "A man in a horse.", None),
     ("A cat inside a box.", "A cat atop a box.", None),  # synonyms of in and on stand for them
     ("A man walking down the street.", "A man walking up the street.", "paraphrase: up/down (path)"),
     ("A man walking down the hill.", "A man walking up the hill.", None),
@@ -119,7 +122,8 @@ def test_the_foilers_object_decides_over_the_words_after_the_relation():
     assert pair_refusal(caption, foil, "relation", object="box") is None
     assert pair_refusal(caption, foil, "relation", object="beach") == "paraphrase: on/in/at (place)"
     assert entailment.object_after(" the sandy beach while the sun sets") == "beach"
-    assert entailment.object_after(" a tennis court.") == "court"
+    assert entailment.object_after(" a tennis court.") == "tennis court"  # classed whole, else by its head
+    assert entailment.object_after(" the side of the road") == "side"
 
 
 # ---------------------------------------------------------------- true contradictions

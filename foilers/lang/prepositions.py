@@ -51,7 +51,8 @@ class PrepositionSpan:
     start: int
     end: int
     text: str
-    #: the head of the span's object, lower case ("table" in "at the kitchen table"); None for a clause (pcomp)
+    #: the span's object noun with its compound modifiers, lower case ("kitchen table" in "at the kitchen table");
+    #: None for a clause (pcomp)
     object: str | None = field(default=None, compare=False)
 
     @property
@@ -96,7 +97,9 @@ def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> 
         if relatum is None:
             continue
         start, end = run[0].idx, run[-1].idx + len(run[-1].text)
-        obj = relatum.lower_ if relatum.dep_ == "pobj" else None
+        # the object noun with its compound modifiers ("cutting board", "home plate"), lower case
+        obj = " ".join([c.lower_ for c in relatum.lefts if c.dep_ == "compound"] + [relatum.lower_]) \
+            if relatum.dep_ == "pobj" else None
         spans.append(PrepositionSpan(start, end, doc.text[start:end], obj))
     return spans
 
