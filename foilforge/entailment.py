@@ -197,20 +197,35 @@ def content_words(phrase: str) -> list[str]:
     return words
 
 
-def _lookup_form(words: list[str], pos: str) -> str:
-    """The phrase whole when WordNet knows it ("park bench"), else its head (a verb's first word, else the last)."""
+def _lookup_form(words: list[str], pos: str) -> tuple[str, bool]:
+    """(the form to look up, whether it is only the phrase's head): the phrase whole when WordNet knows it ("park
+    bench"), or written as one word ("skate board" -> skateboard), else its head (a verb's first word, else the
+    last)."""
     whole = " ".join(words)
     if len(words) == 1 or _synsets(whole, pos)[1]:
-        return whole
-    return words[0] if pos == "v" else words[-1]
+        return whole, False
+    if _synsets("".join(words), pos)[1]:
+        return "".join(words), False
+    return (words[0] if pos == "v" else words[-1]), True
 
 
 def word_relation(old: str, new: str, pos: str) -> str:
-    """`lexical_relation` of two phrases, each looked up whole or by its head (`_lookup_form`)."""
+    """`lexical_relation` of two phrases, each looked up whole or by its head (`_lookup_form`).
+
+    A head stands for more than its phrase: the foil's word a kind of the caption's head ("skate board", read as
+    board -> surfboard) is not a hyponym of the caption's phrase, nor is the caption's word a kind of the foil's
+    phrase when only the foil's head was read; such a reading, and a synonym of a head, counts as unrelated."""
     old_words, new_words = content_words(old), content_words(new)
     if not old_words or not new_words:
         return UNKNOWN
-    return lexical_relation(_lookup_form(old_words, pos), _lookup_form(new_words, pos), pos)
+    (old_form, old_head), (new_form, new_head) = _lookup_form(old_words, pos), _lookup_form(new_words, pos)
+    relation = lexical_relation(old_form, new_form, pos)
+    unreliable = {HYPONYM_RELATION} if old_head else set()
+    if new_head:
+        unreliable.add(HYPERNYM_RELATION)
+    if old_head or new_head:
+        unreliable |= {SYNONYM_RELATION, SAME}
+    return UNRELATED if relation in unreliable else relation
 
 
 def word_refusal(old: str, new: str, pos: str) -> str | None:
