@@ -174,7 +174,7 @@ def what_would_change(entry: dict) -> str:
     elif status == SOLVABLE:
         change = "a filter that removes what the attacker reads (params.yaml adversarial)"
     elif status == OVER_BALANCED:
-        change = "a filter that stops short of the foil side (adversarial.target, from below too)"
+        change = "a filter that stops at chance, not past it (params.yaml adversarial)"
     else:
         change = "rerun the baseline stage"
     return f"{change}; or {group_only}" if group_only else change

@@ -183,9 +183,11 @@ def test_the_card_opens_with_the_verdict_table():
     gates = {"existence": gate_of({"word": reading(200, 400)}, {"word": reading(205, 400)}),
              "counting_small": gate_of({"word": reading(15, 30), "bayes": {"accuracy": 0.387, "n": 30,
                                                                            "ci95": [0.246, 0.577]}}),
-             "relations": gate_of({"word": reading(200, 400)}, {"word": reading(300, 400)})}
-    exported = {"existence": 400, "counting_small": 30, "relations": 400}
-    groups = {"existence": None, "counting_small": ("counting.v1", 12), "relations": ("coco.v1", 0)}
+             "relations": gate_of({"word": reading(200, 400)}, {"word": reading(300, 400)}),
+             "counting_balanced": gate_of({"word": reading(120, 400)})}
+    exported = {"existence": 400, "counting_small": 30, "relations": 400, "counting_balanced": 400}
+    groups = {"existence": None, "counting_small": ("counting.v1", 12), "relations": ("coco.v1", 0),
+              "counting_balanced": ("counting.v1", 40)}
     manifest = {"instruments": {name: {"gate": gate, **certification_entry(gate), "counts": {"exported": exported[name]},
                                        "groups": groups[name] and {"pairer": groups[name][0], "groups": groups[name][1],
                                                                    "kept_pairs": exported[name], "valid_groups": None},
@@ -194,7 +196,7 @@ def test_the_card_opens_with_the_verdict_table():
     manifest["instruments"]["swap"] = {"gate": None, **certification_entry(None), "counts": {"exported": 9},
                                        "provenance": {}, "filters": {}}
     lines = datacard_text(manifest).splitlines()
-    assert lines[2:10] == [
+    assert lines[2:11] == [
         "## Verdicts",
         "",
         "| instrument | kept pairs | groups | verdict | strongest reading (95% CI) | what would change it |",
@@ -204,8 +206,10 @@ def test_the_card_opens_with_the_verdict_table():
         "pairs: more source data; or a group-only release: 12 groups |",
         "| relations | 400 | 0 | solvable | word from removed: 75.0% (71-79%) | a filter that removes what the "
         "attacker reads (params.yaml adversarial) |",
+        "| counting_balanced | 400 | 40 | over-balanced | word: 30.0% (26-35%) | a filter that stops at chance, not "
+        "past it (params.yaml adversarial); or a group-only release: 40 groups |",
         "| swap | 9 | n/a (no pairer) | not tested (no release gate) | n/a | run the release gate (params.yaml gate) |"]
-    assert lines[11].startswith("Certified: every trained text-only attacker's reading")
+    assert lines[12].startswith("Certified: every trained text-only attacker's reading")
     text = "\n".join(lines)
     # every reading below, the transfer ones included, with its test
     # two readings, not 16: chance is excluded at 0.05 / 2, with fewer pairs
