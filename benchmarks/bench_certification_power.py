@@ -74,12 +74,9 @@ def pmf(n: int, p: float):
 
 def certified_rates(t: dict, n: int, chance: float, margin: float, readings: int, rule: str) -> dict:
     """The exact certification rates of one rule ('within' or 'wilson_inside') in the binomial model."""
-    passes = t[rule]
-    blind = float(pmf(n, chance)[passes].sum())
-    read = float(pmf(n, chance + margin)[passes].sum())
-    return {"blind_independent": blind ** readings, "blind_correlated": blind,
-            "one_read_independent": read * blind ** (readings - 1), "one_read_others_agree": read * blind,
-            "one_read_bound": read}
+    from foilforge.filters.certification import exact_rates
+
+    return exact_rates(n, readings, margin, chance=chance, passes=t[rule])
 
 
 def called_rates(t: dict, n: int, chance: float, alpha: float, readings: int, trials: int, seed: int) -> dict:

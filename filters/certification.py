@@ -225,3 +225,27 @@ def set_needed(inconclusive: list[dict]) -> int | None:
     within_all = None if any(r.get("within_at") is None for r in inconclusive) else \
         max(r["within_at"] for r in inconclusive)
     return min((m for m in (exclude, within_all) if m is not None), default=None)
+
+
+def exact_rates(n: int, readings: int, margin: float = 0.12, alpha: float = 0.05, chance: float = 0.5,
+                passes=None) -> dict:
+    """The certification rule's error rates at n pairs, exactly, when each reading is Binomial(n, p) / n.
+
+    `blind_independent` / `blind_correlated`: P(certified | every reading at chance), the readings independent or
+    one shared draw (the two bounds for attackers reading the same pairs); `one_read_independent` /
+    `one_read_others_agree`: P(certified | one reading at chance + margin, the others at chance); `one_read_bound`:
+    P(that reading alone passes), which the intersection-union test keeps at or below alpha whatever the others do.
+    `passes` (a boolean per count 0..n) replaces this module's equivalence test, to judge another rule the same way.
+    """
+    import numpy as np
+    from scipy.stats import binom
+
+    if passes is None:
+        passes = np.array([within_p({"accuracy": k / n, "n": n, "chance": chance}, margin) <= alpha
+                           for k in range(n + 1)])
+    counts_ = np.arange(n + 1)
+    blind = float(binom.pmf(counts_, n, chance)[passes].sum())
+    read = float(binom.pmf(counts_, n, chance + margin)[passes].sum())
+    return {"blind_independent": blind ** readings, "blind_correlated": blind,
+            "one_read_independent": read * blind ** (readings - 1), "one_read_others_agree": read * blind,
+            "one_read_bound": read}

@@ -137,12 +137,12 @@ def simulated(n: int, accuracies: list[float], trials: int, seed: int) -> dict:
 
 
 def test_simulated_error_rates_at_400_pairs_and_16_readings():
-    from benchmarks.bench_certification_power import certified_rates, tables
+    from foilforge.filters.certification import exact_rates
 
     trials = 1500
     blind_set = simulated(400, [0.5] * 16, trials, seed=1)
     one_read = simulated(400, [0.62] + [0.5] * 15, trials, seed=2)
-    exact = certified_rates(tables(400, 0.5, 0.12, 0.05, 16), 400, 0.5, 0.12, 16, "within")
+    exact = exact_rates(400, 16)
     # a blind set: certified at least 90% of the time (exactly 97.5%), called solvable or over-balanced at most 5%
     assert blind_set["certified"] >= 0.9 and abs(blind_set["certified"] - exact["blind_independent"]) < 0.015
     assert blind_set["solvable"] + blind_set["over-balanced"] <= 0.05
