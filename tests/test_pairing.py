@@ -174,6 +174,15 @@ def test_a_minimal_pair_is_checked_both_ways():
     assert refusals.partners[WALK_RECORD["id"]] == {"states the caption's part": 1}
 
 
+def test_two_records_that_are_each_others_minimal_pair_form_one_group():
+    there = foil_it_record("A man walking a dog.", "A man walking a horse.", "dog", "horse", "1")
+    back = foil_it_record("A man walking a horse.", "A man walking a dog.", "horse", "dog", "2")
+    samples = [coco(1, "1", there["caption"]), coco(2, "2", back["caption"])]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [there, back], samples)
+    assert [p.image_file for p in found[there["id"]]] == ["2.jpg"]
+    assert found[back["id"]] == [] and refusals.partners[back["id"]] == {"the mirror of another record's group": 1}
+
+
 def test_plurals_need_the_noun_in_the_foils_number_and_the_rest_of_the_foil():
     caption, foil = "A cat sleeping on a single bed.", "A cat sleeping on some beds."
     record = {"id": "plurals:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "linguistic_phenomena": "plurals",
@@ -348,6 +357,7 @@ def exported_groups(tmp_path) -> list[dict]:
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     entry = write_groups(params, {**export_settings(params), "formats": []}, tmp_path, "existence", kept, len(kept))
     assert entry["groups"] == 3 and entry["coverage"] == 0.5  # 3 of the 6 records
+    assert (entry["min_support"], entry["fully_supported"]) == (1.0, 3)
     return [json.loads(line) for line in (tmp_path / entry["file"]).read_text().splitlines()]
 
 

@@ -57,6 +57,7 @@ STATES_CAPTION = "states the caption's part"
 INSTANCES_DISAGREE = "COCO instances disagree"
 OWN_IMAGE_STATES_FOIL = "its own image's captions state the foil's part"
 NO_EDIT_CLAIM = "the parse reads no claim at the edit"
+MIRRORED = "the mirror of another record's group"
 MODES = ("auto", "relations", "foil_it", "plurals", "swap")
 
 
@@ -145,6 +146,13 @@ class CocoCaptions(Pairer):
             if isinstance(sample.get("instance_counts"), dict):
                 image.counts = {int(k): int(v) for k, v in sample["instance_counts"].items()}
         self._images = images
+        # a record on image B whose caption is this record's foil and whose foil is its caption would give the same
+        # group, mirrored: the record with the smaller id keeps it
+        self._mirrors: dict[tuple, list[str]] = defaultdict(list)
+        for record in records:
+            if isinstance(record.get("caption"), str) and isinstance(record.get("foil"), str):
+                key = (record.get("image_file"), minimal_key(record["caption"]), minimal_key(record["foil"]))
+                self._mirrors[key].append(str(record["id"]))
         self._docs: dict[str, object] = {}
         self._rows: dict[str, list[int]] = defaultdict(list)
         self._vectors = None
@@ -314,8 +322,12 @@ class CocoCaptions(Pairer):
         disagree = {n for n in base if not self._instances_agree(n, mode, old_category, new_category, edit.new_number)}
         self.refusals.refuse_partners(record["id"], INSTANCES_DISAGREE, len(disagree))
         base -= disagree
+        caption_key, foil_key = minimal_key(record["caption"]), minimal_key(record["foil"])
+        mirrored = {n for n in base if any(m < str(record["id"]) for m in self._mirrors.get((n, foil_key, caption_key), ()))}
+        self.refusals.refuse_partners(record["id"], MIRRORED, len(mirrored))
+        base -= mirrored
         minimal = {}
-        for name, sid in self._minimal.get(minimal_key(record["foil"]), []):
+        for name, sid in self._minimal.get(foil_key, []):
             if name in base:
                 minimal.setdefault(name, sid)
         claims = edit.claims
