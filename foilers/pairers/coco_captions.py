@@ -27,7 +27,8 @@ Three routes find partners, and the claims decide:
 2. **claim matching**: every claim stated somewhere in the partner's captions;
 3. **retrieval** (`encoder`, a sentence encoder; null: none): among the partners the claims accept, those whose
    captions read most like the foil (cosine, the best caption) come first, so the assignment prefers them. The
-   encoder only orders; it never accepts a partner.
+   encoder only orders; it never accepts a partner, and it encodes only the foil and the accepted partners'
+   captions, one text at a time.
 
 Captions are people's descriptions, not exhaustive annotations: "never states the caption's part" is the rule, not
 proof, which is why groups go to people too (docs/human-validation.md).
@@ -154,14 +155,9 @@ class CocoCaptions(Pairer):
                 key = (record.get("image_file"), minimal_key(record["caption"]), minimal_key(record["foil"]))
                 self._mirrors[key].append(str(record["id"]))
         self._docs: dict[str, object] = {}
-        self._rows: dict[str, list[int]] = defaultdict(list)
-        self._vectors = None
-        self._queries: dict[str, object] = {}
-        if self.encoder and captions:
-            self._encoder = self._build_encoder()
-            self._vectors = self._encoder.encode([s["caption"] for s in captions])
-            for row, sample in enumerate(captions):
-                self._rows[sample["image_file"]].append(row)
+        self._texts = {str(s["id"]): s["caption"] for s in captions}
+        self._vectors: dict[str, object] = {}
+        self._encoder = self._build_encoder() if self.encoder else None
 
     def _build_encoder(self):
         from foilforge.encoders import build_sentence_encoder
@@ -173,12 +169,18 @@ class CocoCaptions(Pairer):
             self._docs[text] = self._parse([text])[0]
         return self._docs[text]
 
+    def _vector(self, text: str):
+        # one text at a time: a text's vector never depends on which others were asked for (batch invariance), and
+        # only the captions of partners the claims accept are ever encoded
+        if text not in self._vectors:
+            self._vectors[text] = self._encoder.encode([text])[0]
+        return self._vectors[text]
+
     def _similarity(self, foil: str, name: str) -> float:
         """The foil's cosine with the partner's closest caption, rounded so that last-bit differences never
         reorder partners."""
-        if foil not in self._queries:
-            self._queries[foil] = self._encoder.encode([foil])[0]
-        return round(float(max(self._vectors[self._rows[name]] @ self._queries[foil])), 4)
+        query = self._vector(foil)
+        return round(max(float(self._vector(self._texts[sid]) @ query) for sid in self._images[name].sample_ids), 4)
 
     def images_stating(self, ref: tuple) -> dict[str, list[str]]:
         """{image: ids of its captions making the statement `ref`} (kind, *key)."""
@@ -345,7 +347,7 @@ class CocoCaptions(Pairer):
                 refused[f"claim unsupported: {first.kind}"] = refused.get(f"claim unsupported: {first.kind}", 0) + 1
         for reason, n in sorted(refused.items()):
             self.refusals.refuse_partners(record["id"], reason, n)
-        if self._vectors is not None:
+        if self._encoder is not None:
             accepted.sort(key=lambda e: (e[0] not in minimal, -e[1], -self._similarity(record["foil"], e[0]), e[0]))
         else:
             accepted.sort(key=lambda e: (e[0] not in minimal, -e[1], e[0]))
