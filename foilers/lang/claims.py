@@ -35,6 +35,8 @@ GROUP_NOUNS = frozenset(("couple", "lot", "lots", "number", "plenty", "variety",
                          "dozens", "ton", "tons", "few", "array", "selection", "mix", "amount", "abundance",
                          "multitude", "several", "hundreds", "thousands", "plethora", "range", "series", "host",
                          "group", "bunch", "kind", "type", "sort"))
+#: what an attribute of a framing noun is about ("a black and white photo": black picture)
+FRAME = "picture"
 #: part nouns that with "of" make one preposition ("in front of", "on top of", "on the side of")
 PART_NOUNS = frozenset(("front", "top", "side", "middle", "back", "edge", "bottom", "center", "centre", "corner",
                         "end", "rear", "inside", "outside", "left", "right"))
@@ -172,10 +174,10 @@ def _relations(doc, consumed: set) -> list[Statement]:
         if not objects:
             continue
         words, anchor = [token.lower_], token
-        # "next to", "close to"; "out of", "in between": the words before belong to the preposition
-        while anchor.head is not anchor and anchor.head.i == anchor.i - 1 and (
-                anchor.head.lower_ in ("next", "close") or (anchor.head.pos_ == "ADP" and not any(
-                    c.dep_ == "pobj" for c in anchor.head.children))):
+        # "next to", "close to", "out of", "inside of", "away from": a word right before that governs the preposition
+        # and has no object of its own belongs to it
+        while anchor.head is not anchor and anchor.head.i == anchor.i - 1 and anchor.head.pos_ in ("ADP", "ADV", "ADJ") \
+                and not any(c.dep_ == "pobj" for c in anchor.head.children):
             anchor = anchor.head
             words.insert(0, anchor.lower_)
         left = left_noun(anchor)
@@ -247,8 +249,18 @@ def caption_statements(doc) -> list[Statement]:
                 elif child.dep_ == "nummod" and child.pos_ == "NUM":
                     statements.append(Statement("numeral", (noun, numeral_value(child)), (token.i, child.i)))
                     read.add(child.i)
+        elif token.pos_ in NOUN_POS and _is_frame(token):
+            # "a black and white photo of": what it says of the picture, about the picture
+            for child in token.children:
+                if child.dep_ == "amod" and child.pos_ in ("ADJ", "VERB"):
+                    for adjective in (child, *(c for c in child.conjuncts if c.pos_ == "ADJ")):
+                        statements.append(Statement("attribute", (FRAME, lemma(adjective)), (token.i, adjective.i)))
+                        read.add(adjective.i)
         elif token.dep_ == "acomp" and token.pos_ == "ADJ":
             owners = [s for s in token.head.children if s.dep_ in ("nsubj", "nsubjpass") and s.pos_ in NOUN_POS]
+            if token.head.dep_ == "relcl" and token.head.head.pos_ in NOUN_POS and any(
+                    s.dep_ in ("nsubj", "nsubjpass") and s.lower_ in RELATIVE_PRONOUNS for s in token.head.children):
+                owners.append(token.head.head)   # "a bed that is very clean"
             for owner in (o for s in owners for o in scene_nouns(s)):
                 for adjective in (token, *(c for c in token.conjuncts if c.pos_ == "ADJ")):
                     statements.append(Statement("attribute", (lemma(owner), lemma(adjective)), (owner.i, adjective.i)))
