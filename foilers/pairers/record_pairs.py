@@ -31,7 +31,8 @@ class RecordPairs(Pairer):
                 self._members[str(record["pair_id"])][record.get("pair_member")] = record
 
     def holds_group(self, record: dict) -> bool:
-        return record.get("pair_member") == 0
+        # member 1 leaves the group to member 0; a record in no pair holds its own (and finds no partner)
+        return record.get("pair_member") != 1
 
     def candidates(self, record: dict, sample: dict | None) -> list[Partner]:
         if record.get("pair_id") is None:
