@@ -138,9 +138,10 @@ def _alone(probe, text):
 def stage_argv(kind: str, instrument: str | None) -> list[str]:
     """The stage's command of dvc.yaml."""
     i = instrument
+    if kind == "foil":
+        return ["foil", i, "--input", f"data/ingested/{_SOURCES[i]}.jsonl", "--output", f"data/foils/{i}.jsonl",
+                "--metrics", f"data/metrics/foil/{i}.json", "--cache-dir", ".foilforge-cache"]
     return {
-        "foil": ["foil", i, "--input", f"data/ingested/{_source(i)}.jsonl", "--output", f"data/foils/{i}.jsonl",
-                 "--metrics", f"data/metrics/foil/{i}.json", "--cache-dir", ".foilforge-cache"],
         "score": ["score", i, "--input", f"data/foils/{i}.jsonl", "--output", f"data/scored/{i}.jsonl",
                   "--cache-dir", ".foilforge-cache"],
         "select": ["select", i, "--input", f"data/scored/{i}.jsonl", "--output", f"data/filtered/{i}.jsonl",
@@ -156,10 +157,6 @@ def stage_argv(kind: str, instrument: str | None) -> list[str]:
 _SOURCES: dict = {}
 
 
-def _source(instrument: str) -> str:
-    return _SOURCES[instrument]
-
-
 def outputs(kind: str, instrument: str | None) -> list[str]:
     argv = stage_argv(kind, instrument)
     return [argv[k + 1] for k, word in enumerate(argv) if word in ("--output", "--items-output", "--rejected",
@@ -172,36 +169,40 @@ def digest(path: Path) -> str | None:
 
 
 class Side:
-    def __init__(self, name: str, code: Path, params: Path, base: Path, workdir: Path, threads: int):
-        self.name, self.code, self.threads = name, code, threads
+    def __init__(self, name: str, code: Path, params: Path, base: Path, workdir: Path, threads: int,
+                 resume: bool = False):
+        self.name, self.code, self.threads, self.resume = name, code, threads, resume
         self.dir = workdir / name
-        if self.dir.exists():
-            shutil.rmtree(self.dir)
-        shutil.copytree(base / "data", self.dir / "data")
-        shutil.copy(params, self.dir / "params.yaml")
+        if not (resume and self.dir.exists()):
+            shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.copytree(base / "data", self.dir / "data")
+            shutil.copy(params, self.dir / "params.yaml")
         self.store = self.dir / "store"
         self.timings: dict = {}
 
     def run(self, kind: str, instrument: str | None, phase: str, store: str | None = None, threads=None) -> dict:
         shutil.rmtree(self.dir / ".foilforge-cache", ignore_errors=True)  # the batch journals and span scores
         timing_dir = self.dir / "timings" / f"{phase}-{kind}-{instrument or 'all'}"
-        shutil.rmtree(timing_dir, ignore_errors=True)
-        env = {**os.environ, "PYTHONPATH": str(self.code), "FOILFORGE_SCORE_CACHE": store or str(self.store),
-               "FOILFORGE_STAGE_TIMINGS": str(timing_dir), "OMP_WAIT_POLICY": "PASSIVE"}
-        env.pop("OMP_NUM_THREADS", None)
-        argv = stage_argv(kind, instrument)
-        started = time.perf_counter()
-        done = subprocess.run([PYTHON, "-c", RUNNER, str(self.threads if threads is None else threads), *argv],
-                              cwd=self.dir, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{self.name} {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
+        if not (self.resume and list(timing_dir.glob("*.json"))):
+            shutil.rmtree(timing_dir, ignore_errors=True)
+            self._run(kind, instrument, timing_dir, store, threads)
         [entry] = [json.loads(p.read_text()) for p in timing_dir.glob("*.json")]
         row = {"cpu_s": round(entry["cpu_user_s"] + entry["cpu_sys_s"], 1), "wall_s": round(entry["wall_s"], 1),
-               "model_load_s": round(entry["model_load_s"], 1), "elapsed_s": round(time.perf_counter() - started, 1),
+               "model_load_s": round(entry["model_load_s"], 1),
                "outputs": {path: digest(self.dir / path) for path in outputs(kind, instrument)}}
         self.timings[f"{phase} {kind}@{instrument}" if instrument else f"{phase} {kind}"] = row
         print(self.name, phase, kind, instrument or "", row["cpu_s"], "CPU-s", flush=True)
         return row
+
+    def _run(self, kind: str, instrument: str | None, timing_dir: Path, store: str | None, threads) -> None:
+        env = {**os.environ, "PYTHONPATH": str(self.code), "FOILFORGE_SCORE_CACHE": store or str(self.store),
+               "FOILFORGE_STAGE_TIMINGS": str(timing_dir), "OMP_WAIT_POLICY": "PASSIVE"}
+        env.pop("OMP_NUM_THREADS", None)
+        argv = stage_argv(kind, instrument)
+        done = subprocess.run([PYTHON, "-c", RUNNER, str(self.threads if threads is None else threads), *argv],
+                              cwd=self.dir, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.name} {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
 
 
 def numbers(value, prefix="") -> dict:
@@ -254,14 +255,14 @@ def kept_difference(old: Path, new: Path) -> dict:
     return {"kept_old": len(a), "kept_new": len(b), "kept_only_old": len(a - b), "kept_only_new": len(b - a)}
 
 
-def stages(base: Path, workdir: Path, instruments: list[str], foil: list[str]) -> dict:
+def stages(base: Path, workdir: Path, instruments: list[str], foil: list[str], resume: bool = False) -> dict:
     import yaml
 
     params = yaml.safe_load((base / "params.yaml").read_text())
     _SOURCES.update({name: block["source"] for name, block in params["instruments"].items()})
     every = list(params["instruments"])
-    old = Side("old", base, base / "params.yaml", base, workdir, threads=0)
-    new = Side("new", ROOT, ROOT / "params.yaml", base, workdir, threads=1)
+    old = Side("old", base, base / "params.yaml", base, workdir, threads=0, resume=resume)
+    new = Side("new", ROOT, ROOT / "params.yaml", base, workdir, threads=1, resume=resume)
     first = instruments[0]
     for side in (old, new):
         for instrument in every:
@@ -334,15 +335,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--invariance-instrument", default="foil_it")
     parser.add_argument("--texts", type=int, default=300)
     parser.add_argument("--skip-stages", action="store_true", help="only the in-process invariance part")
+    parser.add_argument("--skip-invariance", action="store_true", help="keep the results file's invariance part")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep --workdir's copies and the stage runs it has timings of (a run broken off)")
     args = parser.parse_args(argv)
     base = Path(args.base).resolve()
     result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     result["machine"] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
-    result["invariance"] = invariance(base, args.invariance_instrument, args.texts)
-    print(json.dumps(result["invariance"], indent=1), flush=True)
+    if not args.skip_invariance:
+        result["invariance"] = invariance(base, args.invariance_instrument, args.texts)
+        print(json.dumps(result["invariance"], indent=1), flush=True)
     if not args.skip_stages:
         workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="pass-store-"))
-        result["stages"] = stages(base, workdir, args.instruments, args.foil)
+        result["stages"] = stages(base, workdir, args.instruments, args.foil, args.resume)
     result["machine"]["load_after"] = os.getloadavg()[0]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -5,7 +5,7 @@ hidden states the probes read) are computed in a canonical way that makes them a
 text alone (batches of texts of one token length, no padding: foilforge/batching.py `same_length_batches`).
 So they can be kept content-addressed: one row per (model key, text, field), the model key a digest of
 everything that decides the bits (the model's files, dtype, device kind, the scoring code and library versions:
-`CausalLM.store_identity`), the text by its SHA-256. foil, score, baseline and evaluate then run a text through
+foilforge/lm.py `StoredPasses.store_key`), the text by its SHA-256. foil, score, baseline and evaluate then run a text through
 a model once between them, whichever stage asks first, and a warm store gives the bytes a cold one gives.
 
 Where: $FOILFORGE_SCORE_CACHE/passes.sqlite3 (`make repro` sets the variable to .foilforge-cache/scores, which

@@ -241,3 +241,36 @@ def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch):
     assert [lm.sentence_logprobs([t])[0] for t in texts] == together
     states = lm.pooled_states(texts)
     assert np.array_equal(np.stack([lm.pooled_states([t])[0] for t in texts]), states)
+
+
+def test_a_canonical_batch_is_filled_to_its_shape():
+    """On the CPU every batch holds at least MIN_BATCH_TOKENS tokens, on an accelerator ACCELERATOR_ROWS rows; the
+    rows made up repeat the last one."""
+    import torch
+
+    from foilforge.batching import ACCELERATOR_ROWS, MIN_BATCH_TOKENS, canonical_rows, fill_rows, same_length_batches
+
+    assert list(same_length_batches([3, 2, 3, 2, 3, 5], 2)) == [[1, 3], [0, 2], [4], [5]]
+    assert canonical_rows(2, False) == MIN_BATCH_TOKENS // 2 and canonical_rows(40, False) == 1
+    assert canonical_rows(2, True) == canonical_rows(40, True) == ACCELERATOR_ROWS
+    ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    filled = fill_rows(ids, 5)
+    assert filled.tolist() == [[5, 6, 7], [8, 9, 10], [8, 9, 10], [8, 9, 10], [8, 9, 10]]
+    assert fill_rows(ids, 1) is ids
+
+
+def test_on_a_gpu_a_text_gets_the_same_bits_at_any_place_of_any_batch(tiny_models, monkeypatch):
+    """CUDA's libraries choose kernels by shape: every batch has ACCELERATOR_ROWS rows, so a text's bits do not
+    depend on its companions (benchmarks/device/check_pass_invariance.py: on an H100, float32 rows of 1, 7 or 33
+    gave other bits)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    lm = CausalLM(ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cuda"}, "m"))
+    texts = texts_of(200)
+    together = lm.sentence_logprobs(texts)
+    assert [lm.sentence_logprobs([t])[0] for t in texts[:30]] == together[:30]
+    assert lm.sentence_logprobs(texts[::-1])[::-1] == together
+    assert np.array_equal(lm.pooled_states(texts[::-1])[::-1], lm.pooled_states(texts))
