@@ -179,18 +179,26 @@ class Side:
             shutil.copy(params, self.dir / "params.yaml")
         self.store = self.dir / "store"
         self.timings: dict = {}
+        previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+        self.previous = ((previous.get("stages") or {}).get("timings") or {}).get(name, {})
 
     def run(self, kind: str, instrument: str | None, phase: str, store: str | None = None, threads=None) -> dict:
         shutil.rmtree(self.dir / ".foilforge-cache", ignore_errors=True)  # the batch journals and span scores
+        name = f"{phase} {kind}@{instrument}" if instrument else f"{phase} {kind}"
         timing_dir = self.dir / "timings" / f"{phase}-{kind}-{instrument or 'all'}"
+        # the outputs' digests right after the run: a later phase rewrites the same files
+        digests = self.dir / "timings" / f"{phase}-{kind}-{instrument or 'all'}.outputs.json"
         if not (self.resume and list(timing_dir.glob("*.json"))):
             shutil.rmtree(timing_dir, ignore_errors=True)
             self._run(kind, instrument, timing_dir, store, threads)
+            digests.write_text(json.dumps({path: digest(self.dir / path) for path in outputs(kind, instrument)}))
+        elif not digests.is_file():  # a run of a version of this script without the file: the last results
+            digests.write_text(json.dumps(self.previous.get(name, {}).get("outputs")
+                                          or {path: digest(self.dir / path) for path in outputs(kind, instrument)}))
         [entry] = [json.loads(p.read_text()) for p in timing_dir.glob("*.json")]
         row = {"cpu_s": round(entry["cpu_user_s"] + entry["cpu_sys_s"], 1), "wall_s": round(entry["wall_s"], 1),
-               "model_load_s": round(entry["model_load_s"], 1),
-               "outputs": {path: digest(self.dir / path) for path in outputs(kind, instrument)}}
-        self.timings[f"{phase} {kind}@{instrument}" if instrument else f"{phase} {kind}"] = row
+               "model_load_s": round(entry["model_load_s"], 1), "outputs": json.loads(digests.read_text())}
+        self.timings[name] = row
         print(self.name, phase, kind, instrument or "", row["cpu_s"], "CPU-s", flush=True)
         return row
 
@@ -232,8 +240,9 @@ def scored_difference(old: Path, new: Path) -> dict:
     b = {r["id"]: r for _, r in read_record_file(new)}
     diffs, flips, other_scorers = [], 0, 0.0
     for rid in sorted(set(a) & set(b)):
-        sa = a[rid]["filters"]["plausibility"]["scores"]
-        sb = b[rid]["filters"]["plausibility"]["scores"]
+        # a record refused before scoring (refused: its reason) has no plausibility scores
+        sa = ((a[rid].get("filters") or {}).get("plausibility") or {}).get("scores") or {}
+        sb = ((b[rid].get("filters") or {}).get("plausibility") or {}).get("scores") or {}
         for name in sa:
             for side in ("caption", "foil", "gap"):
                 d = abs(sa[name][side] - sb[name][side])
@@ -245,6 +254,28 @@ def scored_difference(old: Path, new: Path) -> dict:
     return {"records": len(set(a) & set(b)), "smollm2_max_abs_difference": max(diffs, default=0.0),
             "smollm2_values_moved": sum(d > 0 for d in diffs), "smollm2_values": len(diffs),
             "gap_sign_flips": flips, "other_scorers_max_abs_difference": other_scorers}
+
+
+def foils_difference(old: Path, new: Path) -> dict:
+    """Two foil outputs record by record: records whose foil text differs, and the numbers that moved."""
+    from foilforge.records import read_record_file
+
+    a = {r["id"]: r for _, r in read_record_file(old)}
+    b = {r["id"]: r for _, r in read_record_file(new)}
+    common = sorted(set(a) & set(b))
+    moved: dict[str, int] = {}
+    largest = 0.0
+    for rid in common:
+        x, y = numbers(a[rid]), numbers(b[rid])
+        for key in set(x) | set(y):
+            if x.get(key) != y.get(key):
+                field = "".join(c for c in key if not c.isdigit() and c not in "[]")
+                moved[field] = moved.get(field, 0) + 1
+                if key in x and key in y:
+                    largest = max(largest, abs(x[key] - y[key]))
+    return {"records": len(common), "only_one_side": len(set(a) ^ set(b)),
+            "foil_text_changed": sum(a[r].get("foil") != b[r].get("foil") for r in common),
+            "numbers_moved": moved, "max_abs_difference": largest}
 
 
 def kept_difference(old: Path, new: Path) -> dict:
@@ -290,6 +321,9 @@ def stages(base: Path, workdir: Path, instruments: list[str], foil: list[str], r
         elif kind == "baseline":
             row["report"] = report_difference(old.dir / f"data/baseline/{instrument}.json",
                                               new.dir / f"data/baseline/{instrument}.json")
+        elif kind == "foil":
+            row["foils"] = foils_difference(old.dir / f"data/foils/{instrument}.jsonl",
+                                            new.dir / f"data/foils/{instrument}.jsonl")
         elif kind == "evaluate":
             row["report"] = report_difference(old.dir / "data/metrics/evaluate.json",
                                               new.dir / "data/metrics/evaluate.json")
@@ -314,6 +348,14 @@ def stages(base: Path, workdir: Path, instruments: list[str], foil: list[str], r
     same.update({f"old {key}": row["outputs"] == old.timings[f"cold {key.split(' ', 1)[1]}"]["outputs"]
                  for key, row in old.timings.items() if not key.startswith("cold")})
     result["same_bytes_as_cold"] = same
+    import sqlite3
+
+    from foilforge.pass_store import STORE_FILE
+
+    with sqlite3.connect(new.store / STORE_FILE) as connection:
+        rows = connection.execute("SELECT field, count(*), sum(length(value)) FROM passes GROUP BY field").fetchall()
+    result["store"] = {"file_mb": round((new.store / STORE_FILE).stat().st_size / 1e6, 1),
+                       "rows": {field: {"rows": n, "value_mb": round(size / 1e6, 1)} for field, n, size in rows}}
     result["timings"] = {"old": old.timings, "new": new.timings}
     totals = {}
     for side in (old, new):

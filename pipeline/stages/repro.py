@@ -81,9 +81,11 @@ def _start_worker(jobs: int = 1) -> None:
     each with torch's 2 threads, took 72-76 CPU-s each spinning and 37-39 sleeping, with the same outputs. And
     the workers share the cores rather than each taking them all: torch gets `cores // jobs` threads (at least
     one; fewer if the environment asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread
-    each. That moves no bits of a model pass (foilforge/lm.py runs every pass on one thread, whatever the
-    process has); the other torch work of the sample build (span scoring in foil) writes the same bytes on 1 and
-    2 threads (benchmarks/results/pass_store.json)."""
+    each, and spend less CPU for it (foil relations 100 CPU-s against 110 on 2 threads). The sample build's bits
+    do not move with it: a text's model pass (foilforge/lm.py) and the span scorer (foilforge/scorers.py) run
+    on one thread on a CPU whatever the process has, and score, baseline and foil write the same bytes with the
+    process on 1 and 2 threads (benchmarks/results/pass_store.json). What else sums with torch on a CPU (the
+    paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
     import signal
 
     if jobs > 1:
