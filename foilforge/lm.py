@@ -35,9 +35,7 @@ from foilforge.batching import (
 )
 from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
-from foilforge.pass_store import SCORE_CACHE_ENV, open_store, store_dir
-
-__all__ = ["SCORE_CACHE_ENV", "CausalLM", "MaskedLM", "TextEncoder", "score_cache_dir"]
+from foilforge.pass_store import open_store
 
 POOLINGS = ("mean", "last")
 #: the pooled states every causal LM pass stores beside its log-probability (layer, pooling, max_length): what
@@ -80,11 +78,6 @@ def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     if backend is None or backend.padding is not None or backend.truncation is not None:
         return tokenizer(texts, add_special_tokens=False)["input_ids"]
     return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
-
-
-def score_cache_dir() -> Path | None:
-    """Where the pass store lives ($FOILFORGE_SCORE_CACHE; unset or "off": nowhere)."""
-    return store_dir()
 
 
 def model_identity(spec: ModelSpec) -> dict:
@@ -228,8 +221,8 @@ class StoredPasses:
 
     def _pooled(self, states, rows: int, pools: tuple, span, where: str) -> list[dict[str, bytes]]:
         """The `pools` of the first `rows` rows of a batch's hidden states (a tuple, 0 = embeddings), over the
-        positions `span(max_length)` gives ((first, end) for mean, the last one for last); row by row, so each
-        row's reduction has one shape whatever the batch."""
+        positions [first, end) that `span(width, max_length)` gives (`last`: the state at end - 1); row by row, so
+        each row's reduction has one shape whatever the batch."""
         fields: list[dict[str, bytes]] = [{} for _ in range(rows)]
         for layer, pooling, max_length in pools:
             if not -len(states) <= layer < len(states):
@@ -349,9 +342,7 @@ class TextEncoder(StoredPasses):
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            tokenizer = load_tokenizer(self.spec)
-            ensure_pad_token(tokenizer)
-            self._tokenizer = tokenizer
+            self._tokenizer = load_tokenizer(self.spec)  # no padding: a batch's texts have one length
         return self._tokenizer
 
     @property
