@@ -65,6 +65,19 @@ class Statement:
         return statement_text(self.kind, self.key)
 
 
+#: the kinds that describe one noun: itself, its number, attributes, compounds, numerals, the actions it takes part
+#: in (a relation joins two nouns; a word is no noun's)
+NOUN_KINDS = ("noun", "number", "attribute", "compound", "numeral", "action")
+
+
+def noun_of(statement: Statement) -> int | None:
+    """The token index of the noun a statement describes (an action's subject or object), or None (a relation, a
+    word): what says which claims are about one instance of a noun."""
+    if statement.kind == "action":
+        return statement.tokens[1]
+    return statement.tokens[0] if statement.kind in NOUN_KINDS else None
+
+
 def statement_text(kind: str, key: tuple[str, ...]) -> str:
     if kind == "number":
         return f"{key[0]} ({key[1]})"

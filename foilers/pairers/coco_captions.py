@@ -10,15 +10,18 @@ claim is *supported* by a partner caption that makes the same statement. A partn
   the noun in the foil's number; swap (swap_obj, swap_att): every statement of the foil that the caption lacks;
 * never state the caption's part: (cat, on, table); the noun dog, anywhere; the noun in the caption's number; for a
   swap, any statement of the caption that the foil lacks. The record's own image, the other way round, must never
-  state the foil's part, or no partner makes a valid group (the record is refused);
+  state the foil's part (another caption of it says "two dogs" where the foil says "some dogs"): then the foil may be
+  true of its own image, and the record is refused as a foil (`refusals.refuse_foil`; select never keeps it);
 * agree with COCO's object annotations where the source has them (`instances`: for foil_it the foil's category
   annotated and the caption's not, for plurals as many instances as the foil's number says);
 * support at least `min_support` of the claims (params.yaml `pairing.min_support`, default every claim).
 
 Claims may be supported by different captions of the partner: each caption is a person's true description of the
-same image, so each statement it makes is true of the image. What spreading them allows that one caption would
-not is that two statements about one noun are about two of its instances (one caption's brown dog, another's
-sleeping dog); the statements bind each attribute, relation and action to its noun, which keeps that rare.
+same image, so each statement it makes is true of the image. What describes one noun (its number, attributes,
+compounds, numerals, the actions it takes part in) must come from one caption, though: two captions may speak of
+two instances of it ("two men sit" in one, "a man standing" in another do not say that two men stand), and a
+partner whose captions state a noun's claims only across captions is refused ("one noun's claims split over
+captions"). A relation between two nouns, and a word, may come from any caption that states it.
 
 Three routes find partners, and the claims decide:
 
@@ -46,6 +49,7 @@ from foilforge.foilers.lang.claims import (
     lemma,
     minimal_key,
     noun_number,
+    noun_of,
     statement_text,
 )
 from foilforge.groups import Claim
@@ -59,6 +63,7 @@ INSTANCES_DISAGREE = "COCO instances disagree"
 OWN_IMAGE_STATES_FOIL = "its own image's captions state the foil's part"
 NO_EDIT_CLAIM = "the parse reads no claim at the edit"
 MIRRORED = "the mirror of another record's group"
+NOUN_SPLIT = "one noun's claims split over captions"
 MODES = ("auto", "relations", "foil_it", "plurals", "swap")
 
 
@@ -84,12 +89,15 @@ class _Edit:
     old_noun: object = None
     new_noun: object = None
     new_number: str = ""
+    #: the refs of the claims describing one noun of the foil, per noun with two or more (one caption must state them)
+    nouns: tuple[tuple, ...] = ()
 
 
 @PAIRERS.register("coco_captions.v1")
 class CocoCaptions(Pairer):
     evidence = ("another COCO image whose captions state every claim of the foil (its nouns, their attributes, "
                 "relations and actions) and never the caption's part")
+    own_image_check = "another caption of the image states the foil's part"
 
     def __init__(self, spacy_model: str = "en_core_web_sm", mode: str = "auto", max_partners: int = 50,
                  encoder: dict | str | None = None):
@@ -264,8 +272,13 @@ class CocoCaptions(Pairer):
             return None   # the foil's parse does not read the edit as a statement of its own ("a laptop phone")
         edited = frozenset(states) | {s.ref for s in claims if s.ref not in caption_refs}
         ordered = sorted(claims, key=lambda s: (s.ref not in edited, max(s.tokens), KINDS.index(s.kind)))
+        described: dict[int, list] = defaultdict(list)
+        for statement in ordered:
+            if noun_of(statement) is not None:
+                described[noun_of(statement)].append(statement.ref)
         return _Edit(states=states, never=never, never_nouns=never_nouns, claims=tuple(ordered), edited=edited,
-                     absent=absent, old_noun=old, new_noun=new, new_number=new_number)
+                     absent=absent, old_noun=old, new_noun=new, new_number=new_number,
+                     nouns=tuple(tuple(refs) for _, refs in sorted(described.items()) if len(refs) > 1))
 
     # ---------------------------------------------------------------- COCO instances
 
@@ -297,6 +310,17 @@ class CocoCaptions(Pairer):
 
     # ---------------------------------------------------------------- candidates
 
+    def _one_caption(self, refs: tuple, name: str) -> set | None:
+        """The image's captions that state every one of `refs` the image states at all (None: it states at most one
+        of them, so nothing is to be read together)."""
+        stated = [set(self.images_stating(ref).get(name, ())) for ref in refs]
+        stated = [ids for ids in stated if ids]
+        return set.intersection(*stated) if len(stated) > 1 else None
+
+    def _splits_a_noun(self, name: str, edit: _Edit) -> bool:
+        """Whether the image's captions state some noun's claims only across captions (possibly two instances)."""
+        return any(self._one_caption(refs, name) == set() for refs in edit.nouns)
+
     def _states_any(self, name: str, edit: _Edit) -> bool:
         """Whether the image's captions state any of the caption's part."""
         image = self._images[name]
@@ -311,7 +335,7 @@ class CocoCaptions(Pairer):
             return []
         own = record.get("image_file")
         if own in self._images and any(own in self.images_stating(ref) for ref in edit.states):
-            self.refusals.refuse_record(record["id"], OWN_IMAGE_STATES_FOIL)
+            self.refusals.refuse_foil(record["id"], OWN_IMAGE_STATES_FOIL)
             return []
         mode = self._mode(record)
         stating = [set(self.images_stating(ref)) for ref in edit.states]
@@ -341,7 +365,9 @@ class CocoCaptions(Pairer):
         accepted, refused = [], {}
         for name in sorted(base):
             support = 1.0 if name in minimal else supported[name] / len(claims)
-            if support >= self.min_support:
+            if support >= self.min_support and name not in minimal and self._splits_a_noun(name, edit):
+                refused[NOUN_SPLIT] = refused.get(NOUN_SPLIT, 0) + 1
+            elif support >= self.min_support:
                 accepted.append((name, support))
             else:
                 first = next(s for s in claims if name not in self.images_stating(s.ref))
@@ -365,9 +391,13 @@ class CocoCaptions(Pairer):
         return self._claims(edit, image_file, minimal_caption)
 
     def _claims(self, edit: _Edit, name: str, minimal_caption: str | None) -> tuple[Claim, ...]:
+        # a claim describing a noun is supported by the captions that state all the image states of that noun
+        together = {ref: self._one_caption(refs, name) for refs in edit.nouns for ref in refs}
         claims = []
         for statement in edit.claims:
             stated = list(self.images_stating(statement.ref).get(name, []))
+            if stated and together.get(statement.ref):
+                stated = sorted(together[statement.ref])
             if minimal_caption is not None and minimal_caption not in stated:
                 stated.append(minimal_caption)
             claims.append(Claim(kind=statement.kind, text=statement.text(), supported_by=tuple(sorted(stated)),
