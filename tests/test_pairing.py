@@ -208,11 +208,12 @@ def test_the_manifest_and_card_count_the_foils_their_own_image_states():
                    "existence": {"groups": {"pairer": "visual7w_answers.v1", "foils_refused": {}}},   # no such check
                    "coreference_clean": {"groups": {"pairer": None}}}
     checks = validity_checks({"instruments": {}}, instruments)
-    check = "another caption of the image states the foil's part"
+    check = ("another caption of the image states the foil's part, or (a swap) one image's captions state both the "
+             "caption's and the foil's")
     assert checks["own_image"] == {"instruments": {"plurals": {"check": check, "refused": {OWN_IMAGE: 3}},
                                                    "relations": {"check": check, "refused": {}}}}
     assert validity_line({"validity_checks": checks}).endswith(
-        "; foils refused where another caption of the image states the foil's part: plurals (3), relations (0)")
+        f"; foils refused where {check}: plurals (3), relations (0)")
 
 
 def test_a_relation_or_noun_another_caption_of_the_image_states_is_refused_as_a_foil():
@@ -259,6 +260,27 @@ def test_a_nouns_claims_come_from_one_caption_of_the_partner():
     pairer.index(samples, [record])
     spread = {c.text: c.supported_by for c in pairer.claims_on(record, "2.jpg")}
     assert spread["man in room"] == ("coco:545601",) and spread["2 man"] == ("coco:553281",)
+
+
+def test_a_swap_whose_both_readings_one_image_states_is_refused_as_a_foil():
+    """"riding a surfboard on a wave" / "riding a wave on a surfboard": people said both of one surfer, so the swap
+    contradicts nothing; a pizza one person prepares while the other watches is not said both ways of one image."""
+    def swap(caption, foil, image):
+        return {"id": f"swap_obj:coco:{image}", "sample_id": f"coco:{image}", "image_file": f"{image}.jpg",
+                "linguistic_phenomena": "swap-obj", "caption": caption, "foil": foil,
+                "provenance": {"caption_span": [0, len(caption)], "foil_span": [0, len(foil)]}}
+
+    surf = swap("A young man riding a surfboard on a wave.", "A young man riding a wave on a surfboard.", "1")
+    pizza = swap("A woman prepares a pizza while a man watches.", "A man prepares a pizza while a woman watches.", "5")
+    samples = [coco(1, "1", surf["caption"]), coco(2, "2", "A man riding a wave on a surfboard."),
+               coco(3, "3", "A man riding a surfboard on a wave."), coco(4, "3", "A man riding a wave on his surfboard."),
+               coco(5, "5", pizza["caption"]), coco(6, "6", "A man prepares a pizza while a woman watches."),
+               # both prepare, but nobody says the man watches: one reading and part of the other
+               coco(7, "7", "A woman prepares a pizza."), coco(8, "7", "A man prepares a pizza while a woman watches.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [surf, pizza], samples)
+    assert refusals.foils == {surf["id"]: "a swap whose both readings one image's captions state"}
+    assert found[surf["id"]] == [] and [p.image_file for p in found[pizza["id"]]] == ["6.jpg"]
+    assert refusals.partners[pizza["id"]] == {"states the caption's part": 1}
 
 
 def test_the_issues_zebra_is_not_grouped_with_a_dog_on_a_bed():

@@ -11,7 +11,9 @@ claim is *supported* by a partner caption that makes the same statement. A partn
 * never state the caption's part: (cat, on, table); the noun dog, anywhere; the noun in the caption's number; for a
   swap, any statement of the caption that the foil lacks. The record's own image, the other way round, must never
   state the foil's part (another caption of it says "two dogs" where the foil says "some dogs"): then the foil may be
-  true of its own image, and the record is refused as a foil (`refusals.refuse_foil`; select never keeps it);
+  true of its own image, and the record is refused as a foil (`refusals.refuse_foil`; select never keeps it). So is
+  a swap whose both readings one image's captions state ("riding a surfboard on a wave" and "riding a wave on a
+  surfboard" of one surfer): the exchange of roles contradicts nothing;
 * agree with COCO's object annotations where the source has them (`instances`: for foil_it the foil's category
   annotated and the caption's not, for plurals as many instances as the foil's number says);
 * support at least `min_support` of the claims (params.yaml `pairing.min_support`, default every claim).
@@ -64,6 +66,7 @@ OWN_IMAGE_STATES_FOIL = "its own image's captions state the foil's part"
 NO_EDIT_CLAIM = "the parse reads no claim at the edit"
 MIRRORED = "the mirror of another record's group"
 NOUN_SPLIT = "one noun's claims split over captions"
+SWAP_BOTH_STATED = "a swap whose both readings one image's captions state"
 MODES = ("auto", "relations", "foil_it", "plurals", "swap")
 
 
@@ -97,7 +100,8 @@ class _Edit:
 class CocoCaptions(Pairer):
     evidence = ("another COCO image whose captions state every claim of the foil (its nouns, their attributes, "
                 "relations and actions) and never the caption's part")
-    own_image_check = "another caption of the image states the foil's part"
+    own_image_check = ("another caption of the image states the foil's part, or (a swap) one image's captions state "
+                       "both the caption's and the foil's")
 
     def __init__(self, spacy_model: str = "en_core_web_sm", mode: str = "auto", max_partners: int = 50,
                  encoder: dict | str | None = None):
@@ -321,6 +325,13 @@ class CocoCaptions(Pairer):
         """Whether the image's captions state some noun's claims only across captions (possibly two instances)."""
         return any(self._one_caption(refs, name) == set() for refs in edit.nouns)
 
+    def _both_readings_stated(self, edit: _Edit) -> bool:
+        """Whether one image's captions state every statement the swap made and every one it undid ("a man riding a
+        wave on a surfboard" and "a man riding a surfboard on a wave" of one surfer): the two texts have the same
+        words, and people said both of one picture, so the exchange of roles contradicts nothing."""
+        stating = [set(self.images_stating(ref)) for ref in (*edit.states, *edit.never)]
+        return bool(stating) and bool(set.intersection(*stating))
+
     def _states_any(self, name: str, edit: _Edit) -> bool:
         """Whether the image's captions state any of the caption's part."""
         image = self._images[name]
@@ -338,6 +349,9 @@ class CocoCaptions(Pairer):
             self.refusals.refuse_foil(record["id"], OWN_IMAGE_STATES_FOIL)
             return []
         mode = self._mode(record)
+        if mode == "swap" and self._both_readings_stated(edit):
+            self.refusals.refuse_foil(record["id"], SWAP_BOTH_STATED)
+            return []
         stating = [set(self.images_stating(ref)) for ref in edit.states]
         base = set.intersection(*stating) - {own} if stating else set()
         if not base:
