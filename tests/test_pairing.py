@@ -197,6 +197,12 @@ def test_a_foil_its_own_image_states_is_refused_and_select_keeps_the_captions_ot
     assert [r["id"] for r in kept] == ["plurals:coco:1#1"]
     assert [(r["id"], r["refused"]) for r in rejected] == [("plurals:coco:1", OWN_IMAGE)]
     assert metrics["refused"] == {OWN_IMAGE: 1}
+    # the other way: "some dogs" -> "exactly one dog" is not refused for another caption's "a dog": a singular is
+    # said of an image with two
+    back = foiler.run([coco(4, "3", "Two dogs lying on a bed.")], context=RunContext("plurals"))
+    assert [r["foil"] for r in back] == ["A single dog lying on a bed."]
+    samples += [coco(4, "3", "Two dogs lying on a bed."), coco(5, "3", "A dog sleeps on a bed.")]
+    assert search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), back, samples)[1].foils == {}
 
 
 def test_the_manifest_and_card_count_the_foils_their_own_image_states():

@@ -345,7 +345,10 @@ class CocoCaptions(Pairer):
                 self.refusals.refuse_record(record["id"], NO_EDIT_CLAIM)
             return []
         own = record.get("image_file")
-        if own in self._images and any(own in self.images_stating(ref) for ref in edit.states):
+        # a singular is no claim of number ("a giraffe eating leaves" is said of an image with two giraffes): another
+        # caption's singular never makes "exactly one giraffe" true of the record's image, a plural does "some"
+        claimed = [ref for ref in edit.states if ref[0] != "number" or ref[-1] == "plural"]
+        if own in self._images and any(own in self.images_stating(ref) for ref in claimed):
             self.refusals.refuse_foil(record["id"], OWN_IMAGE_STATES_FOIL)
             return []
         mode = self._mode(record)
