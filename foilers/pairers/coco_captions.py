@@ -20,10 +20,12 @@ claim is *supported* by a partner caption that makes the same statement. A partn
 
 Claims may be supported by different captions of the partner: each caption is a person's true description of the
 same image, so each statement it makes is true of the image. What describes one noun (its number, attributes,
-compounds, numerals, the actions it takes part in) must come from one caption, though: two captions may speak of
-two instances of it ("two men sit" in one, "a man standing" in another do not say that two men stand), and a
-partner whose captions state a noun's claims only across captions is refused ("one noun's claims split over
-captions"). A relation between two nouns, and a word, may come from any caption that states it.
+compounds, numerals, where it is: the relations it is the first noun of, the actions it takes part in) must come
+from one caption, though: two captions may speak of two instances of it ("two men sit" in one, "a man standing" in
+another do not say that two men stand; "a man standing with his hands on a table" and "two men sitting near a
+table" do not say that a man sits on a table), and a partner whose captions state a noun's claims only across
+captions is refused ("one noun's claims split over captions"). A relation's second noun is only named by it; a word
+may come from any caption.
 
 Three routes find partners, and the claims decide:
 
