@@ -19,8 +19,11 @@ def _one_or_all(values: set):
 
 def select(records: list[Record], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False, runner=None) -> tuple[list[Record], list[Record], dict]:
+           progress: bool = False, runner=None, refused_foils: dict[str, str] | None = None) -> tuple[list[Record], list[Record], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
+
+    `refused_foils`: {record id: reason} of records refused as foils before any rule (the pair stage's: its own
+    image's captions state the foil's part), counted under metrics `refused` with the others.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
@@ -35,8 +38,8 @@ def select(records: list[Record], enabled: dict[str, dict], path="<records>",
         log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
     marked, refused = [], {}
     for index, record in enumerate(records):
-        reason = refusal(record)
-        if reason is not None:  # no model can tell such a foil from its caption: never kept, whatever it scored
+        reason = refusal(record) or (refused_foils or {}).get(str(record.get("id")))
+        if reason is not None:  # no foil (the caption again, or true of its image): never kept, whatever it scored
             marked.append({**record, "refused": reason})
             refused[reason] = refused.get(reason, 0) + 1
             continue
