@@ -22,6 +22,8 @@ import hashlib
 import logging
 import os
 import sqlite3
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,25 @@ TIMEOUT_S = 120.0  # how long a writer waits for another process's write lock
 _SCHEMA = """CREATE TABLE IF NOT EXISTS passes (
     model TEXT NOT NULL, text BLOB NOT NULL, field TEXT NOT NULL, value BLOB NOT NULL, checksum BLOB NOT NULL,
     PRIMARY KEY (model, text, field)) WITHOUT ROWID"""
+
+
+@contextmanager
+def run_store():
+    """A pass store for one run where none is configured: with $FOILFORGE_SCORE_CACHE unset, a temporary one (removed
+    after), so the passes of one text asked by several parts of the run (the plausibility scorer and the probe read
+    one SmolLM2 pass) are computed once; a set variable (a directory, or "off") is left as it is."""
+    if os.environ.get(SCORE_CACHE_ENV):
+        yield store_dir()
+        return
+    with tempfile.TemporaryDirectory(prefix="foilforge-passes-") as root:
+        os.environ[SCORE_CACHE_ENV] = root
+        try:
+            yield Path(root)
+        finally:
+            del os.environ[SCORE_CACHE_ENV]
+            store = _STORES.pop((Path(root) / STORE_FILE).resolve(), None)
+            if store is not None:
+                store.close()
 
 
 def store_dir() -> Path | None:

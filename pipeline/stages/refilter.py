@@ -136,9 +136,13 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
 
 
 def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True) -> dict:
+    from foilforge.pass_store import run_store
+
     input_path, output_dir = Path(input_path), Path(output_dir)
-    fmt, rows, scored = score_released(params, input_path, like, progress)
-    kept, report = filter_scored(params, like, scored, input_path, progress)
+    # one model pass per text for the whole run: the plausibility scorer's SmolLM2 pass also gives the probe's states
+    with run_store():
+        fmt, rows, scored = score_released(params, input_path, like, progress)
+        kept, report = filter_scored(params, like, scored, input_path, progress)
     kept_keys = {r["released_key"] for r in kept}
     output_dir.mkdir(parents=True, exist_ok=True)
     out_path = output_dir / input_path.name
