@@ -341,3 +341,22 @@ def test_refilter_runs_each_text_through_the_model_once_with_the_bytes_of_no_sto
     assert outputs["off"][2] == 2 * len(texts) and outputs[None][2] == len(texts)
     assert outputs["off"][:2] == outputs[None][:2]
     assert "FOILFORGE_SCORE_CACHE" not in __import__("os").environ
+
+
+def test_passes_spread_over_forked_processes_give_the_bits_of_one(tiny_models, monkeypatch):
+    """`pass_workers`: a call's batches computed by two forked processes, each on one torch thread: the same
+    log-probabilities and pooled states, of a causal LM and of an encoder."""
+    from foilforge.lm import _PASS_WORKERS, pass_workers
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    texts = texts_of(120, seed=2)
+    lm = causal(tiny_models.gpt2_lm())
+    encoder = TextEncoder(ModelSpec.from_params({"name_or_path": str(tiny_models.bert_encoder_only()),
+                                                 "device": "cpu", "batch_size": 4}, "m"))
+    here = lm.sentence_logprobs(texts), lm.pooled_states(texts), encoder.pooled_states(texts)
+    with pass_workers(2):
+        assert _PASS_WORKERS[0] == 2
+        forked = lm.sentence_logprobs(texts), lm.pooled_states(texts), encoder.pooled_states(texts)
+    assert _PASS_WORKERS[0] == 1
+    assert forked[0] == here[0]
+    assert np.array_equal(forked[1], here[1]) and np.array_equal(forked[2], here[2])
