@@ -14,7 +14,9 @@ of the other texts of the call or the batch size. That makes them storable: with
 modification times), dtype, device kind and the scoring code, and the text. A causal LM's pass stores the
 log-probability and the pooled states the probes ask by default (`STORED_POOLS`) at once, so foil, score,
 baseline (text LM and probe) and evaluate run each text through SmolLM2 once between them, and a stage whose
-texts are all stored loads no model. Without the store every pass is computed, with the same bits.
+texts are all stored loads no model. Without the store every pass is computed, with the same bits. Inside
+`pass_workers(n)` (refilter's `--workers`) a CPU call's batches are spread over n forked processes, each batch on
+one torch thread as always: the same bits.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ foilforge/lm.py `StoredPasses.store_key`), the text by its SHA-256. foil, score,
 a model once between them, whichever stage asks first, and a warm store gives the bytes a cold one gives.
 
 Where: $FOILFORGE_SCORE_CACHE/passes.sqlite3 (`make repro` sets the variable to .foilforge-cache/scores, which
-DVC does not track; unset or "off": no store, every pass is computed, with the same bits). SQLite in WAL mode:
+DVC does not track; unset or "off": no store, every pass is computed, with the same bits; `foilforge refilter`
+with it unset keeps a temporary store for its run, `run_store`). SQLite in WAL mode:
 several worker processes read and write at once, a write is one transaction (a reader never sees half of it),
 and a writer waits for another's lock (up to `TIMEOUT_S`). Each row carries a checksum of its key and value: a
 row that does not match it (a disk or copy fault, an edit by hand) is reported once and computed again, never

@@ -1,6 +1,6 @@
 """Re-filter a released benchmark file through an instrument's filters, refinement, adversarial filter and gate.
 
-    foilforge refilter FILE --like INSTRUMENT --output DIR
+    foilforge refilter FILE --like INSTRUMENT --output DIR [--workers N]
 
 FILE is a VALSE JSON file (`{id: {caption, foil, classes, classes_foil, ...}}`),
 a SugarCrepe JSON file (`{"0": {filename, caption, negative_caption}, ...}`) or
@@ -22,6 +22,11 @@ adversarial filter's rounds, the JS of the changed items and the class balance
 before/after. SugarCrepe records carry no changed items: they are the words
 that differ between caption and negative caption (difflib). A VALSE record's
 pair is its `foil` (or the first of `foils`).
+
+Each text goes through each model once in a run (the pass store of $FOILFORGE_SCORE_CACHE, or with it unset a
+temporary one: foilforge/pass_store.py `run_store`), and the model passes and the attackers' fold fits are
+spread over `--workers` forked processes (default: the CPUs this process may use); the output is the same bytes
+with any number of workers and with or without a store.
 """
 
 from __future__ import annotations
