@@ -168,7 +168,7 @@ def _forked_batch(batch: list[list[int]]) -> list[dict[str, bytes]]:
 @contextmanager
 def pass_workers(workers: int):
     """CPU passes spread over `workers` forked processes while inside (each batch on one torch thread, in whichever
-    process: the bits are the same, foilforge/batching.py); 1 or less: this process."""
+    process: the bits are the same, foilforge/batching.py); 1 or less, or a system without fork: this process."""
     before = _PASS_WORKERS[0]
     _PASS_WORKERS[0] = max(1, int(workers))
     try:
@@ -230,13 +230,14 @@ class StoredPasses:
         return self.encode(texts)
 
     def _passes(self, texts: list[str], pools: tuple, where: str, rows: int) -> dict[str, dict[str, bytes]]:
+        import multiprocessing
+
         encoded = self._encode_for(texts, pools)
         accelerator = self.device.type != "cpu"
         rows = ACCELERATOR_ROWS if accelerator else rows
         batches = [[encoded[i] for i in batch] for batch in same_length_batches([len(e) for e in encoded], rows)]
-        if _PASS_WORKERS[0] > 1 and not accelerator and len(batches) > 1:
-            import multiprocessing
-
+        if _PASS_WORKERS[0] > 1 and not accelerator and len(batches) > 1 \
+                and "fork" in multiprocessing.get_all_start_methods():
             global _FORKED
             self.model  # noqa: B018  (loaded here: the forked processes inherit it)
             _FORKED = (self, pools, where)

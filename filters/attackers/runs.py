@@ -24,11 +24,11 @@ def _forked_job(job):
 
 
 class ForkedRunner:
-    """A runner of fold jobs on `workers` processes forked from this one (Linux, macOS): the worker is built and
+    """A runner of fold jobs on `workers` processes forked from this one: the worker is built and
     `prepare`d here (the feature maps, the models' passes: label-free, the same in every fold), the processes
     inherit it and run the fits, one job at a time, and the results come back in job order. A job's result is a
     function of the job and the pairs alone (FoldFits), so any number of workers gives the same results as
-    `run_here`. One worker, or one job: here, without a fork."""
+    `run_here`. One worker, one job, or a system without fork (Windows): here."""
 
     def __init__(self, workers: int):
         self.workers = max(1, int(workers))
@@ -38,7 +38,7 @@ class ForkedRunner:
 
         global _FORKED_WORKER
         worker = worker_class(*args)
-        if self.workers == 1 or len(jobs) < 2:
+        if self.workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
             return worker(jobs)
         if hasattr(worker, "prepare"):
             worker.prepare(jobs)
