@@ -350,19 +350,26 @@ def js_noise_floor(records: list[tuple[tuple, tuple]], size: int, draws: int = J
     A kept set whose JS is below it cannot be told apart from no shift at all at this size.
     """
     import numpy as np
+    from scipy import sparse
 
     sides = [side for pair in records for side in pair if side]
     if not size or not sides:
         return None
     vocabulary = sorted({item for side in sides for item in side})
     column = {item: k for k, item in enumerate(vocabulary)}
-    counts = np.zeros((len(sides), len(vocabulary)))
-    for row, side in enumerate(sides):
-        for item in side:
-            counts[row, column[item]] += 1
+    entries = [(row, column[item]) for row, side in enumerate(sides) for item in side]
+    rows, columns = zip(*entries)
+    # sides x items (an item twice in a side counts 2); sparse: a draw's histogram is its sides' multiplicities
+    # times this, never a draws x size x items array (whole integers: the sums are exact in any order)
+    counts = sparse.csr_matrix((np.ones(len(entries)), (rows, columns)), shape=(len(sides), len(vocabulary)))
     rng = np.random.default_rng(0)
-    caption = counts[rng.integers(0, len(sides), (draws, size))].sum(axis=1)
-    foil = counts[rng.integers(0, len(sides), (draws, size))].sum(axis=1)
+
+    def histograms(drawn):
+        multiplicity = np.stack([np.bincount(row, minlength=len(sides)) for row in drawn]).astype(float)
+        return np.ascontiguousarray((counts.T @ multiplicity.T).T)
+
+    caption = histograms(rng.integers(0, len(sides), (draws, size)))
+    foil = histograms(rng.integers(0, len(sides), (draws, size)))
     return float(_js_rows(caption, foil).mean())
 
 

@@ -14,7 +14,9 @@ of the other texts of the call or the batch size. That makes them storable: with
 modification times), dtype, device kind and the scoring code, and the text. A causal LM's pass stores the
 log-probability and the pooled states the probes ask by default (`STORED_POOLS`) at once, so foil, score,
 baseline (text LM and probe) and evaluate run each text through SmolLM2 once between them, and a stage whose
-texts are all stored loads no model. Without the store every pass is computed, with the same bits.
+texts are all stored loads no model. Without the store every pass is computed, with the same bits. Inside
+`pass_workers(n)` (refilter's `--workers`) a CPU call's batches are spread over n forked processes, each batch on
+one torch thread as always: the same bits.
 """
 
 from __future__ import annotations
@@ -152,6 +154,29 @@ def _unpack_logprob(value: bytes) -> tuple[float, int]:
     return logprob, count
 
 
+#: processes a CPU pass's batches are spread over (`pass_workers`); 1: this process
+_PASS_WORKERS = [1]
+#: (passes object, pools, where) a forked process computes batches of (set just before the fork)
+_FORKED = None
+
+
+def _forked_batch(batch: list[list[int]]) -> list[dict[str, bytes]]:
+    passes, pools, where = _FORKED
+    return passes._batch(batch, pools, where, False)
+
+
+@contextmanager
+def pass_workers(workers: int):
+    """CPU passes spread over `workers` forked processes while inside (each batch on one torch thread, in whichever
+    process: the bits are the same, foilforge/batching.py); 1 or less, or a system without fork: this process."""
+    before = _PASS_WORKERS[0]
+    _PASS_WORKERS[0] = max(1, int(workers))
+    try:
+        yield
+    finally:
+        _PASS_WORKERS[0] = before
+
+
 class StoredPasses:
     """A model's passes over whole texts: read from the pass store where they are, computed canonically (batches of
     one token length, no padding; on an accelerator a fixed row count) where they are not, and stored.
@@ -205,19 +230,34 @@ class StoredPasses:
         return self.encode(texts)
 
     def _passes(self, texts: list[str], pools: tuple, where: str, rows: int) -> dict[str, dict[str, bytes]]:
-        import torch
+        import multiprocessing
 
         encoded = self._encode_for(texts, pools)
         accelerator = self.device.type != "cpu"
         rows = ACCELERATOR_ROWS if accelerator else rows
-        out: dict[str, dict[str, bytes]] = {}
+        batches = [[encoded[i] for i in batch] for batch in same_length_batches([len(e) for e in encoded], rows)]
+        if _PASS_WORKERS[0] > 1 and not accelerator and len(batches) > 1 \
+                and "fork" in multiprocessing.get_all_start_methods():
+            global _FORKED
+            self.model  # noqa: B018  (loaded here: the forked processes inherit it)
+            _FORKED = (self, pools, where)
+            try:
+                with multiprocessing.get_context("fork").Pool(min(_PASS_WORKERS[0], len(batches))) as pool:
+                    results = pool.map(_forked_batch, batches, chunksize=1)
+            finally:
+                _FORKED = None
+        else:
+            results = [self._batch(batch, pools, where, accelerator) for batch in batches]
+        by_ids = {tuple(ids): fields for batch, found in zip(batches, results) for ids, fields in zip(batch, found)}
+        return {text: by_ids[tuple(ids)] for text, ids in zip(texts, encoded)}
+
+    def _batch(self, batch: list[list[int]], pools: tuple, where: str, accelerator: bool) -> list[dict[str, bytes]]:
+        """The fields of one batch of encoded texts of one length (a CPU batch on one torch thread)."""
+        import torch
+
         with torch.inference_mode(), one_thread(not accelerator):
-            for batch in same_length_batches([len(e) for e in encoded], rows):
-                ids = torch.tensor([encoded[i] for i in batch], dtype=torch.long)
-                ids = fill_rows(ids, canonical_rows(ids.shape[1], accelerator))
-                for i, fields in zip(batch, self._pass_fields(ids.to(self.device), len(batch), pools, where)):
-                    out[texts[i]] = fields
-        return out
+            ids = fill_rows(torch.tensor(batch, dtype=torch.long), canonical_rows(len(batch[0]), accelerator))
+            return self._pass_fields(ids.to(self.device), len(batch), pools, where)
 
     def _pooled(self, states, rows: int, pools: tuple, span, where: str) -> list[dict[str, bytes]]:
         """The `pools` of the first `rows` rows of a batch's hidden states (a tuple, 0 = embeddings), over the

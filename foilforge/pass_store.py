@@ -9,7 +9,8 @@ foilforge/lm.py `StoredPasses.store_key`), the text by its SHA-256. foil, score,
 a model once between them, whichever stage asks first, and a warm store gives the bytes a cold one gives.
 
 Where: $FOILFORGE_SCORE_CACHE/passes.sqlite3 (`make repro` sets the variable to .foilforge-cache/scores, which
-DVC does not track; unset or "off": no store, every pass is computed, with the same bits). SQLite in WAL mode:
+DVC does not track; unset or "off": no store, every pass is computed, with the same bits; `foilforge refilter`
+with it unset keeps a temporary store for its run, `run_store`). SQLite in WAL mode:
 several worker processes read and write at once, a write is one transaction (a reader never sees half of it),
 and a writer waits for another's lock (up to `TIMEOUT_S`). Each row carries a checksum of its key and value: a
 row that does not match it (a disk or copy fault, an edit by hand) is reported once and computed again, never
@@ -22,6 +23,8 @@ import hashlib
 import logging
 import os
 import sqlite3
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,25 @@ TIMEOUT_S = 120.0  # how long a writer waits for another process's write lock
 _SCHEMA = """CREATE TABLE IF NOT EXISTS passes (
     model TEXT NOT NULL, text BLOB NOT NULL, field TEXT NOT NULL, value BLOB NOT NULL, checksum BLOB NOT NULL,
     PRIMARY KEY (model, text, field)) WITHOUT ROWID"""
+
+
+@contextmanager
+def run_store():
+    """A pass store for one run where none is configured: with $FOILFORGE_SCORE_CACHE unset, a temporary one (removed
+    after), so the passes of one text asked by several parts of the run (the plausibility scorer and the probe read
+    one SmolLM2 pass) are computed once; a set variable (a directory, or "off") is left as it is."""
+    if os.environ.get(SCORE_CACHE_ENV):
+        yield store_dir()
+        return
+    with tempfile.TemporaryDirectory(prefix="foilforge-passes-") as root:
+        os.environ[SCORE_CACHE_ENV] = root
+        try:
+            yield Path(root)
+        finally:
+            del os.environ[SCORE_CACHE_ENV]
+            store = _STORES.pop((Path(root) / STORE_FILE).resolve(), None)
+            if store is not None:
+                store.close()
 
 
 def store_dir() -> Path | None:

@@ -5,6 +5,8 @@ held-out scorer's block. The baseline stage writes the gate into its summary; re
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from foilforge.params import typed_params
 
 HELD_OUT_KEY = "blind_check.held_out"
@@ -47,7 +49,7 @@ def instrument_pool(params: dict, instrument: str) -> list[str]:
     return list(own.get("pool") or (adversarial.pool if adversarial else []))
 
 
-def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
+def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict], runner=None) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
     or below max_accuracy on the kept records (filters/attackers/gate.py `certify`: what export enforces). With
@@ -55,7 +57,8 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     kept caption) and scored on the kept ones (`transfer`). Every reading on the kept records, within and transfer,
     is tested (filters/certification.py): `certified` when each is shown within chance +- gate.margin at level
     gate.alpha; else `status` solvable, over-balanced or inconclusive (`needed`: about the pairs that would
-    decide), `why` in words, and per reading its `standing`. None without a `gate` block."""
+    decide), `why` in words, and per reading its `standing`. None without a `gate` block. `runner`: where the
+    fold fits run (filters/attackers/runs.py; default the engine's of params.yaml)."""
     from foilforge.filters.adversarial import gate_settings, pool_records, transfer_training
     from foilforge.filters.attackers import certify, certify_transfer
     from foilforge.pipeline.engine import engine_settings, job_runner
@@ -68,7 +71,7 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     kept, refused = refuse_invalid(kept)
     if has_votes(kept):  # where people voted, only the pairs they judged valid are certified
         kept = valid_only(kept)
-    with job_runner(engine_settings(params)) as runner:
+    with (nullcontext(runner) if runner is not None else job_runner(engine_settings(params))) as runner:
         args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
                     repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
         after = certify(kept, **args)

@@ -555,3 +555,43 @@ def test_a_capped_dual_logistic_fit_is_done_again_to_the_optimum():
     dual = LogisticRegression(C=1.0, fit_intercept=False, solver="liblinear", dual=True, max_iter=2000,
                               random_state=0).fit(x, y)
     assert dual.n_iter_.max() < 2000 and np.array_equal(finished.coef_, dual.coef_)
+
+
+def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
+    """The gate's out-of-fold runs (a grid, a generative and a boosted attacker, several partitions) on two forked
+    processes: every margin as here, to the bit."""
+    from foilforge.filters.attackers import ForkedRunner, out_of_fold_runs, run_here
+
+    pairs = pairs_from_records(planted(balanced_records(40, seed=4)))
+    blocks = {"word": {"attacker": "word_ngram.v1", "grid": {"ngram_range": [[1, 1], [1, 2]], "C": [0.1, 1.0]}},
+              "bayes": {"attacker": "ngram_bayes.v1"}, "boosted": {"attacker": "boosted_features.v1",
+                                                                 "args": {"max_iter": 10}}}
+    here = out_of_fold_runs(blocks, pairs[:30], 5, [3, 4], pairs[30:], runner=run_here)
+    forked = out_of_fold_runs(blocks, pairs[:30], 5, [3, 4], pairs[30:], runner=ForkedRunner(2))
+    assert here.keys() == forked.keys()
+    for key in here:
+        assert [m.tolist() for m in here[key]] == [m.tolist() for m in forked[key]]
+
+
+def test_refilter_on_two_workers_writes_the_bytes_of_one(tmp_path, tiny_models):
+    from foilforge.pipeline.stages.refilter import refilter
+
+    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
+    source = tmp_path / "in" / "relations.json"
+    source.parent.mkdir()
+    records = balanced_records(50, seed=11)
+    write_valse(source, planted(records[:25]) + records[25:])
+    params = refilter_params(tmp_path)
+    params["adversarial"] = {"attackers": ["word"], "rounds": 2, "max_js_rise": None}
+    params["instruments"]["x"]["filters"]["run"] = ["length", "plausibility"]
+    params["instruments"]["x"]["filters"]["keep"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
+    params["filters"]["plausibility"] = {"scorers": {"tri": {"kind": "ngram", "unit": "word", "order": 3,
+                                                            "smoothing": "kneser_ney"}}}
+    outputs = []
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        report = refilter(params, source, "x", out, progress=False, workers=workers)
+        outputs.append([(out / "relations.json").read_bytes(),
+                        json.dumps({k: v for k, v in report.items() if k != "output"}, sort_keys=True)])
+    assert outputs[0] == outputs[1]
+    assert report["adversarial"]["rounds"] >= 1 and report["gate"]["attackers"]

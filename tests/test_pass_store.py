@@ -274,3 +274,89 @@ def test_on_a_gpu_a_text_gets_the_same_bits_at_any_place_of_any_batch(tiny_model
     assert [lm.sentence_logprobs([t])[0] for t in texts[:30]] == together[:30]
     assert lm.sentence_logprobs(texts[::-1])[::-1] == together
     assert np.array_equal(lm.pooled_states(texts[::-1])[::-1], lm.pooled_states(texts))
+
+
+def test_a_run_store_is_temporary_where_none_is_configured(tmp_path, monkeypatch):
+    """refilter's store for one run: with the variable unset, a temporary store (gone after, the variable unset
+    again); a configured directory or "off" is left as it is."""
+    import os
+
+    from foilforge.pass_store import SCORE_CACHE_ENV, run_store, store_dir
+
+    monkeypatch.delenv(SCORE_CACHE_ENV, raising=False)
+    with run_store() as root:
+        assert store_dir() == root and root.is_dir()
+        open_store().put("m", {"a text": {"logprob": b"1"}})
+        assert (root / STORE_FILE).is_file()
+    assert not root.exists() and SCORE_CACHE_ENV not in os.environ
+    for value in ("off", str(tmp_path / "scores")):
+        monkeypatch.setenv(SCORE_CACHE_ENV, value)
+        with run_store():
+            assert os.environ[SCORE_CACHE_ENV] == value
+        assert os.environ[SCORE_CACHE_ENV] == value
+
+
+def test_refilter_runs_each_text_through_the_model_once_with_the_bytes_of_no_store(tiny_models, tmp_path,
+                                                                                     monkeypatch):
+    """The plausibility scorer and the gate's probe read one pass of the same causal LM: with no store configured,
+    refilter keeps its passes for the run, so a text goes through the model once; the files are those of a run
+    with the store off, which passes every text twice."""
+    import json
+
+    from foilforge.filters.attackers import hidden_probe
+    from foilforge.pipeline.stages.refilter import refilter
+
+    block = {"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4}
+    texts = texts_of(80, seed=5)
+    source = tmp_path / "pairs.json"
+    source.write_text(json.dumps({str(k): {"filename": f"{k}.jpg", "caption": c, "negative_caption": f}
+                                  for k, (c, f) in enumerate(zip(texts[::2], texts[1::2]))}))
+    params = {"seed": 0,
+              "instruments": {"x": {"foiler": "released.v1", "source": "s",
+                                    "filters": {"run": ["plausibility"],
+                                                "keep": {"plausibility": {"bins": 1, "max_js_rise": None}}}}},
+              "filters": {"plausibility": {"scorers": {"lm": {"kind": "causal_lm", **block}}}},
+              "attackers": {"word": {"attacker": "word_ngram.v1"},
+                            "probe": {"attacker": "hidden_probe.v1", "args": {"model": {"kind": "causal_lm", **block}}}},
+              "gate": {"attackers": ["word", "probe"], "repeats": 2, "transfer": False}}
+    passed: list[int] = []
+    original = CausalLM._pass_fields
+
+    def counted(self, ids, rows, pools, where):
+        passed.append(rows)
+        return original(self, ids, rows, pools, where)
+
+    monkeypatch.setattr(CausalLM, "_pass_fields", counted)
+    outputs = {}
+    for setting in ("off", None):
+        if setting is None:
+            monkeypatch.delenv("FOILFORGE_SCORE_CACHE", raising=False)
+        else:
+            monkeypatch.setenv("FOILFORGE_SCORE_CACHE", setting)
+        hidden_probe._CACHE.clear()
+        passed.clear()
+        out = tmp_path / f"out-{setting}"
+        report = refilter(params, source, "x", out, progress=False)
+        outputs[setting] = ((out / "pairs.json").read_bytes(), report["gate"], sum(passed))
+    assert outputs["off"][2] == 2 * len(texts) and outputs[None][2] == len(texts)
+    assert outputs["off"][:2] == outputs[None][:2]
+    assert "FOILFORGE_SCORE_CACHE" not in __import__("os").environ
+
+
+def test_passes_spread_over_forked_processes_give_the_bits_of_one(tiny_models, monkeypatch):
+    """`pass_workers`: a call's batches computed by two forked processes, each on one torch thread: the same
+    log-probabilities and pooled states, of a causal LM and of an encoder."""
+    from foilforge.lm import _PASS_WORKERS, pass_workers
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    texts = texts_of(120, seed=2)
+    lm = causal(tiny_models.gpt2_lm())
+    encoder = TextEncoder(ModelSpec.from_params({"name_or_path": str(tiny_models.bert_encoder_only()),
+                                                 "device": "cpu", "batch_size": 4}, "m"))
+    here = lm.sentence_logprobs(texts), lm.pooled_states(texts), encoder.pooled_states(texts)
+    with pass_workers(2):
+        assert _PASS_WORKERS[0] == 2
+        forked = lm.sentence_logprobs(texts), lm.pooled_states(texts), encoder.pooled_states(texts)
+    assert _PASS_WORKERS[0] == 1
+    assert forked[0] == here[0]
+    assert np.array_equal(forked[1], here[1]) and np.array_equal(forked[2], here[2])

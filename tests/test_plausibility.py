@@ -440,3 +440,33 @@ def test_js_noise_floor_is_the_js_of_same_distribution_samples():
     assert 0.4 < js_noise_floor(two, 1) < 0.6 and js_noise_floor(two, 1) == js_noise_floor(two, 1)
     rich = [((f"p{i % 12}",), (f"p{(i + 5) % 12}",)) for i in range(60)]
     assert js_noise_floor(rich, 200) < js_noise_floor(rich, 40) < js_noise_floor(rich, 8)
+
+
+def test_js_noise_floor_gives_the_bits_of_the_dense_draws():
+    """The floor sums each draw's sides through their multiplicities (sparse); the figure is the one the direct
+    sum over a draws x size x items array gives, to the bit (the histograms are whole numbers)."""
+    import random
+
+    import numpy as np
+
+    from foilforge.filters.refinement import JS_FLOOR_DRAWS, _js_rows, js_noise_floor
+
+    def dense(records, size, draws=JS_FLOOR_DRAWS):
+        sides = [side for pair in records for side in pair if side]
+        vocabulary = sorted({item for side in sides for item in side})
+        counts = np.zeros((len(sides), len(vocabulary)))
+        for row, side in enumerate(sides):
+            for item in side:
+                counts[row, vocabulary.index(item)] += 1
+        rng = np.random.default_rng(0)
+        caption = counts[rng.integers(0, len(sides), (draws, size))].sum(axis=1)
+        foil = counts[rng.integers(0, len(sides), (draws, size))].sum(axis=1)
+        return float(_js_rows(caption, foil).mean())
+
+    rng = random.Random(3)
+    words = [f"w{k}" for k in range(40)]
+    # empty sides, an item twice in a side, sizes below and above the pool's
+    records = [(tuple(rng.choices(words, k=rng.randint(0, 3))), tuple(rng.choices(words, k=rng.randint(1, 2))))
+               for _ in range(70)]
+    for size in (1, 7, 50, 300):
+        assert js_noise_floor(records, size) == dense(records, size)

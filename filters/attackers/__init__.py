@@ -53,14 +53,21 @@ from foilforge.filters.attackers.gate import attack_summary, certify, certify_tr
 from foilforge.filters.attackers.grid_search import GridSearchAttacker, build_attacker, grid_settings
 from foilforge.filters.attackers.hidden_probe import HiddenStateProbeAttacker
 from foilforge.filters.attackers.ngram_bayes import NgramBayesAttacker
-from foilforge.filters.attackers.runs import FoldFits, fold_jobs, out_of_fold_runs, run_here, transfer_margins
+from foilforge.filters.attackers.runs import (
+    FoldFits,
+    ForkedRunner,
+    fold_jobs,
+    out_of_fold_runs,
+    run_here,
+    transfer_margins,
+)
 from foilforge.filters.attackers.scorer_features import ScorerFeaturesAttacker
 from foilforge.filters.attackers.transformer_pair import TransformerPairAttacker
 from foilforge.filters.attackers.word_ngram import WordNgramAttacker
 
 __all__ = [
     "ATTACKERS", "Attacker", "BoostedFeaturesAttacker", "CharNgramAttacker", "EditTokensAttacker", "FoldChoices",
-    "FoldFits", "GridSearchAttacker", "HiddenStateProbeAttacker", "LinearPairAttacker", "NgramBayesAttacker",
+    "FoldFits", "ForkedRunner", "GridSearchAttacker", "HiddenStateProbeAttacker", "LinearPairAttacker", "NgramBayesAttacker",
     "NgramPairAttacker", "Pair", "ScorerFeaturesAttacker", "TransformerPairAttacker", "WordNgramAttacker",
     "attack_summary", "build_attacker", "captions_first", "certify", "certify_transfer", "choose", "correctness",
     "fold_choices", "fold_jobs", "fold_margins", "grid_settings", "group_key", "grouped_folds",

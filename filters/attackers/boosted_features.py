@@ -8,6 +8,7 @@ from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every fold, partition and filter round asks for the same texts
 def surface_features(text: str) -> tuple[float, ...]:
     """Words, characters, mean word length, numerals, negations and words ending in -s of one text."""
     import re

@@ -7,12 +7,47 @@ A stage hands the jobs to a runner: `run_here` (one worker in this process) or t
 from __future__ import annotations
 
 from foilforge.attacker import Pair, assemble_margins, fold_margins, grouped_folds, shared_differences
-from foilforge.filters.attackers.grid_search import build_attacker
+from foilforge.filters.attackers.grid_search import GridSearchAttacker, build_attacker
 
 
 def run_here(jobs: list, worker_class, args: tuple) -> list:
     """The default runner of fold jobs: one worker in this process."""
     return worker_class(*args)(jobs)
+
+
+#: the worker a forked runner's processes share (set in the parent just before the fork, read in the children)
+_FORKED_WORKER = None
+
+
+def _forked_job(job):
+    return _FORKED_WORKER([job])[0]
+
+
+class ForkedRunner:
+    """A runner of fold jobs on `workers` processes forked from this one: the worker is built and
+    `prepare`d here (the feature maps, the models' passes: label-free, the same in every fold), the processes
+    inherit it and run the fits, one job at a time, and the results come back in job order. A job's result is a
+    function of the job and the pairs alone (FoldFits), so any number of workers gives the same results as
+    `run_here`. One worker, one job, or a system without fork (Windows): here."""
+
+    def __init__(self, workers: int):
+        self.workers = max(1, int(workers))
+
+    def __call__(self, jobs: list, worker_class, args: tuple) -> list:
+        import multiprocessing
+
+        global _FORKED_WORKER
+        worker = worker_class(*args)
+        if self.workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return worker(jobs)
+        if hasattr(worker, "prepare"):
+            worker.prepare(jobs)
+        _FORKED_WORKER = worker
+        try:
+            with multiprocessing.get_context("fork").Pool(min(self.workers, len(jobs))) as pool:
+                return pool.map(_forked_job, jobs, chunksize=1)
+        finally:
+            _FORKED_WORKER = None
 
 
 def maker(blocks: dict, name: str):
@@ -32,6 +67,20 @@ class FoldFits:
     def __init__(self, blocks: dict, pairs: list[Pair], extra: list[Pair] = (), folds: int = 5):
         self.blocks, self.pairs, self.extra, self.folds = blocks, list(pairs), list(extra), folds
         self._shared: dict = {}
+
+    def prepare(self, jobs: list[tuple[str, int, int]]) -> None:
+        """Every shared feature map the jobs use, and the texts' model passes every attacker of them reads (a
+        hidden-state probe's vectors, in a grid too), computed now: a runner that forks after this computes them
+        once, not once a process."""
+        for name in dict.fromkeys(name for name, _, _ in jobs):
+            make = maker(self.blocks, name)
+            if name not in self._shared:
+                self._shared[name] = shared_differences(make, self.pairs, self.extra)
+            attacker = make()
+            if isinstance(attacker, GridSearchAttacker):
+                attacker = attacker.make(attacker.settings[0])
+            if hasattr(attacker, "vectors"):  # a hidden-state probe: its vectors are kept for the stage
+                attacker.vectors([t for p in self.pairs + self.extra for t in (p.caption, p.foil)])
 
     def __call__(self, jobs: list[tuple[str, int, int]]) -> list:
         results = []

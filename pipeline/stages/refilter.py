@@ -1,6 +1,6 @@
 """Re-filter a released benchmark file through an instrument's filters, refinement, adversarial filter and gate.
 
-    foilforge refilter FILE --like INSTRUMENT --output DIR
+    foilforge refilter FILE --like INSTRUMENT --output DIR [--workers N]
 
 FILE is a VALSE JSON file (`{id: {caption, foil, classes, classes_foil, ...}}`),
 a SugarCrepe JSON file (`{"0": {filename, caption, negative_caption}, ...}`) or
@@ -22,6 +22,11 @@ adversarial filter's rounds, the JS of the changed items and the class balance
 before/after. SugarCrepe records carry no changed items: they are the words
 that differ between caption and negative caption (difflib). A VALSE record's
 pair is its `foil` (or the first of `foils`).
+
+Each text goes through each model once in a run (the pass store of $FOILFORGE_SCORE_CACHE, or with it unset a
+temporary one: foilforge/pass_store.py `run_store`), and the model passes and the attackers' fold fits are
+spread over `--workers` forked processes (default: the CPUs this process may use); the output is the same bytes
+with any number of workers and with or without a store.
 """
 
 from __future__ import annotations
@@ -102,10 +107,13 @@ def edit_check_report(params: dict, like: str, entailed: list[dict]) -> dict | N
     return {**describe(), "kind": kind, "refused": len(entailed), "examples": dict(sorted(examples.items()))}
 
 
-def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True) -> tuple[list[dict], dict]:
-    """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`."""
+def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True,
+                  workers: int = 1) -> tuple[list[dict], dict]:
+    """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`; their
+    attackers' fold fits on `workers` processes (the same figures with any number)."""
     from foilforge.filter import keep_rules
     from foilforge.filters.adversarial import settings_for
+    from foilforge.filters.attackers.runs import ForkedRunner
     from foilforge.pipeline.bias_settings import instrument_settings
     from foilforge.pipeline.gate import release_gate
     from foilforge.pipeline.selection import select
@@ -114,7 +122,8 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     entailed = [r for r in scored if EDIT_REFUSED in r]
     checked = [r for r in scored if EDIT_REFUSED not in r]
     kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=item_mode,
-                                     adversarial=settings_for(params, like), progress=progress)
+                                     adversarial=settings_for(params, like), progress=progress,
+                                     runner=ForkedRunner(workers))
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
     refused = dict(metrics["refused"])
     for record in entailed:
@@ -128,17 +137,30 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
         # with votes (VALSE's mturk): the valid share of all, kept and removed records; the filter chose among
         # the valid ones only
         "validity": metrics.get("validity"),
-        "gate": release_gate(params, like, kept, rejected),
+        "gate": release_gate(params, like, kept, rejected, runner=ForkedRunner(workers)),
         "adversarial": refinement.get("adversarial"),
         "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},
         "balance": {"before": class_balance(scored, item_mode, path), "after": class_balance(kept, item_mode, path)},
     }
 
 
-def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True) -> dict:
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def refilter(params: dict, input_path, like: str, output_dir, progress: bool = True, workers: int = 1) -> dict:
+    from foilforge.lm import pass_workers
+    from foilforge.pass_store import run_store
+
     input_path, output_dir = Path(input_path), Path(output_dir)
-    fmt, rows, scored = score_released(params, input_path, like, progress)
-    kept, report = filter_scored(params, like, scored, input_path, progress)
+    # one model pass per text for the whole run (the plausibility scorer's SmolLM2 pass also gives the probe's
+    # states), the passes and the attackers' fits spread over `workers` processes
+    with run_store(), pass_workers(workers):
+        fmt, rows, scored = score_released(params, input_path, like, progress)
+        kept, report = filter_scored(params, like, scored, input_path, progress, workers)
     kept_keys = {r["released_key"] for r in kept}
     output_dir.mkdir(parents=True, exist_ok=True)
     out_path = output_dir / input_path.name
@@ -164,10 +186,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--like", required=True, help="the instrument whose filters, refinement and gate to apply")
     parser.add_argument("--output", required=True, help="directory for the kept records and report.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes for the attackers' fits (default: the CPUs this process may use; the same "
+                             "output with any number)")
 
 
 def main(args) -> int:
-    report = refilter(load_params(args.params), args.file, args.like, args.output, progress=not args.no_progress)
+    workers = args.workers if args.workers is not None else default_workers()
+    if workers < 1:
+        from foilforge.errors import ConfigError
+
+        raise ConfigError(f"--workers must be 1 or more, got {workers}")
+    report = refilter(load_params(args.params), args.file, args.like, args.output, progress=not args.no_progress,
+                      workers=workers)
     gate = report["gate"] or {}
     attackers = ", ".join(f"{name} {100 * (e['before']['accuracy'] or 0):.1f}% -> {100 * (e['after']['accuracy'] or 0):.1f}%"
                           for name, e in (gate.get("attackers") or {}).items())
