@@ -20,7 +20,7 @@ from __future__ import annotations
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import class_of, load_classes
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
-from foilforge.foilers.lang.sugar import NOUN_TAGS, SugarFoiler, compound_start
+from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
 
@@ -43,7 +43,7 @@ class AddAttribute(SugarFoiler):
         ({"id": "g3", "image_file": "3.jpg", "image_id": 3, "caption": "People."}, None),
     )
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         classes = load_classes()
         out = []
@@ -68,5 +68,5 @@ class AddAttribute(SugarFoiler):
             span = (doc[start].idx, token.idx + len(token))
             out.append(EditSite("add_att", caption, span, caption[span[0]:span[1]], f"{sample['id']}/{token.i}",
                                 word=lemma, pos="noun", tag=token.tag_, insert_at=doc[first].idx,
-                                exclude_classes=excluded, avoid=avoid))
+                                exclude_classes=excluded, avoid=where.avoid))
         return out

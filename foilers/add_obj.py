@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
-from foilforge.foilers.lang.sugar import FINITE_TAGS, NOUN_TAGS, SUBJECT_DEPS, SugarFoiler
+from foilforge.foilers.lang.sugar import FINITE_TAGS, NOUN_TAGS, SUBJECT_DEPS, SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
 
 
@@ -54,7 +54,7 @@ class AddObject(SugarFoiler):
         ({"id": "g4", "image_file": "4.jpg", "image_id": 4, "caption": "It is raining."}, None),
     )
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
         for chunk in doc.noun_chunks:
@@ -68,5 +68,5 @@ class AddObject(SugarFoiler):
                 continue
             start, end = chunk.start_char, chunk.end_char
             out.append(EditSite("add_obj", caption, (start, end), caption[start:end], f"{sample['id']}/{head.i}",
-                                word=lemma, pos="noun", tag=head.tag_, avoid=avoid))
+                                word=lemma, pos="noun", tag=head.tag_, avoid=where.avoid))
         return out

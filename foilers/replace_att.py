@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import class_of
-from foilforge.foilers.lang.sugar import SugarFoiler
+from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
 
 
@@ -38,7 +38,7 @@ class ReplaceAttribute(SugarFoiler):
          ("A bus with blue stripes.", "A bus with green stripes.")),
     )
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
         for token in doc:
@@ -53,5 +53,5 @@ class ReplaceAttribute(SugarFoiler):
             end = token.idx + len(token)
             out.append(EditSite("replace_att", caption, (start, end), caption[start:end], f"{sample['id']}/{token.i}",
                                 word=token.lower_, pos="adjective", tag=token.tag_,
-                                attribute_class=attribute_class.name, avoid=avoid))
+                                attribute_class=attribute_class.name, avoid=where.avoid))
         return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
-from foilforge.foilers.lang.sugar import NOUN_TAGS, SugarFoiler, compound_start
+from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
 
@@ -39,7 +39,7 @@ class ReplaceObject(SugarFoiler):
         ({"id": "g4", "image_file": "4.jpg", "image_id": 4, "caption": "The view from the top."}, None),
     )
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
         for token in doc:
@@ -54,5 +54,5 @@ class ReplaceObject(SugarFoiler):
                 start = doc[first - 1].idx
             end = token.idx + len(token)
             out.append(EditSite("replace_obj", caption, (start, end), caption[start:end], f"{sample['id']}/{token.i}",
-                                word=lemma, pos="noun", tag=token.tag_, avoid=avoid))
+                                word=lemma, pos="noun", tag=token.tag_, avoid=where.avoid))
         return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.prepositions import preposition_spans
-from foilforge.foilers.lang.sugar import SugarFoiler
+from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
 
 #: verbs that carry no relation of their own ("has", "is", "gets", "does")
@@ -46,13 +46,13 @@ class ReplaceRelation(SugarFoiler):
         ({"id": "g4", "image_file": "4.jpg", "image_id": 4, "caption": "A man picks up a box of apples."}, None),
     )
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
         for span in preposition_spans(doc):
             if span.words <= 3:
                 out.append(EditSite("replace_rel", caption, (span.start, span.end), span.text,
-                                    f"{sample['id']}/p{span.start}", word=span.key, pos="preposition", avoid=avoid))
+                                    f"{sample['id']}/p{span.start}", word=span.key, pos="preposition", avoid=where.avoid))
         for token in doc:
             if token.pos_ != "VERB" or token.tag_ not in VERB_TAGS or token.lemma_.lower() in LIGHT_VERBS:
                 continue
@@ -61,5 +61,5 @@ class ReplaceRelation(SugarFoiler):
                 continue
             out.append(EditSite("replace_rel", caption, (token.idx, token.idx + len(token)), token.text,
                                 f"{sample['id']}/v{token.i}", word=token.lemma_.lower(), pos="verb", tag=token.tag_,
-                                avoid=avoid))
+                                avoid=where.avoid))
         return out

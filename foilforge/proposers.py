@@ -70,6 +70,8 @@ class EditSite:
     exclude_classes: frozenset = frozenset()
     #: lemmas the new words must not be: what the captions of the image state (a foil must be false of it)
     avoid: frozenset = frozenset()
+    #: what the foiler keeps about the site for its records (a swap's two nouns), not read by proposers
+    details: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
         if self.type not in SUGAR_TYPES:
@@ -120,6 +122,8 @@ class ProposerContext:
     vocabulary: dict = field(default_factory=dict)
     cooccurring: dict = field(default_factory=dict)
     modifiers: dict = field(default_factory=dict)
+    #: the foiler's spaCy pipeline (instruct_llm checks its prompts' examples with it)
+    nlp: object = None
     progress: bool = False
     stats: dict = field(default_factory=dict)
 

@@ -59,12 +59,15 @@ SWAP_WORDS = "swap: not the same words"
 SWAP_NOT_EXCHANGE = "swap: not two stretches exchanged"
 SWAP_OBJ_KIND = "swap_obj: the exchanged stretches are not two noun phrases"
 SWAP_ATT_KIND = "swap_att: the exchanged words are not two adjectives"
+SWAP_NOT_SITE = "swap: not the two phrases asked for"
 ADD_NOT_ONE = "add: not one insertion"
 ADD_ATT_KIND = "add_att: the added words are not one adjective"
 ADD_OBJ_KIND = "add_obj: the added words are not one noun phrase"
 ADD_ON_IMAGE = "add: the added word is stated by a caption of the image"
 ADD_IMPLIED = "add: the added object is implied by a caption of the image"
 DUPLICATE = "duplicate (caption, foil) for the image"
+ANSWER_OLD = "answer: old is not the site's words"
+ANSWER_NEW = "answer: new is not the other phrase of the swap"
 
 # ---- WordNet relations (the new word to the old one)
 SAME = "same word"
@@ -368,6 +371,29 @@ class ExactEditChecker:
         verbs = {(t.idx, t.idx + len(t)): t.lemma_.lower() for t in doc if t.pos_ in ("AUX", "VERB")}
         return [(verbs.get((s, e), word), s, e) for word, s, e in tokens(text)]
 
+    def exchange(self, caption: str, foil: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The caption's two stretches (characters) whose exchange gives the foil (verbs by lemma, punctuation
+        aside), or None when no exchange of two stretches does."""
+        ck = [t for t in self._keys(caption) if not _punctuation([t[0]])]
+        fk = [t for t in self._keys(foil) if not _punctuation([t[0]])]
+        found = find_exchange([t[0] for t in ck], [t[0] for t in fk])
+        if found is None:
+            return None
+        (a1, a2), (b1, b2) = found
+        return (ck[a1][1], ck[a2 - 1][2]), (ck[b1][1], ck[b2 - 1][2])
+
+    def exchanges(self, caption: str, foil: str, first: tuple[int, int], second: tuple[int, int]) -> bool:
+        """True when the foil is the caption with the stretches `first` and `second` (characters, `first` before
+        `second`) exchanged, as `same_text` and the swap's verb lemmas compare them."""
+        keys = [t for t in self._keys(caption) if not _punctuation([t[0]])]
+
+        def part(lo, hi):
+            return [t[0] for t in keys if t[1] >= lo and t[2] <= hi]
+
+        before, middle, after = part(0, first[0]), part(first[1], second[0]), part(second[1], len(caption))
+        expected = before + part(*second) + middle + part(*first) + after
+        return expected == [t[0] for t in self._keys(foil) if not _punctuation([t[0]])]
+
     def _swap(self, type_: str, caption: str, foil: str, image_texts: tuple) -> str | None:
         ck = [t for t in self._keys(caption) if not _punctuation([t[0]])]
         fk = [t for t in self._keys(foil) if not _punctuation([t[0]])]
@@ -375,13 +401,11 @@ class ExactEditChecker:
             return SWAP_WORDS
         if [t[0] for t in ck] == [t[0] for t in fk]:
             return None  # the caption again: foilforge/validity.py refuses it
-        exchange = find_exchange([t[0] for t in ck], [t[0] for t in fk])
+        exchange = self.exchange(caption, foil)
         if exchange is None:
             return SWAP_NOT_EXCHANGE
-        (a1, a2), (b1, b2) = exchange
         cdoc = self.parse(caption)
-        first = _span_tokens(cdoc, ck[a1][1], ck[a2 - 1][2])
-        second = _span_tokens(cdoc, ck[b1][1], ck[b2 - 1][2])
+        first, second = (_span_tokens(cdoc, s, e) for s, e in exchange)
         if type_ == "swap_obj":
             if not all(any(t.pos_ in ("NOUN", "PROPN") for t in part) for part in (first, second)):
                 return SWAP_OBJ_KIND
@@ -460,7 +484,8 @@ def _relation_phrase(doc, span_tokens) -> str:
 
 def find_exchange(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """((a1, a2), (b1, b2)): `b` is `a` with a[a1:a2] and a[b1:b2] (a2 <= b1) exchanged, the shortest such
-    stretches; None when no exchange of two stretches turns `a` into `b`."""
+    stretches (reaching at most REACH tokens into the words both share at either end); None when no exchange of
+    two stretches turns `a` into `b`."""
     n = len(a)
     if len(b) != n:
         return None
@@ -483,9 +508,7 @@ def find_exchange(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[int, int], 
                         size = i + j
                         if best is None or size < best[0]:
                             best = (size, ((lo, lo + i), (lo + m - j, hi)))
-            if best is not None:
-                return best[1]
-    return None
+    return best[1] if best is not None else None
 
 
 def exact_edit_refusal(caption: str, foil: str, edit: dict) -> str | None:
@@ -536,3 +559,24 @@ def record_refusals(records: Sequence[dict], type_: str, nlp, image_texts: dict 
     for record_id, reason in duplicate_refusals([r for r in records if str(r["id"]) not in out]).items():
         out[record_id] = reason
     return out
+
+
+def proposal_refusal(checker: ExactEditChecker, proposal) -> str | None:
+    """Why a proposer's answer (foilforge/proposers.py `Proposal`) is not exactly the edit its site asked for:
+    its `old` is not the site's words; for a swap, its `new` is not the other phrase, the foil fails the swap checks
+    or is not the exchange of the site's two phrases; otherwise the foil is not the caption with old -> new at the
+    site, or fails its type's checks. None when it is the edit asked for."""
+    site = proposal.site
+    if not same_text(proposal.old, site.old):
+        return ANSWER_OLD
+    if site.second_span is None:
+        edit = {"span": list(site.span), "old": site.old, "new": proposal.new}
+        return checker.check(site.type, site.caption, proposal.foil, edit)
+    if not same_text(proposal.new, site.second_old):
+        return ANSWER_NEW
+    reason = checker.check(site.type, site.caption, proposal.foil)
+    if reason:
+        return reason
+    if not checker.exchanges(site.caption, proposal.foil, site.span, site.second_span):
+        return SWAP_NOT_SITE
+    return None

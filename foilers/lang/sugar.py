@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from foilforge.errors import InputError
 from foilforge.foiler import CaptionFoiler, RunContext, propose_per_sample
@@ -36,8 +37,19 @@ NOUN_TAGS = ("NN", "NNS")
 #: dependency labels of a subject: an object added to it changes the verb's number, so no addition there
 SUBJECT_DEPS = ("nsubj", "nsubjpass")
 FINITE_TAGS = ("VBZ", "VBP", "VBD", "MD")
-ANSWER_OLD = "answer: old is not the site's words"
 ADD_ANNOTATED = "add: the added object is annotated on the image"
+
+
+@dataclass
+class SiteContext:
+    """What `sites` may use beside the parse: the words the image's captions state (`avoid`), the sample's own
+    generator, a counter of the foiler's skip rules (the foil metrics' `rules`) and the run's parses (`parse`,
+    `nlp`)."""
+
+    avoid: frozenset
+    rng: random.Random
+    rules: Counter
+    parses: object
 
 
 def image_key(sample: dict):
@@ -57,6 +69,8 @@ class SugarFoiler(CaptionFoiler):
     exact_edit: str = ""
     #: the corpus counts `corpus_pass` gathers: "cooccurring" (add_obj), "modifiers" (add_att), "prepositions"
     corpus_needs: tuple = ()
+    #: True: `sites` gives the sites best first and the first `max_sites` are kept (else a random choice of them)
+    ordered_sites: bool = False
 
     def __init__(self, proposer: dict | None = None, spacy_model: str = "en_core_web_sm", max_sites: int = 3,
                  use_other_captions: bool = True, use_instances: bool = True):
@@ -149,8 +163,8 @@ class SugarFoiler(CaptionFoiler):
 
     # ---- sites, proposals, checks
 
-    def sites(self, doc, sample: dict, avoid: frozenset) -> list[EditSite]:
-        """Where this type's edits can go in one parsed caption (subclasses)."""
+    def sites(self, doc, sample: dict, where: "SiteContext") -> list[EditSite]:
+        """Where this type's edits can go in one parsed caption, in the foiler's order of preference (subclasses)."""
         raise NotImplementedError
 
     def propose_batch(self, samples: list[dict], context: RunContext, corpus: dict) -> list[Foil]:
@@ -162,22 +176,24 @@ class SugarFoiler(CaptionFoiler):
         image_words = corpus["image_words"]
         sites_of: dict = {}
         stats: Counter = Counter()
+        rules: Counter = Counter()
         for sample in samples:
             key = image_key(sample)
             avoid = frozenset(image_words.get(key, ())) if self.use_other_captions else \
                 frozenset(content_lemmas(checker.parse(sample["caption"])))
-            found = self.sites(checker.parse(sample["caption"]), sample, avoid)
+            where = SiteContext(avoid, context.rng(sample["id"]), rules, checker)
+            found = self.sites(checker.parse(sample["caption"]), sample, where)
             stats["sites"] += len(found)
-            if len(found) > self.max_sites:
-                rng = context.rng(sample["id"], "sites")
-                found = sorted(rng.sample(found, self.max_sites), key=lambda s: s.span)
+            if len(found) > self.max_sites and not self.ordered_sites:
+                found = sorted(context.rng(sample["id"], "sites").sample(found, self.max_sites), key=lambda s: s.span)
+            found = found[: self.max_sites]
             if not found:
                 stats["captions_without_a_site"] += 1
             sites_of[sample["id"]] = found
         all_sites = [site for sample in samples for site in sites_of[sample["id"]]]
         proposer = self.get_proposer(context)
         pcontext = ProposerContext(seed=context.seed, vocabulary=corpus["vocabulary"],
-                                   cooccurring=corpus["cooccurring"], modifiers=corpus["modifiers"],
+                                   cooccurring=corpus["cooccurring"], modifiers=corpus["modifiers"], nlp=nlp,
                                    progress=context.progress)
         answers = proposer.propose(all_sites, pcontext) if all_sites else []
         by_site = dict(zip((id(s) for s in all_sites), answers))
@@ -212,17 +228,17 @@ class SugarFoiler(CaptionFoiler):
         context.stats["edit_checks"] = {"type": self.exact_edit, "proposer": described, **dict(sorted(stats.items())),
                                         "refused": dict(sorted(refused.items()))}
         context.stats["proposer"] = {k: v for k, v in sorted(pcontext.stats.items())}
+        if rules:
+            context.stats["rules"] = dict(sorted(rules.items()))
         return foils
 
     def refusal(self, checker, answer: Proposal, sample: dict, corpus: dict) -> str | None:
-        """Why a proposal is not exactly the site's edit (foilers/lang/exact_edits.py), or None."""
-        from foilforge.foilers.lang.exact_edits import same_text
+        """Why a proposal is not exactly the site's edit (foilers/lang/exact_edits.py `proposal_refusal`), its new
+        words are stated on the image, or its added object is annotated there; None when it passes."""
+        from foilforge.foilers.lang.exact_edits import proposal_refusal
 
         site = answer.site
-        if not same_text(answer.old, site.old):
-            return ANSWER_OLD
-        edit = {"span": list(site.span), "old": site.old, "new": answer.new}
-        reason = checker.check(site.type, site.caption, answer.foil, edit)
+        reason = proposal_refusal(checker, answer)
         if reason:
             return reason
         if self.use_other_captions:

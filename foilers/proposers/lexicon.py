@@ -89,8 +89,7 @@ class LexiconProposer(Proposer):
                 if site.draft is None:
                     out[index] = [Refusal(site, NO_CANDIDATE)]
                 else:
-                    out[index] = [Proposal(site, site.old, site.draft[site.span[0]:len(site.draft) - len(site.right)],
-                                           site.draft)]
+                    out[index] = [Proposal(site, site.old, site.second_old, site.draft)]
                 continue
             words = self.candidates(site, context)
             fills = list(dict.fromkeys(f for f in (self.render(site, w) for w in words) if f and f != site.old))
