@@ -17,14 +17,39 @@ def _one_or_all(values: set):
     return values[0] if len(values) == 1 else (values or None)
 
 
+def exact_edit_refusals(records: list[Record], spacy_model: str, edit_type: str | None = None,
+                        param_key: str = "spacy_model") -> dict[str, str]:
+    """{record id: why it is not exactly an edit of its SugarCrepe type} (foilers/lang/exact_edits.py): the type of
+    each record's `provenance.edit`, or `edit_type` for records without one (a released file refiltered `--like` a
+    SugarCrepe-type instrument); records of neither are not judged here."""
+    typed: dict[str, list] = {}
+    for record in records:
+        edit_type_of = ((record.get("provenance") or {}).get("edit") or {}).get("type") or edit_type
+        if edit_type_of:
+            typed.setdefault(edit_type_of, []).append(record)
+    if not typed:
+        return {}
+    from foilforge.foilers.lang.exact_edits import record_refusals
+    from foilforge.nlp import load_spacy
+
+    nlp = load_spacy(spacy_model, param_key=param_key)
+    out = {}
+    for type_, group in sorted(typed.items()):
+        out.update(record_refusals(group, type_, nlp))
+    return out
+
+
 def select(records: list[Record], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False, runner=None) -> tuple[list[Record], list[Record], dict]:
+           progress: bool = False, runner=None, refused_by: dict[str, str] | None = None
+           ) -> tuple[list[Record], list[Record], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
     `runner`: where the adversarial filter's fold fits run (pipeline/engine/jobs.py `job_runner`; None: here).
+    `refused_by`: {record id: reason} of records refused before any rule besides the ones that cannot be foils
+    (`exact_edit_refusals`: not exactly the edit of their type), counted by reason with them.
     """
     from foilforge.filter import filter_class, filter_funnel
     from foilforge.records import is_valid
@@ -34,8 +59,9 @@ def select(records: list[Record], enabled: dict[str, dict], path="<records>",
     if unused:
         log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
     marked, refused = [], {}
+    refused_by = refused_by or {}
     for index, record in enumerate(records):
-        reason = refusal(record)
+        reason = refusal(record) or refused_by.get(str(record.get("id")))
         if reason is not None:  # no model can tell such a foil from its caption: never kept, whatever it scored
             marked.append({**record, "refused": reason})
             refused[reason] = refused.get(reason, 0) + 1

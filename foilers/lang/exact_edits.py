@@ -36,8 +36,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from foilforge.proposers import SUGAR_TYPES
-
+#: the types these checks know: SugarCrepe's seven (foilforge/proposers.py SUGAR_TYPES), by family
+TYPES = ("replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att", "add_obj", "add_att")
 #: words (with inner apostrophes: "man's") and single punctuation marks
 TOKEN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
 #: the most words a replacement may replace or put in ("a park bench", "on top of", "is stuck in")
@@ -304,8 +304,8 @@ class ExactEditChecker:
 
         `edit`: the `{span, old, new}` the foil was made with, when known; `image_texts`: the other captions of
         the image (what an added or replacing word must not be)."""
-        if type_ not in SUGAR_TYPES:
-            raise ValueError(f"unknown edit type {type_!r}; one of {', '.join(SUGAR_TYPES)}")
+        if type_ not in TYPES:
+            raise ValueError(f"unknown edit type {type_!r}; one of {', '.join(TYPES)}")
         if edit is not None:
             reason = exact_edit_refusal(caption, foil, edit)
             if reason:

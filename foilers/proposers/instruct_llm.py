@@ -237,10 +237,11 @@ class InstructLLMProposer(Proposer):
 
     def messages(self, prompt: Prompt, site: EditSite, seed: int) -> list[dict]:
         """The chat of one site: the system message, `shots` examples drawn for it, its instruction."""
-        from foilforge.foiler import rng_for
+        import random
 
         pool = list(prompt.examples)
-        shots = rng_for(seed, "instruct_llm", site.type, site.key).sample(pool, min(self.shots, len(pool)))
+        draw = random.Random(site_seed(seed, f"{site.type}\x1f{site.key}\x1fshots"))
+        shots = draw.sample(pool, min(self.shots, len(pool)))
         chat = [{"role": "system", "content": prompt.system}]
         for example, answer in shots:
             chat.append({"role": "user", "content": render_instruction(prompt.instruction, example)})

@@ -53,10 +53,11 @@ class LexiconProposer(Proposer):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         if self.scorer is not None:
-            from foilforge.foiler import check_model_block
-            from foilforge.scorers import KINDS
+            from foilforge.models import model_block
+            from foilforge.scorers import KINDS, PRUNING_KEYS, check_pruning
 
-            check_model_block(self.scorer, "scorer", KINDS, span_scorer=True)
+            _, _, pruning = model_block(self.scorer, "scorer", KINDS, extra_keys=PRUNING_KEYS)
+            check_pruning("scorer", **pruning)
 
     def use_scorer(self, scorer) -> "LexiconProposer":
         """Plug in a built span scorer (anything with .score(items)) instead of the params block."""

@@ -18,8 +18,9 @@ report (scorers, records kept, acc_r before/after under each scorer) is under
 metrics `refinement.<filter>`, and each kept or dropped record's result gets
 `refined_on` (the scorers it was balanced on).
 
-A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py) is refused before
-any rule and counted under metrics `refused`. Where records carry human votes (`valid`, VALSE's `mturk`) a set
+A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py), or a SugarCrepe-type
+record that is not exactly the edit of its type (its `provenance.edit` checked again: foilers/lang/exact_edits.py),
+is refused before any rule and counted by reason under metrics `refused`. Where records carry human votes (`valid`, VALSE's `mturk`) a set
 rule chooses among the valid ones only, and metrics `validity` gives the valid share of all, kept and removed
 records; without votes, the kept pairs the adversarial filter's attackers get confidently wrong are marked
 `suspect: true` in the set rule's result (counted under metrics `suspects`), and the annotation batch
@@ -32,7 +33,7 @@ import logging
 
 from foilforge.io import atomic_write, write_json, write_jsonl
 from foilforge.params import load_params
-from foilforge.pipeline.selection import select
+from foilforge.pipeline.selection import exact_edit_refusals, select
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +103,14 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     set_aside, choice = [], None
     if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:
         records, set_aside, choice = choose_pairable(records, candidates, enabled)
+    # a SugarCrepe-type record that is not exactly the edit of its type is refused (the foil stage's checks, again)
+    args = (params["instruments"][instrument].get("args") or {})
+    refused_by = exact_edit_refusals(records, args.get("spacy_model") or "en_core_web_sm",
+                                     param_key=f"params.yaml instruments.{instrument}.args.spacy_model")
     with job_runner(engine_settings(params)) as runner:
         kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
                                          adversarial=settings_for(params, instrument), progress=progress,
-                                         runner=runner)
+                                         runner=runner, refused_by=refused_by)
     if candidates is not None:
         metrics["input"] = len(position)
         kept, rejected, metrics["pairing"] = group_kept(params, instrument, kept, rejected, set_aside, candidates, choice,
