@@ -5,7 +5,7 @@ Each file is scored once by the filters of its foilforge instrument (bench_attac
 `--keep` cache), its records get VALSE's votes as released (`mturk`), and it goes through `filter_scored`: records
 that cannot be foils refused, the filter choosing among the valid pairs, the gate's attackers within the kept set
 (each at the strongest setting of its grid, the hidden-state probes included) and fitted on the rejected pairs
-(transfer), certified when every 95% interval is inside [gate.lower, gate.upper] (filters/certification.py).
+(transfer), certified when every reading is shown within chance +- gate.margin (filters/certification.py).
 "Before" is the same certification of the gate's attackers on the records without the refinement (per sample the
 first candidate that passed the other filters: the released piece less what length and grammaticality drop).
 `--repeats` lowers the gate's partitions per attacker (params.yaml: 5) to fit a slow machine; the results say
@@ -46,7 +46,7 @@ def summarise(report: dict, gate_settings: dict, seconds: float) -> dict:
 
     gate = report["gate"] or {}
     before = {name: e["before"] for name, e in (gate.get("attackers") or {}).items()}
-    verdict_before = certification(before, gate_settings["lower"], gate_settings["upper"])
+    verdict_before = certification(before, margin=gate_settings["margin"], alpha=gate_settings["alpha"])
     adversarial = report["adversarial"] or {}
     return {
         "records": report["records_before"], "refused": report["refused"], "kept": report["records_after"],

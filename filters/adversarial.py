@@ -54,7 +54,7 @@ import re
 
 from foilforge.errors import ConfigError
 from foilforge.params import instrument_part
-from foilforge.schema import AdversarialBlock, GateBlock
+from foilforge.schema import GATE_BAND_KEYS, AdversarialBlock, GateBlock
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
     if block is None:
         return None
     where = "params.yaml gate"
+    if {"lower", "upper"} & set(block):  # a block that never went through load_params: the schema's message
+        raise ConfigError(f"{where}: {GATE_BAND_KEYS}")
     merged = {**GATE_DEFAULTS, **block}
     default_mode = InstrumentBlock.model_fields["gate"].default
     mode = instrument_part(params, instrument, "gate", default_mode) if instrument else default_mode

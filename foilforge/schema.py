@@ -198,7 +198,8 @@ class InstrumentBlock(Block):
                                                                                   "`adversarial` block")
     gate: Literal["fail", "report"] = Field("report", description="baseline and export: report (exported; when a "
                                                                   "gate attacker solves the set, the card names it "
-                                                                  "in its first lines) or fail (export refuses it)")
+                                                                  "under its verdict table) or fail (export refuses "
+                                                                  "it)")
     validation: InstrumentValidation = Field(InstrumentValidation(), description="validate: gold item ids and the "
                                                                                  "votes file")
     pairing: InstrumentPairing = Field(InstrumentPairing(), description="pair: the pairer of second images")
@@ -250,14 +251,23 @@ class AdversarialBlock(Block):
                                             "instrument: instruments.<I>.adversarial.pool)")
 
 
+#: the message for the gate's band keys, which the equivalence tests' margin and alpha stand in for
+GATE_BAND_KEYS = ("lower and upper are not gate keys: certification tests every reading within chance +- margin at "
+                  "level alpha; write margin (e.g. 0.12) and alpha (e.g. 0.05) instead")
+
+
 class GateBlock(Block):
     """The release gate (the baseline stage measures, export enforces): attackers kept apart from the filter (fresh
     folds and seed, and a family the filter did not use: `foilforge check-params` checks it), each at most
     `max_accuracy` out of fold on the kept pairs (multiple choice: BD2BB picks the target among its options). An
-    instrument above it stops export with a message naming it, unless `instruments.<I>.gate: report`. Certified
-    (manifest, refilter's report.json, the card's first lines): every attacker's 95% Wilson interval inside
-    [lower, upper]; point estimates inside with an interval outside are "too few pairs to certify" (at 50% that
-    takes some 100 pairs). Under 20 pairs an instrument is not judged."""
+    instrument above it stops export with a message naming it, unless `instruments.<I>.gate: report`. Under 20 pairs
+    an instrument does not pass. Certified (manifest, refilter's report.json, the card's verdict table): every
+    reading (each attacker within the kept set, and fitted on the removed pairs) shown within chance +- `margin` by
+    two one-sided exact binomial tests at level `alpha`; a set on which one attacker truly reads chance + margin is
+    certified with probability at most `alpha`. A reading is called above or below chance (solvable,
+    over-balanced) only when an exact test excludes chance at familywise level `alpha` (Holm over the readings),
+    otherwise it is inconclusive, with about the pairs it would take (filters/certification.py; error rates by
+    simulation: docs/blind-proof.md)."""
 
     attackers: Annotated[list[str], Field(min_length=1)] = Field(
         ["word_ngram", "char_ngram", "scorer_features", "ngram_bayes"],
@@ -268,19 +278,23 @@ class GateBlock(Block):
     repeats: PositiveInt = Field(5, description="fresh grouped partitions averaged per attacker (seeds seed, "
                                                 "seed+1, ...)")
     seed: NonNegativeInt = Field(101, description="seed of the gate's partitions (apart from the filter's)")
-    lower: Share = Field(0.40, description="certified: every attacker's 95% interval inside [lower, upper]")
-    upper: Share = Field(0.60, description="see lower")
+    margin: Annotated[Float, Field(gt=0, lt=0.5)] = Field(
+        0.12, description="certified: every reading shown within chance +- margin (0.12: 38-62% around 50%)")
+    alpha: Annotated[Float, Field(gt=0, lt=0.5)] = Field(
+        0.05, description="level of the equivalence tests (the chance that a set one attacker reads at chance + "
+                          "margin is certified) and familywise level of calling a reading above or below chance")
     transfer: bool = Field(True, description="also certify each attacker fitted on the removed pairs and the pool "
                                              "(the instrument's adversarial.pool)")
     grid: dict[str, dict[str, list]] = Field({}, description="attacker -> {argument: [values]}: certified at the "
                                                              "strongest combination, chosen by nested grouped CV "
                                                              "inside each training fold (never on the scored fold)")
 
-    @model_validator(mode="after")
-    def _lower_below_upper(self):
-        if not self.lower < 0.5 < self.upper:
-            raise ValueError(f"lower ({self.lower}) and upper ({self.upper}) must hold chance: lower < 0.5 < upper")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _no_band(cls, data):
+        if isinstance(data, dict) and {"lower", "upper"} & set(data):
+            raise ValueError(GATE_BAND_KEYS)
+        return data
 
 
 class BiasBlock(Block):

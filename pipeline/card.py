@@ -98,13 +98,115 @@ def failing_attackers(gate: dict | None) -> list[tuple[str, dict]]:
             if not entry["after"].get("passed")]
 
 
+# ---------------------------------------------------------------- the verdict table (the card's first screen)
+
+def interval_cell(interval) -> str:
+    return "n/a" if not interval else f"{100 * interval[0]:.0f}-{100 * interval[1]:.0f}%"
+
+
+def standing_cell(figures: dict, gate: dict) -> str:
+    """A reading's standing in words: within chance +- margin, solvable, over-balanced, or inconclusive with about
+    the pairs it needs (a gate report without tests: its own verdict)."""
+    from foilforge.filters.certification import ABOVE, BELOW, INCONCLUSIVE, WITHIN, about
+
+    standing = figures.get("standing")
+    if standing == WITHIN:
+        return f"within chance ± {100 * gate['margin']:g} points"
+    if standing == ABOVE:
+        return "solvable (above chance)"
+    if standing == BELOW:
+        return "over-balanced (below chance)"
+    if standing == INCONCLUSIVE:
+        return f"inconclusive: about {about(figures.get('needed'))} pairs needed"
+    return figures.get("verdict") or "n/a"
+
+
+def strongest_reading(gate: dict) -> tuple[str, dict] | None:
+    """(name, figures) of the gate's reading farthest from chance (`strongest`), within or transfer."""
+    from foilforge.filters.certification import transfer_name
+
+    name = gate.get("strongest")
+    readings = {attacker: entry["after"] for attacker, entry in (gate.get("attackers") or {}).items()}
+    readings.update({transfer_name(attacker): f for attacker, f in (gate.get("transfer") or {}).items()})
+    return (name, readings[name]) if name in readings else None
+
+
+def verdict_cell(entry: dict) -> str:
+    """The instrument's certification in a few words: certified, solvable, over-balanced, or inconclusive with N
+    pairs and about M needed."""
+    from foilforge.filters.certification import UNDECIDED, about
+
+    gate = entry.get("gate")
+    if not gate:
+        return "not tested (no release gate)"
+    status = gate.get("status")
+    if status is None or "needed" not in gate:
+        return f"not tested: {entry.get('why') or 'rerun the baseline stage'}"
+    if status == UNDECIDED:
+        strongest = strongest_reading(gate)
+        n = strongest[1]["n"] if strongest else entry["counts"]["exported"]
+        return f"inconclusive: {n} pairs, about {about(gate.get('needed'))} needed"
+    return status
+
+
+def exported_groups(entry: dict) -> int | None:
+    """The groups exported for the instrument (None without a pairer); with group votes, the valid ones."""
+    groups = entry.get("groups") or {}
+    if not groups.get("pairer"):
+        return None
+    return groups["valid_groups"] if groups.get("valid_groups") is not None else groups.get("groups") or 0
+
+
+def what_would_change(entry: dict) -> str:
+    """What would change the verdict: nothing (certified), more pairs (inconclusive), a stricter filter (a reading
+    off chance), and where the instrument has groups, a group-only release (blind by construction)."""
+    from foilforge.filters.certification import CERTIFIED, OVER_BALANCED, SOLVABLE, UNDECIDED, about
+
+    gate, groups = entry.get("gate") or {}, exported_groups(entry)
+    status = gate.get("status")
+    group_only = f"a group-only release: {groups} groups" if groups else None
+    if not gate:
+        return "run the release gate (params.yaml gate)"
+    if status == CERTIFIED:
+        return "nothing: certified"
+    if status == UNDECIDED:
+        change = f"about {about(gate.get('needed'))} pairs: more source data"
+    elif status == SOLVABLE:
+        change = "a filter that removes what the attacker reads (params.yaml adversarial)"
+    elif status == OVER_BALANCED:
+        change = "a filter that stops at chance, not past it (params.yaml adversarial)"
+    else:
+        change = "rerun the baseline stage"
+    return f"{change}; or {group_only}" if group_only else change
+
+
+def verdict_rows(manifest: dict) -> list[list]:
+    """The card's first table, a row per instrument: kept pairs, groups exported, the verdict, the strongest
+    reading with its 95% interval, and what would change the verdict."""
+    rows = []
+    for name, entry in manifest["instruments"].items():
+        gate = entry.get("gate") or {}
+        strongest = strongest_reading(gate) if gate else None
+        groups = exported_groups(entry)
+        rows.append([name, entry["counts"]["exported"], "n/a (no pairer)" if groups is None else groups,
+                     verdict_cell(entry),
+                     "n/a" if strongest is None else
+                     f"{strongest[0]}: {share(strongest[1].get(ACCURACY))} ({interval_cell(strongest[1].get('ci95'))})",
+                     what_would_change(entry)])
+    return rows
+
+
+def verdict_rule(manifest: dict) -> dict | None:
+    """The gate's margin and alpha, as the baseline stage used them (None when no instrument was tested)."""
+    for entry in manifest["instruments"].values():
+        gate = entry.get("gate") or {}
+        if gate.get("margin") is not None:
+            return {"margin": f"{100 * gate['margin']:g}", "alpha": f"{gate['alpha']:g}",
+                    "size": f"{100 * gate['alpha']:g}", "upper": f"{100 * (0.5 + gate['margin']):g}"}
+    return None
+
+
 # ---------------------------------------------------------------- DATACARD.md
-
-def not_certified(manifest: dict) -> list[tuple[str, str]]:
-    """Every instrument that is not certified, and why (the card's first lines)."""
-    return [(name, entry.get("why") or "not certified") for name, entry in manifest["instruments"].items()
-            if not entry.get("certified")]
-
 
 def not_blind_proof(manifest: dict) -> str | None:
     """The instruments a trained attacker solves above the gate, with those attackers' figures."""
@@ -178,16 +280,21 @@ def blind_check_rows(manifest: dict) -> tuple[list[list], set[str]]:
 
 
 def gate_rows(manifest: dict) -> list[list]:
-    """Per instrument and attacker: accuracy before -> after, n, CI, verdict, pass or FAIL."""
+    """Per instrument and reading (each attacker within the kept pairs, then fitted on the removed ones): accuracy
+    before -> after, n, CI, the test's standing (filters/certification.py) and, within, the export's gate."""
+    from foilforge.filters.certification import transfer_name
+
     rows = []
     for name, gate in [(name, entry["gate"]) for name, entry in manifest["instruments"].items() if entry.get("gate")]:
-        for attacker, entry in gate["attackers"].items():
-            before, after = entry["before"], entry["after"]
-            ci = after.get("ci95")
-            rows.append([name, attacker, after.get("family") or "", share(before.get(ACCURACY)),
-                         share(after.get(ACCURACY)),
-                         after["n"], "n/a" if not ci else f"{100 * ci[0]:.0f}-{100 * ci[1]:.0f}%", after["verdict"],
-                         f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%)"])
+        readings = [(attacker, entry["before"], entry["after"]) for attacker, entry in gate["attackers"].items()]
+        readings += [(transfer_name(attacker), None, figures) for attacker, figures in (gate.get("transfer") or {}).items()]
+        for reading, before, after in readings:
+            rows.append([name, reading, after.get("family") or "",
+                         share(before.get(ACCURACY)) if before else f"fitted on {after.get('trained_on')} removed",
+                         share(after.get(ACCURACY)), after["n"], interval_cell(after.get("ci95")),
+                         standing_cell(after, gate),
+                         f"{'pass' if after.get('passed') else 'FAIL'} (<= {100 * after['max_accuracy']:.0f}%)"
+                         if before else "n/a"])
     return rows
 
 
@@ -220,7 +327,8 @@ def datacard_text(manifest: dict) -> str:
     instruments = manifest["instruments"]
     return render(
         "datacard.md.j2",
-        not_certified=not_certified(manifest), not_blind_proof=not_blind_proof(manifest),
+        verdict_rows=verdict_rows(manifest), verdict_rule=verdict_rule(manifest),
+        not_blind_proof=not_blind_proof(manifest),
         instrument_rows=instrument_rows(manifest), validation_rows=validation_rows(manifest),
         annotators_excluded=[(name, excluded) for name, entry in instruments.items()
                              for excluded in (entry.get("validation") or {}).get("annotators_excluded") or []],

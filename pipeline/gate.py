@@ -50,14 +50,14 @@ def instrument_pool(params: dict, instrument: str) -> list[str]:
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict]) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
-    or below max_accuracy on the kept records (filters/attackers/gate.py `certify`: what export enforces), `certified`
-    when every attacker's 95% interval is inside [gate.lower, gate.upper], with `why` when not
-    (filters/certification.py). With `gate.transfer`, every attacker is also fitted on the rejected records and
-    the instrument's pool (never on a kept caption) and scored on the kept ones (`transfer`): certification
-    needs those inside too. None without a `gate` block."""
+    or below max_accuracy on the kept records (filters/attackers/gate.py `certify`: what export enforces). With
+    `gate.transfer`, every attacker is also fitted on the rejected records and the instrument's pool (never on a
+    kept caption) and scored on the kept ones (`transfer`). Every reading on the kept records, within and transfer,
+    is tested (filters/certification.py): `certified` when each is shown within chance +- gate.margin at level
+    gate.alpha; else `status` solvable, over-balanced or inconclusive (`needed`: about the pairs that would
+    decide), `why` in words, and per reading its `standing`. None without a `gate` block."""
     from foilforge.filters.adversarial import gate_settings, pool_records, transfer_training
     from foilforge.filters.attackers import certify, certify_transfer
-    from foilforge.filters.certification import certification
     from foilforge.pipeline.engine import engine_settings, job_runner
 
     settings = gate_settings(params, instrument)
@@ -80,16 +80,25 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
                                                                f"params.yaml instruments.{instrument}.adversarial"))
         transfer = certify_transfer(kept, train, settings["attacker_blocks"], settings["seed"],
                                     settings["max_accuracy"])
-    judged = {**after, **{f"{name} from removed": result for name, result in transfer.items()}}
-    verdict = certification(judged, settings["lower"], settings["upper"])
-    for name, result in judged.items():
-        result["standing"] = verdict["attackers"][name]["standing"]
     return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
             "repeats": settings["repeats"], "seed": settings["seed"],
             "passed": all(a["passed"] for a in after.values()),
-            # certified: every attacker's 95% interval inside [lower, upper] (filters/certification.py)
-            "lower": settings["lower"], "upper": settings["upper"], "certified": verdict["certified"],
-            "status": verdict["status"], "why": verdict["why"], "refused": refused,
+            **certify_readings(after, transfer, settings["margin"], settings["alpha"]), "refused": refused,
             # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
             "transfer": transfer,
             "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
+
+
+def certify_readings(after: dict[str, dict], transfer: dict[str, dict], margin: float, alpha: float) -> dict:
+    """The gate's verdict over every reading on the kept records (within and transfer): margin, alpha, certified,
+    status, why, needed and strongest (filters/certification.py), each reading's figures gaining its `standing`
+    (and `needed` where inconclusive)."""
+    from foilforge.filters.certification import certification, transfer_name
+
+    judged = {**after, **{transfer_name(name): result for name, result in transfer.items()}}
+    verdict = certification(judged, margin=margin, alpha=alpha)
+    for name, result in judged.items():
+        reading = verdict["attackers"][name]
+        result["standing"] = reading["standing"]
+        result.update({key: reading[key] for key in ("needed", "p_within", "p_chance") if reading.get(key) is not None})
+    return {key: verdict[key] for key in ("margin", "alpha", "certified", "status", "why", "needed", "strongest")}

@@ -286,20 +286,26 @@ def test_export_refuses_an_instrument_above_the_gate(tmp_path):
     check_gates({}, files, baseline)  # reported, not refused
 
 
-def test_datacard_says_not_blind_proof_first():
+def test_datacard_says_not_blind_proof_under_its_verdict_table():
     from foilforge.pipeline.card import datacard_text
+    from foilforge.pipeline.gate import certify_readings
 
     after = {"accuracy": 0.7, "n": 40, "passed": False, "family": "word n-grams", "ci95": [0.55, 0.82],
              "verdict": "caption preferred", "max_accuracy": 0.55}
-    gate = {"passed": False, "mode": "report", "max_accuracy": 0.55,
+    gate = {"passed": False, "mode": "report", "max_accuracy": 0.55, **certify_readings({"word": after}, {}, 0.12, 0.05),
             "attackers": {"word": {"before": {**after, "accuracy": 0.8}, "after": after}}}
     manifest = {"instruments": {"relations": {"gate": gate, "counts": {"exported": 40}, "provenance": {}, "filters": {}}},
                 "sources": {}}
     text = datacard_text(manifest)
     lines = text.splitlines()
-    assert lines[2].startswith("**Not certified**") and lines[4] == "- relations: not certified"
-    assert lines[6].startswith("**Not blind-proof: relations (word 70.0%)")
-    assert "| relations | word | word n-grams | 80.0% | 70.0% | 40 | 55-82% | caption preferred | FAIL (<= 55%) |" in text
+    # 28 of 40: 2 P(X >= 28 | 40, 1/2) = 0.017 excludes chance at 0.05 (one reading)
+    assert lines[6] == ("| relations | 40 | n/a (no pairer) | solvable | word: 70.0% (55-82%) | a filter that removes "
+                        "what the attacker reads (params.yaml adversarial) |")
+    warning = next(k for k, line in enumerate(lines) if line.startswith("**Not blind-proof"))
+    assert lines[warning].startswith("**Not blind-proof: relations (word 70.0%)") and \
+        warning < lines.index("## Instruments")
+    assert "| relations | word | word n-grams | 80.0% | 70.0% | 40 | 55-82% | solvable (above chance) | FAIL (<= 55%) |" \
+        in text
 
 
 def write_valse(path: Path, records: list[dict]) -> None:

@@ -159,7 +159,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "text_baseline": baseline,
             # the release gate: trained attackers out of fold, per attacker before/after (baseline stage)
             "gate": (baseline or {}).get("gate"),
-            # certified: every gate attacker's 95% interval inside [gate.lower, gate.upper]; why not, in words
+            # certified: every gate reading shown within chance +- gate.margin; else its status and why, in words
             **certification_entry((baseline or {}).get("gate")),
             # what the foiler reported (skip rules and guards, coreference resolver, pairing, JS): the foil stage's metrics
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
@@ -346,12 +346,14 @@ def check_gates(params: dict, files: list[Path], baseline_dir) -> None:
 
 
 def certification_entry(gate: dict | None) -> dict:
-    """The manifest's `certified` and `why` of an instrument from its baseline gate (filters/certification.py)."""
+    """The manifest's `certified`, `status` and `why` of an instrument from its baseline gate
+    (filters/certification.py)."""
     if not gate:
         return {"certified": False, "why": "no release gate was run (params.yaml gate)"}
-    if "certified" not in gate:
-        return {"certified": False, "why": "the gate report predates certification: rerun the baseline stage"}
-    return {"certified": bool(gate["certified"]), "why": gate.get("why")}
+    if "certified" not in gate or "margin" not in gate:
+        return {"certified": False, "status": None,
+                "why": "the gate report predates the certification tests: rerun the baseline stage"}
+    return {"certified": bool(gate["certified"]), "status": gate.get("status"), "why": gate.get("why")}
 
 
 def write_datacard(path, manifest: dict) -> None:

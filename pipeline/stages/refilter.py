@@ -12,7 +12,8 @@ certified by the release gate (params.yaml `gate`; the baseline stage's
 attackers). `--like` a SugarCrepe-type instrument (replace_obj, ..., add_att) first refuses the pairs that are
 not exactly an edit of its type (foilers/lang/exact_edits.py), counted by reason in `refused`. Writes `DIR/<FILE's name>` in FILE's own format with only the kept
 records (as released, in their order) and `DIR/report.json`: `certified` (every gate
-attacker's 95% interval inside [gate.lower, gate.upper]) and `why` not, records
+reading shown within chance +- gate.margin by equivalence tests at level gate.alpha), else `status`
+(solvable, over-balanced or inconclusive: filters/certification.py) and `why`, records
 before and after, the records refused (an empty foil, the caption itself) and,
 with VALSE's votes, the valid share of all, kept and removed records (the filter
 chooses among the valid ones), every gate attacker before/after (accuracy, n, Wilson CI, verdict), the
@@ -125,8 +126,9 @@ def refilter(params: dict, input_path, like: str, output_dir, progress: bool = T
         write_json(out_path, dict(kept_rows))
     gate = report["gate"] or {}
     report = {"input": str(input_path), "format": fmt, "output": str(out_path),
-              # the release gate's verdict first: certified (every attacker's interval inside [lower, upper]) or why not
-              "certified": bool(gate.get("certified")),
+              # the release gate's verdict first: certified (every reading shown within chance +- gate.margin), else
+              # solvable, over-balanced or inconclusive (filters/certification.py), and why
+              "certified": bool(gate.get("certified")), "status": gate.get("status"),
               "why": gate.get("why") if gate else "no gate block in params.yaml: nothing certifies the kept pairs",
               **report}
     write_json(output_dir / "report.json", report)
