@@ -254,7 +254,7 @@ def test_instruct_llm_names_its_prompts_by_hash():
     described = build_proposer({"name": "instruct_llm", "args": {"model": {"name_or_path": "some/model",
                                                                             "revision": "abc"}}}, "p").describe()
     assert described["model"] == "some/model" and described["revision"] == "abc"
-    assert described["decoding"] == {"do_sample": False, "max_new_tokens": 96, "shots": 3}
+    assert described["decoding"] == "do_sample=False, max_new_tokens=96, shots=3"
     assert set(described["prompts"]) == set(SUGAR_TYPES)
     assert all(len(p["sha256"]) == 64 for p in described["prompts"].values())
 

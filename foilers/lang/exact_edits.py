@@ -38,8 +38,9 @@ from typing import Iterable, Sequence
 
 #: the types these checks know: SugarCrepe's seven (foilforge/proposers.py SUGAR_TYPES), by family
 TYPES = ("replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att", "add_obj", "add_att")
-#: words (with inner apostrophes: "man's") and single punctuation marks
-TOKEN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+#: words (with inner apostrophes: "don't"), a possessive "'s" on its own ("a woman's head": the noun moves in a
+#: swap, its "'s" stays), and single punctuation marks
+TOKEN = re.compile(r"\w+(?:['’](?![sS]\b)\w+)*|['’][sS]\b|[^\w\s]")
 #: the most words a replacement may replace or put in ("a park bench", "on top of", "is stuck in")
 MAX_REPLACED_WORDS = 3
 #: how far an exchanged stretch may reach into the words both texts share at its ends (an article, a noun)
@@ -229,16 +230,35 @@ def _span_tokens(doc, start: int, end: int) -> list:
     return [t for t in doc if t.idx < end and t.idx + len(t) > start and not t.is_space]
 
 
-def kind_of(span_tokens) -> str | None:
-    """What a stretch of parsed tokens is: "noun", "adjective", "verb", "preposition", or None."""
+#: words that name a spatial relation however the parser tags them ("outside" and "inside" are adverbs there)
+SPATIAL_WORDS = frozenset("""aboard above across against ahead along alongside amid among around at atop behind below
+beneath beside between beyond by down from in inside into near nearby next off on onto opposite out outside over past
+through toward towards under underneath up upon with within without""".split())
+#: pronouns that stand for a participant as a noun phrase does ("while someone looks on")
+PARTICIPANT_PRONOUNS = frozenset("someone somebody something everyone everybody anyone anybody nobody".split())
+
+
+def is_verb(token, gerunds: bool = False) -> bool:
+    """A verb by its part of speech or its tag; with `gerunds`, also an -ing word the parser took for a noun that
+    WordNet knows as a verb ("a shopping bag standing.": where a relation is replaced, the word is the relation)."""
+    if token.pos_ in ("VERB", "AUX") or token.tag_.startswith("VB"):
+        return True
+    return gerunds and token.tag_ == "NN" and token.lower_.endswith("ing") and bool(_synsets(token.lower_, "v"))
+
+
+def kind_of(span_tokens, gerunds: bool = False) -> str | None:
+    """What a stretch of parsed tokens is: "noun", "adjective", "verb", "preposition", or None (`gerunds`:
+    `is_verb`'s)."""
     from foilforge.foilers.lang.attributes import class_of
 
     content = [t for t in span_tokens if t.pos_ not in ("DET", "PUNCT")]
     if not content:
         return None
-    if any(t.pos_ == "VERB" for t in content) or (all(t.pos_ in ("AUX", "PART", "ADP", "ADV") for t in content)
-                                                   and any(t.pos_ == "AUX" for t in content)):
+    if any(t.pos_ == "VERB" or (is_verb(t, gerunds) and t.pos_ != "AUX") for t in content) or (
+            all(t.pos_ in ("AUX", "PART", "ADP", "ADV") for t in content) and any(t.pos_ == "AUX" for t in content)):
         return "verb"
+    if all(t.lower_ in SPATIAL_WORDS for t in content):
+        return "preposition"
     if all(t.pos_ == "ADJ" or class_of(t.lower_) is not None for t in content) and len(content) == 1:
         return "adjective"
     if content[-1].pos_ in ("NOUN", "PROPN") and (
@@ -263,8 +283,10 @@ def head_word(span_tokens, kind: str) -> str:
         whole = " ".join([t.lower_ for t in compound] + [head.lemma_.lower()])
         return whole if compound and _synsets(whole, "n") else head.lemma_.lower()
     if kind == "verb":
-        verbs = [t for t in content if t.pos_ == "VERB"] or content
-        return verbs[-1].lemma_.lower()
+        from foilforge.foilers.lang.wordnet_constraints import verb_lemma
+
+        verbs = [t for t in content if is_verb(t, True) and t.pos_ != "AUX"] or content
+        return verb_lemma(verbs[-1].lower_) if verbs[-1].pos_ != "VERB" else verbs[-1].lemma_.lower()
     if kind == "preposition":
         return " ".join(t.lower_ for t in content if t.pos_ in ("ADP", "ADV", "ADJ", "NOUN"))
     return content[-1].lower_
@@ -335,7 +357,8 @@ class ExactEditChecker:
         if type_ == "replace_rel":
             # a word the replacement shares with its neighbours belongs to the phrase ("next to" -> "close to")
             old_span, new_span = _widen_relation(cdoc, old_span), _widen_relation(fdoc, new_span)
-        old_kind, new_kind = kind_of(old_span), kind_of(new_span)
+        gerunds = type_ == "replace_rel"
+        old_kind, new_kind = kind_of(old_span, gerunds), kind_of(new_span, gerunds)
         expected = {"replace_obj": ("noun",), "replace_att": ("adjective",),
                     "replace_rel": ("verb", "preposition")}[type_]
         if old_kind not in expected:
@@ -407,7 +430,8 @@ class ExactEditChecker:
         cdoc = self.parse(caption)
         first, second = (_span_tokens(cdoc, s, e) for s, e in exchange)
         if type_ == "swap_obj":
-            if not all(any(t.pos_ in ("NOUN", "PROPN") for t in part) for part in (first, second)):
+            if not all(any(t.pos_ in ("NOUN", "PROPN") or t.lower_ in PARTICIPANT_PRONOUNS for t in part)
+                       for part in (first, second)):
                 return SWAP_OBJ_KIND
         elif not all(kind_of(part) == "adjective" for part in (first, second)):
             return SWAP_ATT_KIND

@@ -119,6 +119,8 @@ class SugarFoiler(CaptionFoiler):
 
     def corpus_pass(self, samples: list[dict], context: RunContext) -> dict:
         """Every image's words, the run's vocabulary and the co-occurrence counts the sites' proposals need."""
+        # what worded the foils, for the foil metrics and the card (the models, prompts and decoding settings)
+        context.stats["proposer_settings"] = self.get_proposer(context).describe()
         nlp = self.load_nlp(context.key("spacy_model"))
         texts = sorted({s["caption"] for s in samples})
         docs = dict(zip(texts, nlp.pipe(texts, batch_size=256)))

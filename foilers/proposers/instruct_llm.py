@@ -207,8 +207,9 @@ class InstructLLMProposer(Proposer):
             path = self.prompt_path(type_)
             if path.is_file():
                 prompts[type_] = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        decoding = ", ".join(f"{k}={v}" for k, v in self.decoding().items())
         return {"proposer": self.registry_name, "model": spec.name_or_path, "revision": spec.revision,
-                "dtype": spec.dtype, "decoding": self.decoding(), "prompts": prompts}
+                "dtype": spec.dtype, "decoding": decoding, "prompts": prompts}
 
     def _load(self):
         if getattr(self, "_lm", None) is None:

@@ -73,11 +73,15 @@ class LexiconProposer(Proposer):
         return getattr(self, "_scorer", None)
 
     def describe(self) -> dict:
+        """The proposer and what ranks its words (a model block's model, a plugged-in scorer, or corpus counts)."""
         scorer = getattr(self, "_scorer", None)
-        spec = getattr(scorer, "spec", None)
-        return {"proposer": self.registry_name, "scorer": spec.describe() if spec else (
-            type(scorer).__name__ if scorer is not None else "corpus counts"),
-                "top_k": self.top_k, "max_fills": self.max_fills, "min_count": self.min_count, "depth": self.depth}
+        if self.scorer is not None and (scorer is None or hasattr(scorer, "spec")):
+            ranked_by = str(self.scorer.get("name_or_path") if isinstance(self.scorer, dict) else self.scorer)
+        else:
+            ranked_by = type(scorer).__name__ if scorer is not None else "corpus counts"
+        return {"proposer": self.registry_name, "ranked_by": ranked_by,
+                "settings": f"top_k={self.top_k}, max_fills={self.max_fills}, min_count={self.min_count}, "
+                            f"depth={self.depth}"}
 
     # ---- proposals
 
