@@ -3,8 +3,10 @@
 
 Sites: every noun phrase (spaCy noun chunk) headed by a common noun that ends where its phrase ends (no
 prepositional phrase, clause or "of" complement after its head: "a man in a shirt" would take the added object
-into the shirt; a participle is shared: "A sheep and a cow standing in a field"), that is neither part of a coordination already nor the subject of a finite verb (an added
-object would change "is" to "are": the foil would differ in two places), and not a part or quantity noun. The
+into the shirt; a participle is shared: "A sheep and a cow standing in a field"), that is neither part of a coordination already, nor the subject of a finite verb (an added
+object would change "is" to "are": the foil would differ in two places), nor the object of a preposition that
+modifies a noun ("a cat with white stomach": the added object would join the stomach), and not a part or quantity
+noun. The
 proposer adds "and a <noun>" after the phrase (lexicon: nouns the run's captions name beside the phrase's noun on
 other images, else COCO's categories). The foil must pass the add checks (foilers/lang/exact_edits.py): the
 caption is the foil with exactly one noun phrase and its "and" removed, and the added noun is stated by no
@@ -31,6 +33,12 @@ def finite_subject(head) -> bool:
         return False
     verb = head.head
     return verb.tag_ in FINITE_TAGS or any(c.dep_ in ("aux", "auxpass") and c.tag_ in FINITE_TAGS for c in verb.children)
+
+
+def noun_modifier(head) -> bool:
+    """True when the phrase is the object of a preposition that modifies a noun ("a cat with white stomach", "the
+    feet of a person"): an object added there joins the modifier, not the scene."""
+    return head.dep_ == "pobj" and head.head.dep_ == "prep" and head.head.head.pos_ in ("NOUN", "PROPN", "PRON")
 
 
 @FOILERS.register("add_obj.v1")
@@ -64,7 +72,7 @@ class AddObject(SugarFoiler):
                 continue
             # a participle after the head is shared by the added object ("A sheep and a cow standing in a field")
             if any(c.i > head.i for c in head.children if not c.is_punct and c.dep_ != "acl") or head.dep_ == "conj" or \
-                    any(c.dep_ == "conj" for c in head.children) or finite_subject(head):
+                    any(c.dep_ == "conj" for c in head.children) or finite_subject(head) or noun_modifier(head):
                 continue
             start, end = chunk.start_char, chunk.end_char
             out.append(EditSite("add_obj", caption, (start, end), caption[start:end], f"{sample['id']}/{head.i}",
