@@ -217,6 +217,9 @@ def read_verb_list(path: str) -> set[str]:
 class ActionReplacement(Foiler):
     phenomenon = "actions"
     source = "swig"
+    # the WordNet rule `_admissible` applies to the proposals is the entailment check's for verbs, run again by the
+    # base class on the foils (foilforge/entailment.py)
+    edit_kind = "verb"
     # under the fixed-table scorer of `golden_tools` (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
     # the golden samples themselves: the best admissible verb, inflected to agree with the subject
     golden_scores = {"carves": 5, "carve": 5, "pushes": 4, "push": 4, "hugs": 3, "hug": 3, "feeds": 2, "feed": 2,

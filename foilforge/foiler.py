@@ -22,6 +22,9 @@ A foiler turns samples of one source into caption/foil pairs in two phases:
   It may drop, reorder and replace foils (a new `Foil` with another `foil`
   text), never build records or ids.
 
+Between the two, a foiler whose `edit_kind` says what words it replaces has the
+candidates its caption entails or paraphrases refused (foilforge/entailment.py:
+"beside" -> "next to", "dog" -> "animal"), counted by reason in `stats["refused"]`.
 The base class (`run`) does the rest, once, after `choose`: drops identity and
 duplicate foils, applies the per-sample cap (`max_foils_per_sample`, default 1,
 overridden per instrument by params.yaml `instruments.<I>.candidates_per_sample`),
@@ -102,6 +105,10 @@ class Foiler:
     relative_messages: bool = True
     #: foils kept per sample after `choose`; instruments.<I>.candidates_per_sample overrides it
     max_foils_per_sample: int = 1
+    #: what sort of words the foiler replaces ("relation", "noun", "verb", "adjective"; foilforge/edits.py): the
+    #: entailment check (foilforge/entailment.py) refuses a candidate whose caption entails or paraphrases it.
+    #: None: the foiler's edits are not replacements (a swap, a number, a negation) and are not checked
+    edit_kind: str | None = None
 
     def golden_tools(self) -> "Foiler":
         """This foiler with deterministic stand-ins for its models, under which `golden` holds.
@@ -166,6 +173,8 @@ class Foiler:
         if not context.params_key:
             context.params_key = f"instruments.{context.instrument}"
         proposed = (propose or self.propose)(samples, context)
+        # a candidate its caption entails or paraphrases is refused before `choose`, which then chooses among the rest
+        proposed = refuse_entailed(self, proposed, context)
         # `choose` sees candidates in the order of the ids they would get as proposed (sample, then rank)
         proposed = sorted(proposed, key=_proposal_order(context.instrument))
         chosen = self.choose(proposed, context)
@@ -279,20 +288,54 @@ def record_id(instrument: str, sample_id, index: int) -> str:
     return f"{instrument}:{sample_id}" + (f"#{index}" if index else "")
 
 
+def foil_refusal(foiler: Foiler, foil: Foil) -> str | None:
+    """Why the foil is entailed or paraphrased by its caption (foilforge/entailment.py), or None; None for a foiler
+    that declares no `edit_kind`."""
+    if foiler.edit_kind is None:
+        return None
+    from foilforge.edits import pair_refusal
+
+    return pair_refusal(foil.caption, foil.foil, foiler.edit_kind, foil.caption_span, foil.foil_span,
+                        object=foil.internal.get("object"))
+
+
+def refuse_entailed(foiler: Foiler, foils: list[Foil], context: RunContext) -> list[Foil]:
+    """The candidates the entailment check accepts, in order; the refused ones counted by reason in
+    `context.stats["refused"]`, and `stats["edit_check"]` says what was checked."""
+    if foiler.edit_kind is None:
+        return foils
+    kept, refused = [], dict(context.stats.get("refused") or {})
+    for foil in foils:
+        reason = foil_refusal(foiler, foil)
+        if reason is None:
+            kept.append(foil)
+        else:
+            refused[reason] = refused.get(reason, 0) + 1
+    context.stats["refused"] = dict(sorted(refused.items()))
+    context.stats["edit_check"] = {"check": "entailment", "kind": foiler.edit_kind, "candidates": len(foils),
+                                   "refused": len(foils) - len(kept)}
+    return kept
+
+
 def build_records(foiler: Foiler, foils: list[Foil], context: RunContext) -> list[dict]:
-    """VALSE records for the chosen foils: identities and duplicates dropped, the cap applied, ids assigned."""
+    """VALSE records for the chosen foils: identities and duplicates dropped, the cap applied, ids assigned.
+
+    A foil that cannot be one (empty, the caption again: foilforge/validity.py) or that its caption entails or
+    paraphrases (the foiler's `edit_kind`, foilforge/entailment.py) is refused, counted by reason in
+    `context.stats["refused"]` (added to what `refuse_entailed` counted among the candidates)."""
     from foilforge.validity import refusal
 
     cap = foiler.cap(context)
     per_sample: dict = {}
     seen: set = set()
     records = []
-    refused: dict[str, int] = {}
+    refused: dict[str, int] = dict(context.stats.get("refused") or {})
     for foil in foils:
         if foil.sample_id not in context.samples:
             raise ValueError(f"{foiler.registry_name}: a chosen foil names sample {foil.sample_id!r}, not one of the run's")
-        # an empty foil, or the caption itself up to case and whitespace, tests nothing: refused and counted
-        reason = refusal({"caption": foil.caption, "foil": foil.foil})
+        # an empty foil, or the caption itself up to case and whitespace, tests nothing: refused and counted;
+        # so is one its caption entails (`choose` may have made foils the candidates' check did not see)
+        reason = refusal({"caption": foil.caption, "foil": foil.foil}) or foil_refusal(foiler, foil)
         if reason is not None:
             refused[reason] = refused.get(reason, 0) + 1
             continue

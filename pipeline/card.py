@@ -259,6 +259,22 @@ def model_lines(manifest: dict) -> list[tuple[str, str]]:
     return lines
 
 
+def validity_line(manifest: dict) -> str | None:
+    """One line: the checks that a foil is false where its caption is true (the manifest's `validity_checks`)."""
+    checks = manifest.get("validity_checks")
+    if not checks:
+        return None
+    entailment = checks["entailment"]
+    runs = ", ".join(f"{name} ({info['refused']} of {info['candidates']} candidates refused)"
+                     if info.get("candidates") is not None else name
+                     for name, info in entailment["instruments"].items())
+    line = (f"entailment check (WordNet {entailment['wordnet']}, spatial table v{entailment['table_version']} "
+            f"sha256 {entailment['table_sha256'][:12]}) on {runs or 'no instrument'}")
+    nli = checks["nli"]["instruments"]
+    ran = "; ".join(f"{name}: {', '.join(models)}" for name, models in nli.items())
+    return line + (f"; NLI filter {ran}" if ran else "; NLI filter not run")
+
+
 def blind_check_rows(manifest: dict) -> tuple[list[list], set[str]]:
     """The refinement's acc_r before/after per scorer, the held-out scorer's with its interval and verdict, JS;
     and the held-out scorers' names."""
@@ -373,7 +389,7 @@ def datacard_text(manifest: dict) -> str:
         instrument_rows=instrument_rows(manifest), validation_rows=validation_rows(manifest),
         annotators_excluded=[(name, excluded) for name, entry in instruments.items()
                              for excluded in (entry.get("validation") or {}).get("annotators_excluded") or []],
-        models=model_lines(manifest),
+        models=model_lines(manifest), validity=validity_line(manifest),
         chance_points=f"{100 * CHANCE_MARGIN:.0f}", min_judged_pairs=MIN_JUDGED_PAIRS,
         blind_check_rows=blind_rows,
         refinement_scorers=", ".join(sorted(roles.get("refinement") or {})) or "none",

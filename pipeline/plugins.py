@@ -22,3 +22,13 @@ def build_instrument(params: dict, name: str):
 
     spec = instrument_spec(params, name)
     return FOILERS.build(spec["foiler"], spec.get("args") or {}, where=f"params.yaml instruments.{name}.args")
+
+
+def instrument_edit_kind(params: dict, name: str) -> str | None:
+    """The `edit_kind` of the foiler params.yaml names for instrument `name` (foilforge/edits.py; None: its edits
+    are not replacements and the entailment check does not judge them)."""
+    from foilforge.foiler import FOILERS
+
+    spec = (params.get("instruments") or {}).get(name) or {}
+    foiler = spec.get("foiler") if isinstance(spec, dict) else None
+    return getattr(FOILERS.get(foiler), "edit_kind", None) if foiler else None

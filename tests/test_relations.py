@@ -165,11 +165,13 @@ def test_no_foil_replaces_a_verb_particle(attested_file):
     particles = [sample(3, "The white laptop is turned off but left open."), sample(4, "A man picks up a box"),
                  sample(7, "A man picks up a box from the table.")]
     # "off", "on" and "up" are attested and preferred, yet the particles are never replaced
-    _, records = run(particles, ["off", "up", "on", "down", "from"], balance=False, attested_path=attested_file)
+    stats, records = run(particles, ["off", "up", "on", "down", "from"], balance=False, attested_path=attested_file)
     by_sample = {r["sample_id"]: r for r in records}
     assert "coco:3" not in by_sample and "coco:4" not in by_sample
     assert by_sample["coco:7"]["classes"] == "from"
-    assert by_sample["coco:7"]["foil"] == "A man picks up a box off the table."
+    # "off the table" is refused: what is picked up from a table comes off it (foilforge/entailment.py)
+    assert by_sample["coco:7"]["foil"] == "A man picks up a box up the table."
+    assert stats["refused"] == {"not contradicted: spatial": 1}
 
 
 @pytest.mark.parametrize("kind", ["causal_lm", "masked_lm"])

@@ -15,8 +15,9 @@ and an article's a/an aside, nothing else may differ.
   replaced by another (nothing inserted or deleted elsewhere; punctuation-only differences aside); both
   stretches of the same kind, the kind of the type (nouns; adjectives, the attribute classes' words included
   however the parser tags them; verbs, or prepositions, for a relation); the new word not related to the old one
-  as synonym, hypernym or hyponym (WordNet; `lexical_relation`); the new word not already in the caption (nor,
-  when given, in another caption of the image).
+  as synonym, hypernym or hyponym, nor a spatial paraphrase (the entailment check, foilforge/entailment.py: WordNet
+  and the spatial-relation table); the new word not already in the caption (nor, when given, in another caption of
+  the image).
 * **swap** (`swap_obj`, `swap_att`): the same words (verbs and auxiliaries by lemma, so "is" / "are" agreement
   may follow the moved subject), and the foil is the caption with two stretches exchanged; for swap_obj each holds
   a noun, for swap_att each is one adjective.
@@ -30,7 +31,6 @@ and an article's a/an aside, nothing else may differ.
 from __future__ import annotations
 
 import difflib
-import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -70,28 +70,8 @@ DUPLICATE = "duplicate (caption, foil) for the image"
 ANSWER_OLD = "answer: old is not the site's words"
 ANSWER_NEW = "answer: new is not the other phrase of the swap"
 
-# ---- WordNet relations (the new word to the old one)
-SAME = "same word"
-SYNONYM = "synonym"
-HYPERNYM = "hypernym"  # the new word is more general than the old
-HYPONYM = "hyponym"  # the new word is more specific than the old
-#: relation -> refusal reason: the caption's word entails or paraphrases the foil's, or does not exclude it
-RELATION_REASONS = {SAME: "paraphrase: same word", SYNONYM: "paraphrase: synonym", HYPERNYM: "entailed: hypernym",
-                    HYPONYM: "not contradicted: hyponym"}
-WORDNET_POS = {"noun": "n", "verb": "v", "adjective": "a"}
-#: prepositions that say the same of a scene (a relation replaced by one of its own row is no foil); the rows are
-#: the spatial synonyms of docs/reference.md's relation list
-SPATIAL_SYNONYMS = (
-    frozenset({"beside", "next to", "by", "alongside", "near", "close to", "nearby"}),
-    frozenset({"over", "above"}),
-    frozenset({"under", "below", "beneath", "underneath"}),
-    frozenset({"in", "inside", "within", "inside of"}),
-    frozenset({"on", "on top of", "atop", "upon", "onto"}),
-    frozenset({"in front of", "before"}),
-    frozenset({"behind", "in back of"}),
-    frozenset({"around", "round"}),
-    frozenset({"into", "in"}),
-)
+#: the entailment check's edit kind (foilforge/edits.py EDIT_KINDS) for each kind of replaced words
+EDIT_KIND = {"noun": "noun", "adjective": "adjective", "verb": "relation", "preposition": "relation"}
 
 
 def tokens(text: str) -> list[tuple[str, int, int]]:
@@ -150,77 +130,19 @@ def edit_of(type_: str, caption: str, foil: str, span: tuple[int, int]) -> dict:
 # ---------------------------------------------------------------- WordNet
 
 
-@functools.lru_cache(maxsize=1)
-def _wordnet():
-    from foilforge.foilers.lang.wordnet_constraints import wordnet
-
-    return wordnet()
-
-
 def _synsets(word: str, pos: str) -> list:
-    wn = _wordnet()
-    key = word.strip().lower().replace(" ", "_")
-    if pos == "v":
-        from foilforge.foilers.lang.wordnet_constraints import verb_lemma
+    """WordNet synsets of a word or phrase in any inflection (`pos` "n", "v" or "a", satellites with "a")."""
+    from foilforge.entailment import _synsets as lookup
 
-        key = "_".join([verb_lemma(key.split("_")[0]), *key.split("_")[1:]])
-    synsets = wn.synsets(key, pos=pos)
-    if pos == "a":
-        synsets = synsets + wn.synsets(key, pos="s")
-    if not synsets and pos == "n":
-        base = wn.morphy(key, "n")
-        synsets = wn.synsets(base, pos="n") if base else []
-    return synsets
+    return lookup(word, pos)[1]
 
 
-def _closure(synsets) -> set:
-    out = set()
-    for synset in synsets:
-        out.update(synset.closure(lambda s: s.hypernyms() + s.instance_hypernyms()))
-    return out
+def lexical_relation(old: str, new: str, kind: str) -> str | None:
+    """The entailment check's reason when `new` is the same word as `old`, a synonym, hypernym or hyponym of it
+    (foilforge/entailment.py `word_refusal`: WordNet over its senses; `kind` noun, verb or adjective), else None."""
+    from foilforge.entailment import WORDNET_POS, word_refusal
 
-
-@functools.lru_cache(maxsize=65536)
-def lexical_relation(old: str, new: str, pos: str) -> str | None:
-    """How `new` relates to `old` in WordNet over every sense ("noun", "verb", "adjective"): SAME, SYNONYM,
-    HYPERNYM, HYPONYM, or None (unrelated, antonyms, or a word WordNet does not know). An antonym pair is never
-    refused, whatever else relates it. Adjectives have no hypernyms: similar-to satellites count as synonyms."""
-    old, new = old.strip().lower(), new.strip().lower()
-    if old == new:
-        return SAME
-    wn_pos = WORDNET_POS.get(pos)
-    if wn_pos is None:
-        return None
-    a, b = _synsets(old, wn_pos), _synsets(new, wn_pos)
-    if not a or not b:
-        return None
-    antonyms = {ant.name().lower().replace("_", " ") for s in a for lemma in s.lemmas() for ant in lemma.antonyms()}
-    if new in antonyms:
-        return None
-    if set(a) & set(b):
-        return SYNONYM
-    if wn_pos == "a":
-        similar = {t for s in a for t in s.similar_tos()} | set(a)
-        return SYNONYM if (set(b) & similar or any(set(s.similar_tos()) & set(a) for s in b)) else None
-    if set(b) & _closure(a):
-        return HYPERNYM
-    if set(a) & _closure(b):
-        return HYPONYM
-    return None
-
-
-def relation_refusal(old: str, new: str, kind: str) -> str | None:
-    """Why replacing `old` by `new` (words of `kind`) says nothing false: the WordNet relation's reason, or the
-    spatial synonym rows' for prepositions; None when the two may contradict."""
-    if kind == "preposition":
-        a, b = " ".join(old.lower().split()), " ".join(new.lower().split())
-        if a == b:
-            return RELATION_REASONS[SAME]
-        if any(a in row and b in row for row in SPATIAL_SYNONYMS):
-            return "paraphrase: spatial synonym"
-        return None
-    relation = lexical_relation(old, new, kind)
-    return RELATION_REASONS.get(relation) if relation else None
+    return word_refusal(old, new, WORDNET_POS[kind])
 
 
 # ---------------------------------------------------------------- the parse
@@ -365,18 +287,18 @@ class ExactEditChecker:
             return f"{type_}: the replaced words are not {' or '.join(expected)}s"
         if new_kind != old_kind:
             return f"replace: not the same part of speech ({old_kind} -> {new_kind or 'other'})"
-        if type_ == "replace_rel" and old_kind == "preposition":
-            old_word, new_word = _relation_phrase(cdoc, old_span), _relation_phrase(fdoc, new_span)
-        else:
-            old_word, new_word = head_word(old_span, old_kind), head_word(new_span, new_kind)
-        reason = relation_refusal(old_word, new_word, old_kind)
+        # the caption's words entail or paraphrase the foil's (foilforge/entailment.py: WordNet, the spatial table)
+        from foilforge.edits import pair_refusal
+
+        reason = pair_refusal(caption, foil, EDIT_KIND[old_kind])
         if reason:
             return reason
         if type_ == "replace_att":
+            from foilforge.entailment import SYNONYM
             from foilforge.foilers.lang.attributes import same_attribute
 
-            if same_attribute(old_word, new_word):
-                return RELATION_REASONS[SYNONYM]
+            if same_attribute(head_word(old_span, old_kind), head_word(new_span, new_kind)):
+                return SYNONYM
         new_lemmas = {t.lemma_.lower() for t in new_span if t.pos_ not in ("DET", "ADP", "PUNCT", "AUX", "PART")}
         outside = frozenset(w for t in cdoc if not (old_span and old_span[0].i <= t.i <= old_span[-1].i)
                             and t.pos_ not in ("PUNCT", "DET") for w in (t.lemma_.lower(), t.lower_))
@@ -492,18 +414,6 @@ def _widen_relation(doc, span_tokens) -> list:
             all(t.pos_ in ("ADP", "ADV", "ADJ") for t in span_tokens):
         first -= 1
     return [t for t in doc[first:last + 1] if not t.is_space]
-
-
-def _relation_phrase(doc, span_tokens) -> str:
-    """A preposition's whole phrase ("next to", "in front of"), reaching into the words around the change."""
-    if not span_tokens:
-        return ""
-    first, last = span_tokens[0].i, span_tokens[-1].i
-    while first > 0 and doc[first - 1].pos_ in ("ADP", "ADV") and doc[first - 1].dep_ != "prt":
-        first -= 1
-    while last + 1 < len(doc) and doc[last + 1].pos_ == "ADP":
-        last += 1
-    return " ".join(t.lower_ for t in doc[first:last + 1])
 
 
 def find_exchange(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[int, int], tuple[int, int]] | None:

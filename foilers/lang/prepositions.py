@@ -22,7 +22,7 @@ counts over all captions of the input (computed once per run, in the foiler's
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 # Prepositions that head non-spatial relations in COCO captions (counted on the
@@ -51,6 +51,9 @@ class PrepositionSpan:
     start: int
     end: int
     text: str
+    #: the span's object noun with its compound modifiers, lower case ("kitchen table" in "at the kitchen table");
+    #: None for a clause (pcomp)
+    object: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -90,10 +93,14 @@ def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> 
     for run in _runs(doc):
         if all(token.lower_ in excluded for token in run) or normalise_span(" ".join(t.text for t in run)) in excluded:
             continue
-        if not any(child.dep_ in OBJECT_DEPS for child in run[-1].children):
+        relatum = next((child for child in run[-1].children if child.dep_ in OBJECT_DEPS), None)
+        if relatum is None:
             continue
         start, end = run[0].idx, run[-1].idx + len(run[-1].text)
-        spans.append(PrepositionSpan(start, end, doc.text[start:end]))
+        # the object noun with its compound modifiers ("cutting board", "home plate"), lower case
+        obj = " ".join([c.lower_ for c in relatum.lefts if c.dep_ == "compound"] + [relatum.lower_]) \
+            if relatum.dep_ == "pobj" else None
+        spans.append(PrepositionSpan(start, end, doc.text[start:end], obj))
     return spans
 
 

@@ -1,4 +1,4 @@
-"""WordNet constraint on action replacements (VALSE App. A.5).
+"""WordNet constraint on action replacements (VALSE App. A.5), through the shared entailment check.
 
 A replacement verb is kept when it is a WordNet antonym of the original verb,
 or else when it is neither a synonym, a hypernym nor a hyponym of it. Every
@@ -7,96 +7,49 @@ jog (jog.v.03) has run.v.01 as hypernym, even though other senses do not.
 This keeps near-synonyms out of the foils (the release kept "preaches ->
 speaks", where speak is a hypernym of preach).
 
-WordNet comes from the project's own setup (scripts/setup_wordnet.py copies
+The rule is foilforge/entailment.py's for verbs (`lexical_relation(..., "v")`), the same one that refuses an
+action_replacement foil after proposal: this module names its relations for the foiler's records
+(`wordnet_relation`) and audits. WordNet comes from the project's own setup (scripts/setup_wordnet.py copies
 Debian's wordnet-base into .venv/nltk_data); `nltk.download` is never called.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from typing import Iterable
 
-from foilforge.errors import ConfigError
+from foilforge.entailment import (
+    ANTONYM,
+    HYPERNYM_RELATION,
+    HYPONYM_RELATION,
+    SYNONYM_RELATION,
+    UNKNOWN,
+    UNRELATED,
+    lexical_relation,
+    verb_lemma,
+    wordnet,
+)
+from foilforge.entailment import SAME as SAME_WORD_RELATION
 
-ANTONYM = "antonym"
-SYNONYM = "synonym"
-HYPERNYM = "hypernym"  # the replacement is more general than the original
-HYPONYM = "hyponym"  # the replacement is more specific than the original
+SYNONYM = SYNONYM_RELATION
+HYPERNYM = HYPERNYM_RELATION  # the replacement is more general than the original
+HYPONYM = HYPONYM_RELATION  # the replacement is more specific than the original
 SAME = "same verb"
-UNKNOWN = "not in WordNet"
-UNRELATED = "unrelated"
 
 #: relations that make a replacement too close to the original
 REJECTING = (SAME, SYNONYM, HYPERNYM, HYPONYM)
 
-
-@functools.lru_cache(maxsize=1)
-def wordnet():
-    """NLTK's WordNet reader, or a ConfigError telling how to install the data offline."""
-    from nltk.corpus import wordnet as wn
-
-    try:
-        wn.ensure_loaded()
-    except LookupError as err:
-        raise ConfigError(
-            "WordNet data for NLTK not found; run `make setup` (or `python scripts/setup_wordnet.py .venv/nltk_data`, "
-            "which needs the Debian package wordnet-base). nltk.download is not used."
-        ) from err
-    return wn
+__all__ = ["ANTONYM", "HYPERNYM", "HYPONYM", "REJECTING", "SAME", "SYNONYM", "UNKNOWN", "UNRELATED", "audit_pairs",
+           "check_replacement", "verb_lemma", "verb_relation", "wordnet"]
 
 
-def verb_lemma(word: str) -> str:
-    """Base form of a verb given in any inflection ("preaches", "drinking" -> "preach", "drink")."""
-    from lemminflect import getLemma
-
-    word = word.strip().lower()
-    lemmas = getLemma(word, upos="VERB")
-    return lemmas[0] if lemmas else word
-
-
-def _verb_synsets(lemma: str):
-    return wordnet().synsets(lemma.replace(" ", "_"), pos="v")
-
-
-def _hypernym_closure(synsets) -> set:
-    closure = set()
-    for synset in synsets:
-        closure.update(synset.closure(lambda s: s.hypernyms()))
-    return closure
-
-
-def _antonyms(lemma: str, synsets) -> set[str]:
-    names = set()
-    for synset in synsets:
-        for lem in synset.lemmas():
-            if lem.name().lower() == lemma.replace(" ", "_"):
-                names.update(a.name().lower() for a in lem.antonyms())
-    return names
-
-
-@functools.lru_cache(maxsize=65536)
 def verb_relation(original: str, replacement: str) -> str:
-    """How `replacement` relates to `original` in WordNet, over all verb senses.
+    """How `replacement` relates to `original` in WordNet, over all verb senses (both base forms).
 
-    Both are verb base forms. Antonymy is checked first: an antonym is wanted
-    even when another sense pair is also related (give/take share hypernyms).
-    """
-    original, replacement = original.lower(), replacement.lower()
-    if original == replacement:
-        return SAME
-    orig_synsets, repl_synsets = _verb_synsets(original), _verb_synsets(replacement)
-    if not orig_synsets or not repl_synsets:
-        return UNKNOWN
-    if replacement.replace(" ", "_") in _antonyms(original, orig_synsets):
-        return ANTONYM
-    if set(orig_synsets) & set(repl_synsets):
-        return SYNONYM
-    if set(repl_synsets) & _hypernym_closure(orig_synsets):
-        return HYPERNYM
-    if set(orig_synsets) & _hypernym_closure(repl_synsets):
-        return HYPONYM
-    return UNRELATED
+    Antonymy is checked first: an antonym is wanted even when another sense pair is also related (give/take share
+    hypernyms)."""
+    relation = lexical_relation(original.lower(), replacement.lower(), "v")
+    return SAME if relation == SAME_WORD_RELATION else relation
 
 
 def check_replacement(original: str, replacement: str) -> tuple[bool, str]:

@@ -151,11 +151,13 @@ class LexiconProposer(Proposer):
         return [*listed, *antonyms]
 
     def _relations(self, site: EditSite, context: ProposerContext) -> list[str]:
-        from foilforge.foilers.lang.exact_edits import lexical_relation, relation_refusal
+        from foilforge.edits import pair_refusal
+        from foilforge.foilers.lang.exact_edits import lexical_relation
 
         if site.pos == "preposition":
             spans = self._by_count(context.vocabulary.get("preposition") or {}, context, "preposition", True)
-            return [s for s in spans if relation_refusal(site.word, s, "preposition") is None]
+            # not a spatial paraphrase of the caption's relation (the entailment check, judged in the caption)
+            return [s for s in spans if pair_refusal(site.caption, site.left + s + site.right, "relation") is None]
         verbs = [*wordnet_antonyms(site.word, "v"), *cohyponyms(site.word, "v", self.depth)]
         verbs = self._by_count(verbs, context, "verb", attested_only=True)
         return [v for v in verbs if lexical_relation(site.word, v, "verb") is None]

@@ -15,7 +15,9 @@ number that passed it and every filter before it. Records that failed any
 filter are never exported. Filters listed in params.yaml `instruments.<I>.filters.run` for an
 instrument but absent from its records, and registered filters not run at
 all, are named in the manifest (`filters_not_run`) and the data card, so a
-reader sees at once that, say, no NLI filter ran on an offline build.
+reader sees at once that, say, no NLI filter ran on an offline build. The manifest's `validity_checks` says
+which checks that a foil is false where its caption is true ran: the offline entailment check (its table's
+version and hash, WordNet's version, what it refused per instrument) and the NLI filter with its model.
 
 An instrument whose foiler has a release format of its own (predicate-noun's
 eval_set.json, BD2BB's CSV) also gets that file: the foiler class's
@@ -171,10 +173,35 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "sha256": file_sha256(out_path),
         }
         log.info("%s: exported %d records", instrument, len(benchmark))
+    manifest["validity_checks"] = validity_checks(params, manifest["instruments"])
     write_json(output_dir / "manifest.json", manifest)
     write_datacard(output_dir / "DATACARD.md", manifest)
     write_dataset_card(output_dir, params, manifest)
     return manifest
+
+
+def validity_checks(params: dict, instruments: dict) -> dict:
+    """Which checks that a foil is false where its caption is true ran: the entailment check (foilforge/
+    entailment.py: its spatial table's version and sha256, WordNet's version) with, per instrument whose foiler
+    declares an edit kind, the candidates it saw and refused by reason (the foil stage's metrics); and the NLI
+    filter, with its model, on the instruments whose records it scored (none on an offline build)."""
+    from foilforge.entailment import describe
+    from foilforge.pipeline.plugins import instrument_edit_kind
+
+    checked = {}
+    for name, entry in sorted(instruments.items()):
+        kind = instrument_edit_kind(params, name)
+        if kind is None:
+            continue
+        stats = entry.get("foil_stats") or {}
+        ran = stats.get("edit_check") or {}
+        checked[name] = {"kind": kind, "candidates": ran.get("candidates"), "refused": ran.get("refused"),
+                         "reasons": {k: v for k, v in (stats.get("refused") or {}).items()}}
+    nli = {name: (entry.get("filters") or {})["nli"]["model"] for name, entry in sorted(instruments.items())
+           if "nli" in (entry.get("filters") or {})}
+    configured = ((params.get("models") or {}).get("nli") or {}).get("name_or_path")
+    return {"entailment": {**describe(), "instruments": checked},
+            "nli": {"instruments": nli, "configured_model": configured}}
 
 
 # ---------------------------------------------------------------- Winoground groups

@@ -14,7 +14,9 @@ not exactly an edit of its type (foilers/lang/exact_edits.py), counted by reason
 records (as released, in their order) and `DIR/report.json`: `certified` (every gate
 reading shown within chance +- gate.margin by equivalence tests at level gate.alpha), else `status`
 (solvable, over-balanced or inconclusive: filters/certification.py) and `why`, records
-before and after, the records refused (an empty foil, the caption itself) and,
+before and after, the records refused by reason (an empty foil, the caption itself, and a foil its caption
+entails or paraphrases: the entailment check of foilforge/entailment.py for the edit kind of INSTRUMENT's
+foiler, `edit_check` names it with examples) and,
 with VALSE's votes, the valid share of all, kept and removed records (the filter
 chooses among the valid ones), every gate attacker before/after (accuracy, n, Wilson CI, verdict), the
 adversarial filter's rounds, the JS of the changed items and the class balance
@@ -50,7 +52,9 @@ def class_balance(records: list[dict], item_mode: str, path) -> dict:
 
 def score_released(params: dict, input_path, like: str, progress: bool = True) -> tuple[str, list, list[dict]]:
     """(format, released rows, records scored by `like`'s filters): the model-running half of `refilter`."""
+    from foilforge.edits import record_refusal
     from foilforge.filter import build_filter, scored_filters
+    from foilforge.pipeline.plugins import instrument_edit_kind
     from foilforge.pipeline.scoring import score_records
     from foilforge.validity import refusal
 
@@ -62,11 +66,41 @@ def score_released(params: dict, input_path, like: str, progress: bool = True) -
     fmt, rows = read_released(input_path)
     records = to_records(fmt, rows, input_path, like)
     log.info("%s: %d %s records; filters of %s", input_path, len(records), fmt, like)
+    # a pair whose caption entails or paraphrases its foil (foilforge/entailment.py, the edit kind of `like`'s
+    # foiler; the edit found by aligning the two texts) is refused and never kept
+    kind = instrument_edit_kind(params, like)
+    for record in records:
+        reason = record_refusal(record, kind) if refusal(record) is None else None
+        if reason is not None:
+            record[EDIT_REFUSED] = reason
     filters = [build_filter(params, name) for name in scored_filters(params, like)]
     # records that cannot be foils are not scored; they stay in the list, in order, for filter_scored to count
-    scorable = [r for r in records if refusal(r) is None]
+    scorable = [r for r in records if refusal(r) is None and EDIT_REFUSED not in r]
     scored = {r["id"]: r for r in score_records(filters, scorable, input_path, progress)}
     return fmt, rows, [scored.get(r["id"], r) for r in records]
+
+
+#: the field `score_released` marks a record with when the entailment check refuses it (its reason)
+EDIT_REFUSED = "edit_refused"
+#: examples of each refusal reason the report shows
+EXAMPLES_PER_REASON = 3
+
+
+def edit_check_report(params: dict, like: str, entailed: list[dict]) -> dict | None:
+    """What the entailment check ran with (edit kind, table version and hash, WordNet) and a few pairs it refused
+    per reason; None when `like`'s foiler declares no edit kind (its edits are not replacements)."""
+    from foilforge.entailment import describe
+    from foilforge.pipeline.plugins import instrument_edit_kind
+
+    kind = instrument_edit_kind(params, like)
+    if kind is None:
+        return None
+    examples: dict[str, list] = {}
+    for record in entailed:
+        shown = examples.setdefault(record[EDIT_REFUSED], [])
+        if len(shown) < EXAMPLES_PER_REASON:
+            shown.append({"id": record["id"], "caption": record["caption"], "foil": record["foil"]})
+    return {**describe(), "kind": kind, "refused": len(entailed), "examples": dict(sorted(examples.items()))}
 
 
 def edit_refusals_like(params: dict, like: str, records: list[dict]) -> dict[str, str]:
@@ -93,14 +127,21 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     from foilforge.pipeline.selection import select
 
     item_mode = instrument_settings(params, like)["items"]
-    kept, rejected, metrics = select(scored, keep_rules(params, like), path, item_mode=item_mode,
+    entailed = [r for r in scored if EDIT_REFUSED in r]
+    checked = [r for r in scored if EDIT_REFUSED not in r]
+    kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=item_mode,
                                      adversarial=settings_for(params, like), progress=progress,
-                                     refused_by=edit_refusals_like(params, like, scored))
+                                     refused_by=edit_refusals_like(params, like, checked))
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
+    refused = dict(metrics["refused"])
+    for record in entailed:
+        refused[record[EDIT_REFUSED]] = refused.get(record[EDIT_REFUSED], 0) + 1
     return kept, {
         "like": like, "records_before": len(scored), "records_after": len(kept), "funnel": metrics["funnel"],
-        # records that cannot be foils (an empty foil, the caption itself), by reason: never kept
-        "refused": metrics["refused"],
+        # records that cannot be foils (an empty foil, the caption itself) or whose caption entails or paraphrases
+        # the foil (the entailment check), by reason: never kept
+        "refused": dict(sorted(refused.items())),
+        "edit_check": edit_check_report(params, like, entailed),
         # with votes (VALSE's mturk): the valid share of all, kept and removed records; the filter chose among
         # the valid ones only
         "validity": metrics.get("validity"),
