@@ -295,3 +295,35 @@ def test_the_checks_read_sugarcrepe_s_released_files():
     # SugarCrepe's own unrefined swaps: many are not pure swaps of two phrases
     assert 0 < sum(reasons.values()) < 60
     assert set(reasons) <= {ee.SWAP_WORDS, ee.SWAP_NOT_EXCHANGE, ee.SWAP_OBJ_KIND, ee.DUPLICATE}
+
+
+RELEASED_BY_TYPE = {  # one released pair that is exactly the type's edit, one that is not, and the reason
+    "replace_obj": (("A dog on a couch.", "A cat on a couch."),
+                    ("A dog on a couch.", "A cat on a bed."), ee.REPLACE_MORE_THAN_ONE),
+    "replace_att": (("A red car on a street.", "A blue car on a street."),
+                    ("A big dog on the grass.", "A large dog on the grass."), "paraphrase: synonym"),
+    "replace_rel": (("A cat sitting on a mat.", "A cat sitting under a mat."),
+                    ("A man is in a kitchen making pizzas.", "A man is in a kitchen cleaning up after making pizzas."),
+                    ee.REPLACE_NOT_REPLACEMENT),
+    "swap_obj": (("A woman prepares a pizza while a man watches.", "A man prepares a pizza while a woman watches."),
+                 ("A cat and a dog on a bed.", "A cat and a bird on a bed."), ee.SWAP_WORDS),
+    "swap_att": (("A red car next to a white house.", "A white car next to a red house."),
+                 ("A red car next to a white house.", "A car next to a white red house."), ee.SWAP_ATT_KIND),
+    "add_obj": (("A sheep standing in a field.", "A sheep and a cow standing in a field."),
+                ("A man surfing a wave.", "A man surfing a wave with a seagull flying overhead."), ee.ADD_OBJ_KIND),
+    "add_att": (("A dog sleeping on a couch.", "A brown dog sleeping on a couch."),
+                ("A dog sleeping on a couch.", "A dog sleeping on a couch with a hat."), ee.ADD_ATT_KIND),
+}
+
+
+@pytest.mark.parametrize("type_", SUGAR_TYPES)
+def test_refilter_like_each_type_refuses_what_is_not_its_edit(type_):
+    """`foilforge refilter FILE --like <type>`: released pairs (no edit record) checked as the type's edits."""
+    from foilforge.params import load_params
+    from foilforge.pipeline.stages.refilter import edit_refusals_like
+
+    params = load_params(ROOT / "params.yaml")
+    (good_caption, good_foil), (bad_caption, bad_foil), reason = RELEASED_BY_TYPE[type_]
+    records = [{"id": f"{type_}:0", "image_file": "1.jpg", "caption": good_caption, "foil": good_foil},
+               {"id": f"{type_}:1", "image_file": "2.jpg", "caption": bad_caption, "foil": bad_foil}]
+    assert edit_refusals_like(params, type_, records) == {f"{type_}:1": reason}
