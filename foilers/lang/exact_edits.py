@@ -194,24 +194,10 @@ def kind_of(span_tokens, gerunds: bool = False) -> str | None:
     return None
 
 
-def head_word(span_tokens, kind: str) -> str:
-    """The word a relation compares: a noun phrase's last noun (its lemma), an adjective, a verb's lemma, a
-    preposition phrase's words."""
+def last_word(span_tokens) -> str:
+    """The last word of a stretch, articles and punctuation aside (the adjective of "a red")."""
     content = [t for t in span_tokens if t.pos_ not in ("DET", "PUNCT")]
-    if kind == "noun":
-        nouns = [t for t in content if t.pos_ in ("NOUN", "PROPN")]
-        compound = [t for t in content if t.dep_ == "compound" and t.pos_ in ("NOUN", "PROPN")]
-        head = nouns[-1] if nouns else content[-1]
-        whole = " ".join([t.lower_ for t in compound] + [head.lemma_.lower()])
-        return whole if compound and _synsets(whole, "n") else head.lemma_.lower()
-    if kind == "verb":
-        from foilforge.foilers.lang.wordnet_constraints import verb_lemma
-
-        verbs = [t for t in content if is_verb(t, True) and t.pos_ != "AUX"] or content
-        return verb_lemma(verbs[-1].lower_) if verbs[-1].pos_ != "VERB" else verbs[-1].lemma_.lower()
-    if kind == "preposition":
-        return " ".join(t.lower_ for t in content if t.pos_ in ("ADP", "ADV", "ADJ", "NOUN"))
-    return content[-1].lower_
+    return content[-1].lower_ if content else ""
 
 
 def lemmas_of(doc) -> frozenset:
@@ -297,7 +283,7 @@ class ExactEditChecker:
             from foilforge.entailment import SYNONYM
             from foilforge.foilers.lang.attributes import same_attribute
 
-            if same_attribute(head_word(old_span, old_kind), head_word(new_span, new_kind)):
+            if same_attribute(last_word(old_span), last_word(new_span)):
                 return SYNONYM
         new_lemmas = {t.lemma_.lower() for t in new_span if t.pos_ not in ("DET", "ADP", "PUNCT", "AUX", "PART")}
         outside = frozenset(w for t in cdoc if not (old_span and old_span[0].i <= t.i <= old_span[-1].i)

@@ -327,15 +327,6 @@ def added_tokens(checker, caption: str, foil: str) -> list:
     return [t for t in fdoc if any(start <= t.idx < end for start, end in spans)]
 
 
-def indefinite_start(doc, token_index: int) -> int:
-    """The character where a word's phrase starts when an indefinite article stands right before it ("a dog"),
-    else the word's own start: a replaced or preceded word takes its article along (a/an follows the new word)."""
-    token = doc[token_index]
-    if token_index > 0 and doc[token_index - 1].lower_ in ("a", "an"):
-        return doc[token_index - 1].idx
-    return token.idx
-
-
 def compound_start(token) -> int:
     """The index of the first token of a noun's compound ("park bench": park), or the noun's own."""
     start = token.i
