@@ -1,26 +1,21 @@
 """Winoground groups on real data: how many foils get a second image (benchmarks/results/pairing.json).
 
-Three parts, each on files of ../shared/data (skipped when absent):
+Two parts, each on files of ../shared/data (skipped when absent); COCO val 2017, where the groups' evidence is the
+other images' captions, is measured by benchmarks/bench_group_evidence.py:
 
-* **COCO val 2017** (25,014 captions, 5,000 images): the COCO instruments' foilers run on the first `--coco-n`
-  captions (relations: `--relations-n`; its span scoring is the slow part on a CPU) and their records are paired
-  against every caption of val 2017. Coverage is over captions that got a foil: with the pairing-aware choice off
-  (each caption keeps the foiler's best candidate) and on (a caption keeps a candidate with a partner when any of its
-  candidates has one), after the assignment (a partner image at most once). The keep filters do not run here.
 * **Released files through `foilforge pair FILE --like I`**: every VALSE dev piece and both SugarCrepe files.
 * **Visual7W-sized input, an estimate**: Visual7W is not here. Every VALSE dev record built from Visual7W is read
   back into (image, counted phrase, number), and existence's and counting's records are paired with the pipeline's
   rule against random subsets of those images of growing size; the coverage curve, fitted in log(images), is
   projected to Visual7W's 47,300 images and labelled a projection (`visual7w_estimate_how` in the results).
 
-    python -m benchmarks.bench_pairing [--coco-n 2000] [--relations-n 300] [--skip-coco] [--only plurals,foil_it]
+    python -m benchmarks.bench_pairing
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,45 +35,6 @@ def _params():
     from foilforge.params import load_params
 
     return load_params(ROOT / "params.yaml")
-
-
-def coco_part(params, coco_n: int, relations_n: int, only=None, before: dict | None = None) -> dict:
-    from foilforge.foiler import RunContext
-    from foilforge.groups import assign
-    from foilforge.pairing import find_candidates, instrument_pairer
-    from foilforge.pipeline.plugins import build_instrument
-    from foilforge.pipeline.sources.base import Source, reader_for
-
-    root = SHARED / "real" / "coco"
-    source = Source(name="coco", format="coco", root=root, files={"captions": root / "captions_val2017.json"}, split="val")
-    samples = sorted(reader_for("coco")(source), key=lambda s: str(s["id"]))
-    images = len({s["image_file"] for s in samples})
-    result = {"pool": {"captions": len(samples), "images": images}, "instruments": dict((before or {}).get("instruments") or {})}
-    for instrument, n in (("foil_it", coco_n), ("plurals", coco_n), ("relations", relations_n)):
-        if only and instrument not in only:
-            continue
-        started = time.perf_counter()
-        foiler = build_instrument(params, instrument)
-        block = params["instruments"][instrument]
-        context = RunContext(instrument=instrument, seed=params.get("seed", 0), params_key=f"instruments.{instrument}",
-                             candidates_per_sample=block.get("candidates_per_sample") or 3,
-                             samples={s["id"]: s for s in samples[:n]})
-        records = foiler.run(samples[:n], context=context)
-        pairer = instrument_pairer(params, instrument)
-        candidates = find_candidates(pairer, records, samples)
-        by_sample: dict[str, list[dict]] = {}
-        for record in records:
-            by_sample.setdefault(str(record["sample_id"]), []).append(record)
-        best = [group[0] for group in by_sample.values()]
-        choice = [next((r for r in group if candidates.get(str(r["id"]))), group[0]) for group in by_sample.values()]
-        off, on = assign(best, candidates), assign(choice, candidates)
-        result["instruments"][instrument] = {
-            "captions_foiled": len(by_sample), "records": len(records), "captions_in": n,
-            "choice_off": {"groups": len(off.partners), "coverage": round(len(off.partners) / len(best), 4)},
-            "choice_on": {"groups": len(on.partners), "coverage": round(len(on.partners) / len(choice), 4)},
-            "rules": on.report(len(choice))["rules"], "seconds": round(time.perf_counter() - started, 1)}
-        print(instrument, json.dumps(result["instruments"][instrument]), flush=True)
-    return result
 
 
 def released_part(params, tmp: Path) -> dict:
@@ -203,17 +159,13 @@ def main(argv=None) -> int:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--coco-n", type=int, default=2000)
-    parser.add_argument("--relations-n", type=int, default=300)
-    parser.add_argument("--skip-coco", action="store_true")
-    parser.add_argument("--only", default=None, help="COCO instruments to run again (comma-separated); the others keep "
-                                                     "their results from the file")
-    args = parser.parse_args(argv)
+    parser.parse_args(argv)
     if not SHARED.exists():
         print(f"skipped: {SHARED} is not there (the real data of the project's test machines)")
         return 0
     params = _params()
     results = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    results.pop("coco_val2017", None)   # benchmarks/results/group_evidence.json
     with tempfile.TemporaryDirectory() as tmp:
         results["released_files"] = released_part(params, Path(tmp))
     results["visual7w_estimate"] = visual7w_estimate(params)
@@ -226,9 +178,6 @@ def main(argv=None) -> int:
         "the two is projected to 3,000 images (the whole VALSE release's Visual7W images, about 4x the dev quarter), "
         "10,000 and Visual7W's 47,300 (one 'how many' question an image assumed). A projection, not a measurement: the dev pool is a curated, class-balanced quarter of VALSE "
         "(half of existence is answer 0, far more than in Visual7W), so zero-answer partners are over-represented.")
-    if not args.skip_coco:
-        only = set(args.only.split(",")) if args.only else None
-        results["coco_val2017"] = coco_part(params, args.coco_n, args.relations_n, only, results.get("coco_val2017"))
     from foilforge.io import write_json
 
     write_json(RESULT, results)

@@ -20,7 +20,14 @@ under foilers/pairers/) with two methods:
   instrument's records, for pairers whose evidence is another record);
 * `candidates(record, sample) -> list[Partner]`: the partners whose evidence
   makes the record's foil true and its caption false, best first, each with the
-  rule and the annotation ids behind it. Deterministic; no model.
+  rule, the annotation ids behind it and its *claims*: what the foil says of
+  image_1, each with the partner's captions or annotations that state it
+  (foilforge/groups.py `Claim`). A partner's *support* is the share of its claims
+  supported; one below the instrument's `pairing.min_support` (default 1.0, every
+  claim) is never offered and is counted by reason. A pairer may refuse such
+  partners itself (`self.refusals.refuse_partners`) instead of building them, and
+  may refuse a record outright (`refuse_record`: its own image states the foil).
+  Deterministic; a model may only rank candidates, never accept one.
 
 `pair_records` then gives each record at most one partner and each partner image
 to at most one record (a maximum bipartite matching, so as many records as
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from foilforge.groups import Pairing, Partner, assign, pairing_settings, text_key
+from foilforge.groups import Pairing, Partner, Refusals, assign, pairing_settings, text_key, unsupported_reason
 from foilforge.registry import Registry
 
 #: every module of foilers/pairers/ is a pairer plug-in; other packages register through the entry-point group
@@ -47,6 +54,15 @@ class Pairer:
     evidence: str = ""
     #: error messages of `validate` name arguments relative to the params block
     relative_messages = True
+    #: the share of a partner's claims that must be supported (`search_partners` sets it from params.yaml)
+    min_support: float = 1.0
+
+    @property
+    def refusals(self) -> Refusals:
+        """What the pairer refused while finding candidates (`search_partners` starts a fresh one)."""
+        if "_refusals" not in self.__dict__:
+            self._refusals = Refusals()
+        return self._refusals
 
     def validate(self) -> None:
         """Check argument values (called at build time, `foilforge check-params`)."""
@@ -83,17 +99,22 @@ def _sample_index(samples: Iterable[dict]) -> dict[str, dict]:
     return {str(sample["id"]): sample for sample in samples if "id" in sample}
 
 
-def find_candidates(pairer: Pairer, records: Sequence[dict], samples: Sequence[dict]) -> dict[str, list[Partner] | None]:
-    """Every record's candidate partners (own image excluded, one per partner image, best first), by record id.
+def search_partners(pairer: Pairer, records: Sequence[dict], samples: Sequence[dict],
+                    min_support: float = 1.0) -> tuple[dict[str, list[Partner] | None], Refusals]:
+    """Every record's candidate partners (own image excluded, one per partner image, best first, support at least
+    `min_support`), by record id, and what was refused and why.
 
     None for a record whose group another record holds (the second member of a record pair).
     """
+    pairer.min_support = min_support
+    pairer._refusals = Refusals()
     pairer.index(samples, records)
     by_id = _sample_index(samples)
     found: dict[str, list[Partner] | None] = {}
     for record in sorted(records, key=lambda r: str(r["id"])):
+        rid = str(record["id"])
         if not pairer.holds_group(record):
-            found[str(record["id"])] = None
+            found[rid] = None
             continue
         sample = by_id.get(str(record.get("sample_id")))
         own = record.get("image_file")
@@ -102,10 +123,21 @@ def find_candidates(pairer: Pairer, records: Sequence[dict], samples: Sequence[d
             if partner.image_file == own or partner.image_file in seen:
                 continue
             seen.add(partner.image_file)
+            support = partner.support
+            if support is None or support < min_support:
+                pairer.refusals.refuse_partners(rid, unsupported_reason(partner.claims))
+                continue
             kept.append(partner)
-        found[str(record["id"])] = kept
-    return found
+        found[rid] = kept
+    return found, pairer.refusals
 
 
-def pair_records(pairer: Pairer, records: Sequence[dict], samples: Sequence[dict]) -> Pairing:
-    return assign(records, find_candidates(pairer, records, samples))
+def find_candidates(pairer: Pairer, records: Sequence[dict], samples: Sequence[dict],
+                    min_support: float = 1.0) -> dict[str, list[Partner] | None]:
+    """`search_partners` without the refusals."""
+    return search_partners(pairer, records, samples, min_support)[0]
+
+
+def pair_records(pairer: Pairer, records: Sequence[dict], samples: Sequence[dict], min_support: float = 1.0) -> Pairing:
+    found, refusals = search_partners(pairer, records, samples, min_support)
+    return assign(records, found, refusals)

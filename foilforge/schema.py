@@ -161,6 +161,7 @@ class InstrumentPairing(Block):
     args: dict[str, Any] = Field({}, description="the pairer's arguments (checked against its signature)")
     why: str | None = Field(None, description="printed by the data card when pairer is null")
     prefer_pairable: bool | None = Field(None, description="null: the top-level `pairing.prefer_pairable`")
+    min_support: Share | None = Field(None, description="null: the top-level `pairing.min_support`")
 
 
 class InstrumentBlock(Block):
@@ -409,6 +410,10 @@ class PairingBlock(Block):
     prefer_pairable: bool = Field(True, description="select keeps, among the candidates of one sample that pass the "
                                                     "keep rules, one that has a partner image when any has (an "
                                                     "instrument's `pairing.prefer_pairable` overrides)")
+    min_support: Share = Field(1.0, description="the share of a group's claims (what caption_1 says of image_1) "
+                                                "that the partner's captions or annotations must state; 1.0: every "
+                                                "claim. A partner below it is never offered, counted by reason (an "
+                                                "instrument's `pairing.min_support` overrides)")
 
 
 class Params(Block):

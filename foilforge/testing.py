@@ -412,22 +412,24 @@ def check_pairer(pairer: str, samples: list[dict], records: list[dict], args: di
     """A pairer's contract on a given source and records (raises AssertionError naming the broken rule):
 
     builds from its registered name and args; deterministic (two fresh instances, records in either order, give
-    the same candidates); never the record's own image, one candidate per image; every partner names its
-    sample, image and rule; the assignment gives a record at most one partner and an image at most once, each
-    from the record's own candidates; the input is not mutated."""
+    the same candidates and refusals); never the record's own image, one candidate per image; every partner names
+    its sample, image and rule and states its claims (each a kind, a text, and the annotation ids that support it),
+    fully supported at the default threshold; the assignment gives a record at most one partner and an image at
+    most once, each from the record's own candidates; the input is not mutated."""
     import copy
 
-    from foilforge.groups import assign
-    from foilforge.pairing import PAIRERS, Pairer, find_candidates
+    from foilforge.groups import ANNOTATION, CAPTIONS, assign
+    from foilforge.pairing import PAIRERS, Pairer, search_partners
 
     built = PAIRERS.build(PAIRERS.newest(pairer), args or {}, "check_pairer")
     assert isinstance(built, Pairer), f"{pairer}: not a foilforge.pairing.Pairer"
     assert built.evidence, f"{pairer}: says no `evidence` (the data card prints it)"
     before = copy.deepcopy((samples, records))
-    first = find_candidates(built, records, samples)
-    again = find_candidates(PAIRERS.build(PAIRERS.newest(pairer), args or {}, "check_pairer"),
-                            list(reversed(records)), list(reversed(samples)))
+    first, refused = search_partners(built, records, samples)
+    again, refused_again = search_partners(PAIRERS.build(PAIRERS.newest(pairer), args or {}, "check_pairer"),
+                                           list(reversed(records)), list(reversed(samples)))
     assert first == again, f"{pairer}: candidates depend on the input order or on the instance"
+    assert refused == refused_again, f"{pairer}: refusals depend on the input order or on the instance"
     assert (samples, records) == before, f"{pairer}: mutated its input"
     images = {str(r["id"]): r.get("image_file") for r in records}
     for rid, partners in first.items():
@@ -437,6 +439,13 @@ def check_pairer(pairer: str, samples: list[dict], records: list[dict], args: di
             assert partner.image_file not in seen, f"{pairer}: {rid} has image {partner.image_file} twice"
             seen.add(partner.image_file)
             assert partner.sample_id and partner.rule, f"{pairer}: a partner of {rid} has no sample id or rule"
+            assert partner.claims, f"{pairer}: a partner of {rid} states no claims (its evidence for the foil)"
+            for claim in partner.claims:
+                assert claim.kind and claim.text, f"{pairer}: a claim of {rid}'s partner has no kind or text"
+                assert claim.basis in (CAPTIONS, ANNOTATION), f"{pairer}: claim basis {claim.basis!r}"
+                assert all(isinstance(a, str) and a for a in claim.supported_by), \
+                    f"{pairer}: a claim of {rid}'s partner names an empty annotation id"
+            assert partner.support == 1.0, f"{pairer}: a partner of {rid} below the default threshold was offered"
     pairing = assign(records, first)
     used = [p.image_file for p in pairing.partners.values()]
     assert len(used) == len(set(used)), f"{pairer}: a partner image went to two records"

@@ -94,9 +94,10 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
      "params.yaml filters.grammaticality.relative_to_caption: expected bool, got 'yes' (filter grammaticality.v1)"),
     (lambda p: p["instruments"]["plurals"]["filters"]["keep"]["grammaticality"].update(min_score="high"),
      "params.yaml instruments.plurals.filters.keep.grammaticality.min_score: expected float, got 'high'"),
-    (lambda p: p["instruments"]["plurals"]["pairing"]["args"].update(bogus=1),
+    (lambda p: p["instruments"]["plurals"]["pairing"].update(args={**p["instruments"]["plurals"]["pairing"]["args"],
+                                                                   "bogus": 1}),
      "params.yaml instruments.plurals.pairing.args (pairer coco_captions.v1): unknown argument(s) bogus; allowed: "
-     "max_partners, mode, spacy_model"),
+     "encoder, max_partners, mode, spacy_model"),
     (lambda p: p["instruments"]["counting_small"]["args"].update(foil_min=5),
      "params.yaml instruments.counting_small.args (foiler counting.v1): foil_max 3 < foil_min 5"),
     (lambda p: p["instruments"]["predicate_noun"]["args"].update(template="past"),

