@@ -9,6 +9,7 @@ file and the example.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -352,3 +353,83 @@ def test_the_lexicon_ranks_with_the_offline_model(name):
     for record in first:
         edit = record["provenance"]["edit"]
         assert checker.check(edit["type"], record["caption"], record["foil"], edit) is None, record
+
+
+# ---------------------------------------------------------------- groups: the COCO pairer reads the seven types
+
+
+def sugar_record(type_: str, caption: str, foil: str, image: str = "1") -> dict:
+    """A record as the type's foiler writes it (phenomenon, spans and edit from the two texts)."""
+    edit = ee.edit_of(type_, caption, foil, (0, 0))
+    (s, e), tail = edit["span"], len(caption) - edit["span"][1]
+    return {"id": f"{type_}:coco:{image}", "sample_id": f"coco:{image}", "image_file": f"{image}.jpg",
+            "linguistic_phenomena": type_.replace("_", "-"), "caption": caption, "foil": foil,
+            "classes": "x", "classes_foil": "y",
+            "provenance": {"caption_span": [s, e], "foil_span": [s, len(foil) - tail], "edit": edit}}
+
+
+def coco(ann: int, image: str, caption: str) -> dict:
+    return {"id": f"coco:{ann}", "source": "coco", "dataset": "coco2017", "original_split": "val", "dataset_idx": ann,
+            "image_file": f"{image}.jpg", "caption": caption, "image_id": int(image)}
+
+
+#: per type: (caption, foil), the partner images' captions, the images expected (best first)
+GROUPS = {
+    "replace_obj": (("A man walking a dog on a beach.", "A man walking a horse on a beach."),
+                    ["A man on a beach is walking a horse.", "A horse standing in a stable.",
+                     "A man walking a horse and a dog on a beach."], ["2.jpg"]),
+    "replace_att": (("A red car parked on a street.", "A blue car parked on a street."),
+                    ["A blue car parked on a street.", "A blue car in a garage.",
+                     "A blue car and a red car parked on a street."], ["2.jpg"]),
+    "replace_rel": (("A man riding a horse.", "A man feeding a horse."),
+                    ["A man is feeding a horse.", "A woman feeding a horse.", "A man riding and feeding a horse."],
+                    ["2.jpg"]),
+    "add_obj": (("A sheep standing in a field.", "A sheep and a cow standing in a field."),
+                ["A sheep and a cow standing in a field.", "A cow standing in a field.",
+                 "A sheep standing in a field."], ["2.jpg"]),
+    "add_att": (("A dog sleeping on a couch.", "A brown dog sleeping on a couch."),
+                ["A brown dog sleeping on a couch next to a pillow.", "A brown dog running on a beach.",
+                 "A dog sleeping on a couch."], ["2.jpg"]),
+}
+
+
+@pytest.mark.parametrize("type_", sorted(GROUPS))
+def test_the_coco_pairer_groups_each_type_only_where_every_claim_is_stated(type_):
+    from foilforge.pairing import PAIRERS, search_partners
+
+    (caption, foil), others, expected = GROUPS[type_]
+    samples = [coco(1, "1", caption)] + [coco(i + 2, str(i + 2), text) for i, text in enumerate(others)]
+    record = sugar_record(type_, caption, foil)
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", {"spacy_model": SPACY}), [record], samples)
+    partners = found[record["id"]]
+    assert [p.image_file for p in partners] == expected, refusals.partners.get(record["id"])
+    assert all(c.supported_by for c in partners[0].claims) and partners[0].support == 1.0
+    assert any(c.edited for c in partners[0].claims)
+
+
+def test_any_text_only_function_scores_zero_on_the_new_group_files(tmp_path):
+    """The group files export writes for the new types: any text-only score has text, image and group scores 0."""
+    import hashlib
+
+    from foilforge.groups import group_of
+    from foilforge.metrics import group_pair_accuracy, winoground_scores
+    from foilforge.pairing import PAIRERS, pair_records
+    from foilforge.params import load_params
+    from foilforge.pipeline.stages.export import export_settings, write_groups
+
+    params = load_params(ROOT / "params.yaml")
+    text_only = {"length": len, "hash": lambda t: int(hashlib.sha256(t.encode()).hexdigest()[:8], 16),
+                 "constant": lambda t: 1.0, "words": lambda t: -len(t.split())}
+    for type_, ((caption, foil), others, _) in sorted(GROUPS.items()):
+        samples = [coco(1, "1", caption)] + [coco(i + 2, str(i + 2), text) for i, text in enumerate(others)]
+        record = sugar_record(type_, caption, foil)
+        pairing = pair_records(PAIRERS.build("coco_captions.v1", {"spacy_model": SPACY}), [record], samples)
+        kept = [{**record, "group": group_of(record, pairing.partners[record["id"]])}]
+        entry = write_groups(params, {**export_settings(params), "formats": []}, tmp_path, type_, kept, 1)
+        groups = [json.loads(line) for line in (tmp_path / entry["file"]).read_text().splitlines()]
+        assert entry["groups"] == 1 and groups[0]["caption_1"] == foil
+        for score in text_only.values():
+            examples = [(score(g["caption_0"]), score(g["caption_1"]), score(g["caption_0"]), score(g["caption_1"]))
+                        for g in groups]
+            assert winoground_scores(examples) == {"n": 1, "text": 0.0, "image": 0.0, "group": 0.0}
+            assert group_pair_accuracy(examples) == {"n_pairs": 2, "pair_accuracy": 0.5}
