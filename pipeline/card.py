@@ -159,7 +159,8 @@ def exported_groups(entry: dict) -> int | None:
 
 def what_would_change(entry: dict) -> str:
     """What would change the verdict: nothing (certified), more pairs (inconclusive), a stricter filter (a reading
-    off chance), and where the instrument has groups, a group-only release (blind by construction)."""
+    off chance; for an addition, groups: no filter removes its length shortcut), and where the instrument has
+    groups, a group-only release (blind by construction)."""
     from foilforge.filters.certification import CERTIFIED, OVER_BALANCED, SOLVABLE, UNDECIDED, about
 
     gate, groups = entry.get("gate") or {}, exported_groups(entry)
@@ -171,6 +172,10 @@ def what_would_change(entry: dict) -> str:
         return "nothing: certified"
     if status == UNDECIDED:
         change = f"about {about(gate.get('needed'))} pairs: more source data"
+    elif status == SOLVABLE and str(((entry.get("foil_stats") or {}).get("edit_checks") or {}).get("type", "")
+                                     ).startswith("add_"):
+        # an addition's foil is always the longer text: no filter removes that from a pair, a second image does
+        change = "Winoground groups: an added object or attribute makes every foil the longer text"
     elif status == SOLVABLE:
         change = "a filter that removes what the attacker reads (params.yaml adversarial)"
     elif status == OVER_BALANCED:

