@@ -154,6 +154,7 @@ class SugarFoiler(CaptionFoiler):
                     if token.dep_ == "amod" and token.head.tag_ in NOUN_TAGS and class_of(token.lower_):
                         modifiers[token.head.lemma_.lower()][token.lower_] += 1
         return {"image_words": {k: sorted(v) for k, v in image_words.items()},
+                "image_nouns": {k: sorted(v) for k, v in image_nouns.items()},
                 "vocabulary": {pos: dict(sorted(c.items())) for pos, c in vocabulary.items()},
                 "cooccurring": {k: dict(sorted(c.items())) for k, c in sorted(cooccurring.items())},
                 "modifiers": {k: dict(sorted(c.items())) for k, c in sorted(modifiers.items())}}
@@ -244,7 +245,9 @@ class SugarFoiler(CaptionFoiler):
         if reason:
             return reason
         if self.use_other_captions:
-            reason = self.image_refusal(checker, answer, corpus["image_words"].get(image_key(sample), ()))
+            key = image_key(sample)
+            reason = self.image_refusal(checker, answer, corpus["image_words"].get(key, ()),
+                                        corpus["image_nouns"].get(key, ()))
             if reason:
                 return reason
         if self.use_instances and site.type == "add_obj" and sample.get("instance_category_ids"):
@@ -257,8 +260,9 @@ class SugarFoiler(CaptionFoiler):
                     return ADD_ANNOTATED
         return None
 
-    def image_refusal(self, checker, answer: Proposal, image_words) -> str | None:
-        """The new or added word stated by a caption of the image (its words from the corpus pass)."""
+    def image_refusal(self, checker, answer: Proposal, image_words, image_nouns) -> str | None:
+        """The new or added word stated by a caption of the image (its words from the corpus pass), or an added
+        object a synonym, hypernym or hyponym of a noun they state."""
         from foilforge.foilers.lang.exact_edits import ADD_IMPLIED, ADD_ON_IMAGE, REPLACE_NEW_ON_IMAGE, lexical_relation
 
         site = answer.site
@@ -271,7 +275,7 @@ class SugarFoiler(CaptionFoiler):
             return ADD_ON_IMAGE if site.type.startswith("add") else REPLACE_NEW_ON_IMAGE
         if site.type == "add_obj":
             for noun in sorted(new):
-                if any(lexical_relation(w, noun, "noun") for w in sorted(words) if " " not in w):
+                if any(lexical_relation(w, noun, "noun") for w in sorted(image_nouns) if " " not in w):
                     return ADD_IMPLIED
         return None
 
