@@ -38,7 +38,7 @@ export FOILFORGE_ENGINE := $(ENGINE)
 # foilforge repro runs stages side by side, one worker a core (at most 4); on Ray one at a time, Ray spreads its work
 REPRO_JOBS := $(if $(filter ray,$(ENGINE)),--jobs 1,)
 
-# model scores kept between the stages and runs that make the same call (foilforge/lm.py); not a DVC output.
+# each text's model pass, kept for every stage and run that asks for it (foilforge/pass_store.py); not a DVC output.
 # FOILFORGE_SCORE_CACHE=off: none. Set for repro only: the tests score afresh
 repro: export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
 

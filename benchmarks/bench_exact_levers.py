@@ -2,7 +2,9 @@
 
     python -m benchmarks.bench_exact_levers [--data data] [--instrument foil_it] [--gate-instruments ...]
 
-Needs a built sample (`make repro`). Three measurements, each side by side in one run:
+Needs a built sample (`make repro`). Three measurements, each side by side in one run (the text LM's scores
+computed the way every stage computed them before the pass store: padded, length-sorted batches; what the
+canonical pass does instead: benchmarks/bench_pass_store.py):
 
 * `batch_composition`: the text LM's (models.text_baseline) log-probabilities of the instrument's distinct texts
   in sorted batches of 16 (as every stage scores), in batches with other companions, and one text at a time. A
@@ -29,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.bench_pass_store import padded_logprobs
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -49,11 +53,11 @@ def equal_rows(a, b) -> dict:
 
 
 def batch_composition(lm, texts: list[str]) -> dict:
-    sorted_batches = lm._sentence_logprobs(texts, 16)
+    sorted_batches = padded_logprobs(lm, texts, 16)
     shuffled = texts[:]
     random.Random(1).shuffle(shuffled)
-    others = dict(zip(shuffled, lm._sentence_logprobs(shuffled + texts[:7], 16)))
-    alone = [lm._sentence_logprobs([t], 1)[0] for t in texts[:40]]
+    others = dict(zip(shuffled, padded_logprobs(lm, shuffled + texts[:7], 16)))
+    alone = [padded_logprobs(lm, [t], 1)[0] for t in texts[:40]]
     return {"other_companions": equal_rows(sorted_batches, [others[t] for t in texts]),
             "one_at_a_time": equal_rows(sorted_batches[:40], alone)}
 
@@ -68,7 +72,7 @@ def torch_threads(lm, probe, texts: list[str]) -> dict:
         torch.set_num_threads(threads)
         stage_state.reset()
         start = time.process_time()
-        rows[threads] = (lm._sentence_logprobs(texts, 16), probe.vectors(texts))
+        rows[threads] = (padded_logprobs(lm, texts, 16), probe.vectors(texts))
         out[f"cpu_s_{threads}_threads"] = round(time.process_time() - start, 2)
     many, one = rows.values()
     out["text_lm"] = equal_rows(many[0], one[0])

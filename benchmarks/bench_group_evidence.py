@@ -1,15 +1,19 @@
 """Groups whose second text is evidenced as true of the second image, on COCO val 2017 (results/group_evidence.json).
 
 For each COCO instrument (foil_it, plurals, relations, swap_obj, swap_att) the foiler runs through its registry on
-the first `--coco-n` captions of val 2017 (relations: `--relations-n`, its span scoring is slow on a CPU; the swaps:
-`--swap-n`, a record pair needs both captions in the run), keeping `candidates_per_sample` candidates a caption,
-and the records are paired against every caption of val 2017 (25,014 captions, 5,000 images), twice:
+the first captions of val 2017 (`--foil-it-n`, `--plurals-n`, both `--coco-n` unless given; relations:
+`--relations-n`, its span scoring is slow on a CPU; the swaps: `--swap-n`, a record pair needs both captions in the
+run), keeping `candidates_per_sample` candidates a caption, and the records are paired against every caption of val
+2017 (25,014 captions, 5,000 images), twice:
 
 * **before**: the rule as it stood at commit `BEFORE_COMMIT` (read with `git show`; foil_it, plurals and relations:
   the partner mentions the foil's changed part and never the caption's, plus the relation claims involving the new
   noun; the swaps: record pairs, two records of the run whose captions are each other's foils);
 * **after**: the instrument's pairer from params.yaml (coco_captions, the swaps included), with
-  `pairing.min_support` (every claim supported).
+  `pairing.min_support` (every claim supported). The records it refuses as foils (their own image's other captions
+  state the foil's part; a swap whose both readings one image's captions state) are refused as select refuses them:
+  never chosen, so a caption's other candidate is; `foils_refused` counts them. `without_one_caption_rule` gives the
+  groups the same rule forms when a noun's claims may come from several captions (what that rule costs).
 
 For each: captions foiled, groups with the pairing-aware choice off and on, after the one-image-once assignment;
 the groups' support, two ways: the share of the foil's claims (foilers/lang/claims.py) that the partner's captions
@@ -20,10 +24,12 @@ here: "exported" means assigned.
 `results/group_evidence_groups.json` and `.md`: 30 groups a instrument drawn with `--seed` from the after groups
 (all when fewer), each with caption_0, caption_1, the partner image's captions and the claims with their support.
 
-    python -m benchmarks.bench_group_evidence [--coco-n 2000] [--relations-n 300] [--swap-n 5000]
-        [--only foil_it,plurals] [--cache DIR]
+    python -m benchmarks.bench_group_evidence [--coco-n 2000] [--foil-it-n N] [--plurals-n N] [--relations-n 300]
+        [--swap-n 5000] [--only foil_it,plurals] [--cache DIR]
 
 `--cache DIR` keeps the foiled records (per instrument and caption count), so a rerun pairs without foiling again.
+The pool's captions are parsed once for all the pairers the run builds (the parse of a text does not depend on the
+others parsed with it).
 """
 
 from __future__ import annotations
@@ -129,11 +135,33 @@ def old_candidates(pairer, records, samples) -> dict:
     return found
 
 
-def choices(records: list[dict], candidates: dict) -> tuple[list[dict], list[dict]]:
-    """(the foiler's best candidate of each caption, a candidate with a partner when any has one)."""
+class ParseCache:
+    """One spaCy parse a text for every pairer the run builds: each pairer class's `_parse` goes through it."""
+
+    def __init__(self):
+        self.docs: dict[tuple, object] = {}
+
+    def install(self, cls) -> None:
+        original = cls._parse
+        cache = self.docs
+
+        def parse(pairer, texts):
+            missing = [t for t in dict.fromkeys(texts) if (pairer.spacy_model, t) not in cache]
+            if missing:
+                cache.update(((pairer.spacy_model, t), d) for t, d in zip(missing, original(pairer, missing)))
+            return [cache[pairer.spacy_model, t] for t in texts]
+
+        cls._parse = parse
+
+
+def choices(records: list[dict], candidates: dict, refused: dict | None = None) -> tuple[list[dict], list[dict]]:
+    """(the foiler's best candidate of each caption, a candidate with a partner when any has one), among the
+    candidates not refused as foils (`refused`: record id -> reason; a caption all of whose candidates are refused
+    has no foil)."""
     by_sample: dict[str, list[dict]] = {}
     for record in records:
-        by_sample.setdefault(str(record["sample_id"]), []).append(record)
+        if str(record["id"]) not in (refused or {}):
+            by_sample.setdefault(str(record["sample_id"]), []).append(record)
     best = [group[0] for group in by_sample.values()]
     chosen = [next((r for r in group if candidates.get(str(r["id"]))), group[0]) for group in by_sample.values()]
     return best, chosen
@@ -170,16 +198,29 @@ class Judge:
         return round(sum(partner.image_file in self.coco.images_stating(("word", w)) for w in words) / len(words), 4)
 
 
-def measure(records, candidates, refusals, judge: Judge) -> tuple[dict, object]:
+def measure(records, candidates, refusals, judge: Judge, refuse_foils: bool = False) -> tuple[dict, object]:
+    from collections import Counter
+
     from foilforge.groups import assign
 
-    best, chosen = choices(records, candidates)
+    refused = refusals.foils if refuse_foils else {}
+    best, chosen = choices(records, candidates, refused)
     off, on = assign(best, candidates, refusals), assign(chosen, candidates, refusals)
     by_id = {str(r["id"]): r for r in records}
     claim_support = [judge.claim_support(by_id[rid], p) for rid, p in sorted(on.partners.items())]
     words = [judge.word_share(by_id[rid], p) for rid, p in sorted(on.partners.items())]
     report = on.report(len(chosen))
-    return {"choice_off": {"groups": len(off.partners), "coverage": round(len(off.partners) / len(best), 4) if best else None},
+    foils = {}
+    if refuse_foils:
+        captions = {str(r["sample_id"]) for r in records}
+        foils = {"records": len(refused), "of_records": len(records),
+                 "by_reason": dict(sorted(Counter(refused.values()).items())),
+                 "captions_left_without_a_foil": len(captions) - len(chosen), "of_captions": len(captions),
+                 "examples": {reason: [{"caption": by_id[rid]["caption"], "foil": by_id[rid]["foil"]}
+                                       for rid in sorted(r for r in refused if refused[r] == reason)[:5]]
+                              for reason in sorted(set(refused.values()))}}
+    return {**({"foils_refused": foils} if refuse_foils else {}),
+            "choice_off": {"groups": len(off.partners), "coverage": round(len(off.partners) / len(best), 4) if best else None},
             "choice_on": {"groups": len(on.partners), "coverage": report["coverage"]},
             "support_claims": distribution(claim_support), "support_content_words": distribution(words),
             "unpaired": report["unpaired"], "refused_partners": report["refused_partners"],
@@ -197,7 +238,7 @@ def evidence_row(record: dict, partner, texts: dict, judge: Judge) -> dict:
             "partner_captions": captions, "claims": [c.row() for c in claims], "absent": list(partner.absent)}
 
 
-def run_instrument(params, instrument, samples, n, cache, before_cls, seed) -> tuple[dict, list[dict]]:
+def run_instrument(params, instrument, samples, n, cache, before_cls, seed, parses) -> tuple[dict, list[dict]]:
     from foilforge.groups import Refusals, pairing_settings
     from foilforge.pairing import PAIRERS, find_candidates, instrument_pairer, search_partners
 
@@ -205,6 +246,7 @@ def run_instrument(params, instrument, samples, n, cache, before_cls, seed) -> t
     settings = pairing_settings(params, instrument)
     started = time.perf_counter()
     after_pairer = instrument_pairer(params, instrument)
+    parses.install(type(after_pairer))
     after, refusals = search_partners(after_pairer, records, samples, settings["min_support"])
     judge = Judge(after_pairer)
     result = {"captions_in": n, "records": len(records), "captions_foiled": len({r["sample_id"] for r in records}),
@@ -215,11 +257,21 @@ def run_instrument(params, instrument, samples, n, cache, before_cls, seed) -> t
         result["before"], _ = measure(records, old, Refusals(), judge)
         result["before"]["rule"] = f"record_pairs.v1 (the swaps' pairer at {BEFORE_COMMIT})"
     elif before_cls is not None:
+        parses.install(before_cls)
         old = old_candidates(before_cls(**{k: v for k, v in (settings.get("args") or {}).items()
                                            if k in ("spacy_model", "mode", "max_partners")}), records, samples)
         result["before"], _ = measure(records, old, Refusals(), judge)
         result["before"]["rule"] = f"coco_captions.v1 at {BEFORE_COMMIT}"
-    result["after"], on = measure(records, after, refusals, judge)
+    result["after"], on = measure(records, after, refusals, judge, refuse_foils=True)
+    # what the one-caption-a-noun rule costs: the same search with a noun's claims allowed from several captions
+    lenient = instrument_pairer(params, instrument)
+    if hasattr(lenient, "_splits_a_noun"):
+        lenient._splits_a_noun = lambda name, edit: False
+        lenient._vector = after_pairer._vector   # the same encoder: its vectors once
+        spread, spread_refusals = search_partners(lenient, records, samples, settings["min_support"])
+        without, _ = measure(records, spread, spread_refusals, Judge(lenient), refuse_foils=True)
+        result["without_one_caption_rule"] = {"groups": without["choice_on"]["groups"],
+                                              "coverage": without["choice_on"]["coverage"]}
     result["pair_seconds"] = round(time.perf_counter() - started, 1)
     texts = {str(s["id"]): s.get("caption") for s in samples}
     by_id = {str(r["id"]): r for r in records}
@@ -228,13 +280,20 @@ def run_instrument(params, instrument, samples, n, cache, before_cls, seed) -> t
     return result, [evidence_row(by_id[rid], partner, texts, judge) for rid, partner in drawn]
 
 
-def markdown(groups: dict[str, list[dict]]) -> str:
+def markdown(groups: dict[str, list[dict]], results: dict | None = None) -> str:
     lines = ["# Groups drawn from the after rule on COCO val 2017, with their evidence", "",
              "Written by `python -m benchmarks.bench_group_evidence`. A claim is what caption_1 says of image_1; "
-             "`by` lists the partner captions that state it. `absent`: what the rule checked the partner never "
-             "states.", ""]
+             "the captions listed after it state it (a noun's claims: the captions that state all of them). "
+             "`absent`: what the rule checked the partner never states.", ""]
     for instrument, rows in groups.items():
-        lines += [f"## {instrument} ({len(rows)} groups)", ""]
+        after = ((results or {}).get(instrument) or {}).get("after") or {}
+        lines += [f"## {instrument} ({len(rows)} groups of {after.get('choice_on', {}).get('groups', '?')})", ""]
+        refused = after.get("foils_refused")
+        if refused:
+            lines += [f"Foils refused: {refused['records']} of {refused['of_records']} records "
+                      f"({', '.join(f'{r}: {n}' for r, n in refused['by_reason'].items()) or 'none'}); "
+                      f"{refused['captions_left_without_a_foil']} of {refused['of_captions']} captions left without one.",
+                      ""]
         for k, row in enumerate(rows, 1):
             lines += [f"{k}. **caption_0** {row['caption_0']}  ", f"   **caption_1** {row['caption_1']}  ",
                       f"   image_0 {row['image_0']}, image_1 {row['image_1']}; {row['rule']}; support {row['support']}, "
@@ -252,6 +311,8 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--coco-n", type=int, default=2000)
+    parser.add_argument("--foil-it-n", type=int, default=None, help="captions foil_it foils (default: --coco-n)")
+    parser.add_argument("--plurals-n", type=int, default=None, help="captions plurals foils (default: --coco-n)")
     parser.add_argument("--relations-n", type=int, default=300)
     parser.add_argument("--swap-n", type=int, default=5000)
     parser.add_argument("--only", default=None, help="instruments to run again (comma-separated); the others keep "
@@ -270,22 +331,24 @@ def main(argv=None) -> int:
                        "one_word_pairs": one_word_pairs(samples)}
     results["before_commit"] = BEFORE_COMMIT
     before_cls = before_coco_pairer()
+    parses = ParseCache()
     only = set(args.only.split(",")) if args.only else set(INSTRUMENTS)
     cache = Path(args.cache) if args.cache else None
     instruments = results.setdefault("instruments", {})
     for instrument in INSTRUMENTS:
         if instrument not in only:
             continue
-        n = {"relations": args.relations_n, "swap_obj": args.swap_n, "swap_att": args.swap_n}.get(instrument, args.coco_n)
+        n = {"relations": args.relations_n, "swap_obj": args.swap_n, "swap_att": args.swap_n,
+             "foil_it": args.foil_it_n or args.coco_n, "plurals": args.plurals_n or args.coco_n}[instrument]
         instruments[instrument], shown[instrument] = run_instrument(params, instrument, samples, min(n, len(samples)),
-                                                                    cache, before_cls, args.seed)
+                                                                    cache, before_cls, args.seed, parses)
         print(instrument, json.dumps(instruments[instrument]), flush=True)
         write_json(RESULT, results)
     write_json(RESULT, results)
     shown = {k: shown[k] for k in INSTRUMENTS if k in shown}
     write_json(GROUPS.with_suffix(".json"), shown)
     with atomic_write(GROUPS.with_suffix(".md")) as handle:
-        handle.write(markdown(shown))
+        handle.write(markdown(shown, instruments))
     print(f"written {RESULT}, {GROUPS}.json/.md")
     return 0
 

@@ -5,6 +5,17 @@ mask. Sorting by length keeps padding (wasted compute) small; the mask keeps a p
 changing any real position's output, so a text scores the same alone or in a batch. Right padding
 also keeps position ids 0..n-1 for causal and BERT-style models alike. Users: foilforge.lm (causal
 and masked LMs), foilforge.scorers (span scoring), filters/gruen.py, filters/nli.py.
+
+A mask keeps the padding out of a text's numbers, but not out of their last bits: a matrix product sums in an
+order that depends on the shape it is given and on the threads that share it, so a padded text's scores depend on
+the texts batched with it. `same_length_batches` is the canonical way foilforge.lm computes a text's pass instead:
+texts of one token length together, no padding, and on the CPU one torch thread, every batch at least
+`MIN_BATCH_TOKENS` tokens (a product of a few rows takes another path in the BLAS: SmolLM2's texts of 2 and 3
+tokens alone differed from the same texts in a batch). A text then gets the same bits alone, in any batch of its
+length, at any place in it (tests/test_pass_store.py; SmolLM2: benchmarks/results/pass_store.json). On an
+accelerator the libraries may choose kernels by shape, so there every batch has the same row count,
+`ACCELERATOR_ROWS`: a batch's shape is a function of its texts' length alone. Rows are made up by repeating the
+last one (`fill_rows`), and their outputs are dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +28,38 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[list[
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     for start in range(0, len(order), max(1, batch_size)):
         yield order[start : start + batch_size]
+
+
+#: rows of every canonical batch on an accelerator (CUDA, MPS): the shape does not depend on the other texts
+ACCELERATOR_ROWS = 64
+#: tokens (rows x length) of every canonical batch on the CPU at least
+MIN_BATCH_TOKENS = 32
+
+
+def canonical_rows(length: int, accelerator: bool) -> int:
+    """The rows a canonical batch of texts of `length` tokens is filled up to (module docstring)."""
+    return ACCELERATOR_ROWS if accelerator else -(-MIN_BATCH_TOKENS // max(1, length))
+
+
+def same_length_batches(lengths: list[int], rows: int) -> Iterator[list[int]]:
+    """Indices into `lengths` in batches of at most `rows` texts of one length, shortest first (ties in index
+    order). With no padding a text's outputs do not depend on its companions (module docstring)."""
+    by_length: dict[int, list[int]] = {}
+    for i, length in enumerate(lengths):
+        by_length.setdefault(length, []).append(i)
+    for length in sorted(by_length):
+        same = by_length[length]
+        for start in range(0, len(same), max(1, rows)):
+            yield same[start : start + rows]
+
+
+def fill_rows(ids, rows: int):
+    """A (batch, length) tensor of ids with its last row repeated up to `rows` rows (an accelerator's fixed
+    shape); the caller reads the first `len(ids)` rows of the outputs."""
+    import torch
+
+    missing = rows - ids.shape[0]
+    return ids if missing <= 0 else torch.cat([ids, ids[-1:].expand(missing, -1)], 0)
 
 
 def token_budget_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None = None) -> Iterator[list[int]]:

@@ -156,11 +156,14 @@ class Pairing:
 
 @dataclass
 class Refusals:
-    """What a pairer refused for each record: partner images by reason, and a reason refusing the record itself
-    (its own image states the foil's part, so no partner can make a valid group)."""
+    """What a pairer refused for each record: partner images by reason; a reason no partner can be looked for (the
+    edit is not read as a claim); and a reason the record is no foil at all (`foils`: its own image's captions state
+    the foil's part, so the foil may be true of its image). select refuses the `foils` records: never kept,
+    counted by reason."""
 
     partners: dict[str, Counter] = field(default_factory=dict)   # record id -> reason -> partner images
     records: dict[str, str] = field(default_factory=dict)        # record id -> reason
+    foils: dict[str, str] = field(default_factory=dict)          # record id -> reason it is refused as a foil
 
     def refuse_partners(self, record_id: str, reason: str, n: int = 1) -> None:
         if n > 0:
@@ -169,9 +172,14 @@ class Refusals:
     def refuse_record(self, record_id: str, reason: str) -> None:
         self.records[str(record_id)] = reason
 
+    def refuse_foil(self, record_id: str, reason: str) -> None:
+        self.foils[str(record_id)] = reason
+
     def why_unpaired(self, record_id: str) -> str:
         """Why a record without a candidate partner has none."""
         rid = str(record_id)
+        if rid in self.foils:
+            return self.foils[rid]
         if rid in self.records:
             return self.records[rid]
         return BELOW_SUPPORT if self.partners.get(rid) else NO_CANDIDATE
@@ -277,14 +285,15 @@ def partner_row(p: Partner) -> dict:
 def candidate_file_rows(candidates: dict[str, list[Partner] | None], refusals: Refusals | None = None) -> list[dict]:
     """data/partners/<I>.jsonl: one line a record, its candidate partners in the pairer's order, each with its
     claims and support (`holds_group: false`: the other member of its record pair holds the group), and what the
-    pairer refused for it (`refused`: partner images by reason; `record_refused`: why no partner can do)."""
+    pairer refused for it (`refused`: partner images by reason; `record_refused`: why no partner can do;
+    `foil_refused`: why the record is no foil, which select refuses)."""
     refusals = refusals or Refusals()
     rows = []
     for rid, partners in sorted(candidates.items()):
         rows.append({"id": rid, "holds_group": partners is not None,
                      "partners": [partner_row(p) for p in partners or []],
                      "refused": dict(sorted((refusals.partners.get(rid) or {}).items())),
-                     "record_refused": refusals.records.get(rid)})
+                     "record_refused": refusals.records.get(rid), "foil_refused": refusals.foils.get(rid)})
     return rows
 
 
@@ -316,6 +325,8 @@ def candidates_from_rows(rows: Iterable[dict], path="<partners>") -> tuple[dict[
             refusals.refuse_partners(rid, reason, n)
         if row.get("record_refused"):
             refusals.refuse_record(rid, str(row["record_refused"]))
+        if row.get("foil_refused"):
+            refusals.refuse_foil(rid, str(row["foil_refused"]))
     return found, refusals
 
 

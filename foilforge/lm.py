@@ -1,34 +1,47 @@
-"""Language-model scoring shared by foilers, filters and the text-only baseline.
+"""Language-model scoring shared by foilers, filters, the text-only baseline and the probes.
 
-* `CausalLM.sentence_logprobs(texts)`: summed log-probability and token count
-  of each text under a causal LM, batched with padding masks (a padded
-  position never changes a text's score).
-* `MaskedLM`: a masked LM whose prediction head must come from the
-  checkpoint; a freshly initialised head (SpanBERT hub checkpoints, docs/reference.md §2)
-  is refused at load time.
+* `CausalLM.sentence_logprobs(texts)`: summed log-probability and token count of each text under a causal LM;
+  `CausalLM.pooled_states(texts, layer, pooling, max_length)`: its pooled hidden states, from the same pass.
+* `TextEncoder.pooled_states(...)`: the pooled hidden states of an encoder (a BERT-style model) over each text.
+* `MaskedLM`: a masked LM whose prediction head must come from the checkpoint; a freshly initialised head
+  (SpanBERT hub checkpoints, docs/reference.md §2) is refused at load time.
 
-A `CausalLM` loads its tokenizer and model when first used, not when built, and with
-$FOILFORGE_SCORE_CACHE set (`make repro` sets it to .foilforge-cache/scores, a directory DVC does
-not track) `sentence_logprobs` keeps each call's results there, keyed by everything that decides
-their bits: the model (name, revision, GGUF file, its files' names, sizes and modification
-times), device, dtype, torch threads, batch size, the scoring code and library versions, and the
-texts of the call in order. A CPU matrix product's sums depend on the batch a text is padded in,
-so a text scored in another batch may differ in its last bits: only the same call is answered
-from the cache, with the bits it gave. The score, baseline and evaluate stages score with the
-same model, and a stage whose calls are all in the cache loads no model at all.
+A text's pass is computed in one canonical way: in a batch of texts of its own token length with no padding
+(foilforge/batching.py `same_length_batches`), so its bits are a function of the model and the text alone, not
+of the other texts of the call or the batch size. That makes them storable: with $FOILFORGE_SCORE_CACHE set
+(`make repro` sets it to .foilforge-cache/scores, which DVC does not track) every pass is kept in the pass store
+(foilforge/pass_store.py), keyed by the model (its name, revision, GGUF file, its files' names, sizes and
+modification times), dtype, device kind and the scoring code, and the text. A causal LM's pass stores the
+log-probability and the pooled states the probes ask by default (`STORED_POOLS`) at once, so foil, score,
+baseline (text LM and probe) and evaluate run each text through SmolLM2 once between them, and a stage whose
+texts are all stored loads no model. Without the store every pass is computed, with the same bits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import struct
+from contextlib import contextmanager
 from pathlib import Path
 
-from foilforge.batching import ensure_pad_token, pad_ids
+from foilforge.batching import (
+    ACCELERATOR_ROWS,
+    canonical_rows,
+    ensure_pad_token,
+    fill_rows,
+    pad_ids,
+    same_length_batches,
+)
+from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
+from foilforge.pass_store import open_store
 
-SCORE_CACHE_ENV = "FOILFORGE_SCORE_CACHE"
+POOLINGS = ("mean", "last")
+#: the pooled states every causal LM pass stores beside its log-probability (layer, pooling, max_length): what
+#: the probes of params.yaml ask for by default (filters/attackers/hidden_probe.py), so they read the pass the
+#: text LM and the plausibility scorer made
+STORED_POOLS = ((-1, "mean", 64),)
 
 # weight-name fragments of the heads that must be trained
 MLM_HEAD_KEYS = ("cls.predictions", "lm_head", "predictions.", "generator_lm_head", "vocab_projector", "vocab_transform")
@@ -67,12 +80,6 @@ def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
 
 
-def score_cache_dir() -> Path | None:
-    """Where `CausalLM.sentence_logprobs` keeps its results ($FOILFORGE_SCORE_CACHE; unset or "off": nowhere)."""
-    value = os.environ.get(SCORE_CACHE_ENV)
-    return Path(value) if value and value != "off" else None
-
-
 def model_identity(spec: ModelSpec) -> dict:
     """The model a spec loads: its name, revision and GGUF file, and for a local model (or a `package:` one) the
     (name, size, mtime) of each of its files, so weights replaced under the same path are another model."""
@@ -85,15 +92,27 @@ def model_identity(spec: ModelSpec) -> dict:
     return {"name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf, "files": files}
 
 
+def device_kind(device) -> str:
+    """The kind of device a pass runs on, as far as it decides the bits: the CPU's vector instruction set (the
+    kernels torch picks), a GPU's model name."""
+    import torch
+
+    if device.type == "cpu":
+        return f"cpu:{torch.backends.cpu.get_cpu_capability()}"
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    return device.type
+
+
 def _scoring_code() -> dict:
     """This module's and its helpers' code, and the versions of the libraries that compute the numbers (read from
     the installed packages' metadata: no import)."""
     from importlib import metadata
 
-    from foilforge import batching, models
+    from foilforge import batching, models, pass_store
 
     digest = hashlib.sha256()
-    for module_file in (__file__, batching.__file__, models.__file__):
+    for module_file in (__file__, batching.__file__, models.__file__, pass_store.__file__):
         digest.update(Path(module_file).read_bytes())
     versions = {}
     for package in ("torch", "transformers", "tokenizers"):
@@ -104,12 +123,133 @@ def _scoring_code() -> dict:
     return {"code": digest.hexdigest()[:16], **versions}
 
 
-class CausalLM:
+@contextmanager
+def one_thread(on: bool = True):
+    """torch on one intra-op thread while a CPU pass runs (foilforge/batching.py: how threads share a product
+    decides its bits), the process's count after."""
+    import torch
+
+    before = torch.get_num_threads()
+    if on and before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if on and before != 1:
+            torch.set_num_threads(before)
+
+
+def pool_field(layer: int, pooling: str, max_length: int | None) -> str:
+    return f"pool:{layer}:{pooling}:{max_length}"
+
+
+def _pack_logprob(logprob: float, count: int) -> bytes:
+    return struct.pack("<dq", logprob, count)
+
+
+def _unpack_logprob(value: bytes) -> tuple[float, int]:
+    logprob, count = struct.unpack("<dq", value)
+    return logprob, count
+
+
+class StoredPasses:
+    """A model's passes over whole texts: read from the pass store where they are, computed canonically (batches of
+    one token length, no padding; on an accelerator a fixed row count) where they are not, and stored.
+
+    Subclasses say how a text is encoded (`encode`) and what a batch's pass gives (`_pass_fields`)."""
+
+    pass_kind = ""
+
     def __init__(self, spec: ModelSpec):
         self.spec = spec
         self._tokenizer = self._model = self._device = None
-        self._cache_identity = None
-        self.cache_hits = self.cache_misses = 0
+        self._store_key = None
+        self.cache_hits = self.cache_misses = 0  # texts answered from the store / computed and stored
+
+    @property
+    def device(self):
+        if self._device is None:
+            self._device = torch_device(self.spec)
+        return self._device
+
+    def store_key(self) -> str:
+        """The digest of everything that decides a pass's bits but the text (module docstring)."""
+        if self._store_key is None:
+            accelerator = self.device.type != "cpu"
+            identity = {"pass": self.pass_kind, "model": model_identity(self.spec), "dtype": self.spec.dtype,
+                        "device": device_kind(self.device), "rows": ACCELERATOR_ROWS if accelerator else None,
+                        "scoring": _scoring_code()}
+            self._store_key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
+        return self._store_key
+
+    def _fields(self, texts: list[str], wanted: list[str], pools: tuple, where: str,
+                rows: int | None = None) -> dict[str, dict[str, bytes]]:
+        """{text: {field: bytes}} holding every `wanted` field of every text; a text missing any of them gets a
+        pass, which computes `pools` (and whatever else the pass gives) and stores it. `rows`: texts a batch on
+        the CPU (speed only; default the spec's batch_size)."""
+        unique = list(dict.fromkeys(texts))
+        store = open_store()
+        found = store.get(self.store_key(), unique, wanted) if store is not None else {}
+        missing = [t for t in unique if any(f not in found.get(t, {}) for f in wanted)]
+        if store is not None:
+            self.cache_hits += len(unique) - len(missing)
+            self.cache_misses += len(missing)
+        if missing:
+            computed = self._passes(missing, pools, where, rows or self.spec.batch_size)
+            if store is not None:
+                store.put(self.store_key(), computed)
+            found.update(computed)
+        return found
+
+    def _encode_for(self, texts: list[str], pools: tuple) -> list[list[int]]:
+        return self.encode(texts)
+
+    def _passes(self, texts: list[str], pools: tuple, where: str, rows: int) -> dict[str, dict[str, bytes]]:
+        import torch
+
+        encoded = self._encode_for(texts, pools)
+        accelerator = self.device.type != "cpu"
+        rows = ACCELERATOR_ROWS if accelerator else rows
+        out: dict[str, dict[str, bytes]] = {}
+        with torch.inference_mode(), one_thread(not accelerator):
+            for batch in same_length_batches([len(e) for e in encoded], rows):
+                ids = torch.tensor([encoded[i] for i in batch], dtype=torch.long)
+                ids = fill_rows(ids, canonical_rows(ids.shape[1], accelerator))
+                for i, fields in zip(batch, self._pass_fields(ids.to(self.device), len(batch), pools, where)):
+                    out[texts[i]] = fields
+        return out
+
+    def _pooled(self, states, rows: int, pools: tuple, span, where: str) -> list[dict[str, bytes]]:
+        """The `pools` of the first `rows` rows of a batch's hidden states (a tuple, 0 = embeddings), over the
+        positions [first, end) that `span(width, max_length)` gives (`last`: the state at end - 1); row by row, so
+        each row's reduction has one shape whatever the batch."""
+        fields: list[dict[str, bytes]] = [{} for _ in range(rows)]
+        for layer, pooling, max_length in pools:
+            if not -len(states) <= layer < len(states):
+                raise ConfigError(f"{where}: layer is {layer} but the model has {len(states)} hidden-state layers "
+                                  "(0 = embeddings)")
+            if pooling not in POOLINGS:
+                raise ConfigError(f"{where}: pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+            hidden = states[layer]
+            first, end = span(hidden.shape[1], max_length)
+            for row in range(rows):
+                part = hidden[row, first:end].clone().float()
+                vector = part.mean(0) if pooling == "mean" else part[-1]
+                fields[row][pool_field(layer, pooling, max_length)] = vector.cpu().numpy().astype("<f4").tobytes()
+        return fields
+
+    def _states(self, texts: list[str], layer: int, pooling: str, max_length: int | None, pools: tuple,
+                where: str):
+        import numpy as np
+
+        field = pool_field(layer, pooling, max_length)
+        found = self._fields(texts, [field], pools, where)
+        rows = [np.frombuffer(found[t][field], dtype="<f4") for t in texts]
+        return np.stack(rows) if rows else np.zeros((0, 0), dtype="<f4")
+
+
+class CausalLM(StoredPasses):
+    pass_kind = "causal_lm"
 
     def load(self) -> "CausalLM":
         """The tokenizer and model loaded now: a model that cannot load fails here, not at its first use."""
@@ -131,28 +271,9 @@ class CausalLM:
         return self._model
 
     @property
-    def device(self):
-        if self._device is None:
-            self._device = torch_device(self.spec)
-        return self._device
-
-    @property
     def bos(self):
         tokenizer = self.tokenizer
         return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
-
-    def _cache_path(self, texts: list[str], batch_size: int) -> Path | None:
-        root = score_cache_dir()
-        if root is None:
-            return None
-        if self._cache_identity is None:
-            import torch
-
-            self._cache_identity = json.dumps({"model": model_identity(self.spec), "device": str(self.device),
-                                               "dtype": self.spec.dtype, "torch_threads": torch.get_num_threads(),
-                                               "scoring": _scoring_code()}, sort_keys=True)
-        key = hashlib.sha256(json.dumps([self._cache_identity, batch_size, texts]).encode("utf-8")).hexdigest()
-        return root / "causal_lm" / key[:2] / f"{key}.json"
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text with a start token first, so the first word is scored too."""
@@ -166,49 +287,88 @@ class CausalLM:
         return pad_ids(self.tokenizer, sequences)
 
     def sentence_logprobs(self, texts: list[str], batch_size: int | None = None) -> list[tuple[float, int]]:
-        """(sum of log p(token | prefix), number of scored tokens) for each text, in input order; from the score
-        cache (module docstring) when this very call was made before."""
-        batch_size = batch_size or self.spec.batch_size
+        """(sum of log p(token | prefix), number of scored tokens) for each text, in input order: from the pass
+        store, or computed (module docstring). `batch_size`: texts a batch on the CPU (speed only: no bits move)."""
         texts = list(texts)
-        cached = self._cache_path(texts, batch_size) if texts else None
-        if cached is not None and cached.is_file():
-            stored = json.loads(cached.read_text(encoding="utf-8"))
-            if len(stored) == len(texts):
-                self.cache_hits += 1
-                return [(float(lp), int(n)) for lp, n in stored]
-        results = self._sentence_logprobs(texts, batch_size)
-        if cached is not None:
-            from foilforge.io import atomic_write
+        found = self._fields(texts, ["logprob"], STORED_POOLS, self.spec.param_key, batch_size)
+        return [_unpack_logprob(found[t]["logprob"]) for t in texts]
 
-            self.cache_misses += 1
-            with atomic_write(cached) as handle:
-                handle.write(json.dumps(results))
-        return results
+    def pooled_states(self, texts: list[str], layer: int = -1, pooling: str = "mean", max_length: int | None = 64,
+                      where: str | None = None):
+        """(texts x hidden size) float32: each text's hidden states of `layer` (0 = embeddings, -1 the last),
+        pooled over its first `max_length` tokens (`mean`) or taken at the last of them (`last`); the start token
+        is left out (a text without tokens: the start token's state). From the pass that gives the log-probability,
+        whichever of the two was asked first."""
+        pools = tuple(dict.fromkeys((*STORED_POOLS, (layer, pooling, max_length))))
+        return self._states(list(texts), layer, pooling, max_length, pools, where or self.spec.param_key)
 
-    def _sentence_logprobs(self, texts: list[str], batch_size: int) -> list[tuple[float, int]]:
-        import torch
+    def _pass_fields(self, ids, rows: int, pools: tuple, where: str) -> list[dict[str, bytes]]:
+        out = self.model(input_ids=ids, output_hidden_states=bool(pools))
+        length = ids.shape[1]
+        # every row of the batch (on an accelerator its fixed shape), then the real ones
+        sums = token_logprobs(out.logits[:, :-1], ids[:, 1:]).sum(-1)[:rows].tolist() if length > 1 else [0.0] * rows
+        start = 1 if self.bos is not None else 0
 
+        def span(width, max_length):
+            text_tokens = width - start
+            if text_tokens <= 0:
+                return 0, width
+            return start, start + (text_tokens if max_length is None else min(text_tokens, max_length))
+
+        fields = self._pooled(out.hidden_states, rows, pools, span, where) if pools else [{} for _ in range(rows)]
+        for row in range(rows):
+            fields[row]["logprob"] = _pack_logprob(float(sums[row]), length - 1)
+        return fields
+
+    def _encode_for(self, texts: list[str], pools: tuple) -> list[list[int]]:
         encoded = self.encode(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        results: list[tuple[float, int] | None] = [None] * len(texts)
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                ids, mask = self.pad([encoded[i] for i in idx])
-                # one copy per batch; right padding keeps every text at positions 0..n-1
-                ids, mask = ids.to(self.device), mask.to(self.device)
-                logits = self.model(input_ids=ids, attention_mask=mask).logits
-                token_lp = token_logprobs(logits[:, :-1], ids[:, 1:]) * mask[:, 1:]
-                sums = token_lp.sum(-1).tolist()
-                counts = mask[:, 1:].sum(-1).tolist()
-                for row, i in enumerate(idx):
-                    results[i] = (float(sums[row]), int(counts[row]))
-        return results  # type: ignore[return-value]
+        empty = [t for t, ids in zip(texts, encoded) if not ids]
+        if empty:
+            raise ValueError(f"{self.spec.describe()}: {empty[0]!r} has no tokens, and the tokenizer no start token")
+        return encoded
 
     def perplexities(self, texts: list[str], batch_size: int | None = None) -> list[float]:
         import math
 
         return [math.exp(-lp / max(n, 1)) for lp, n in self.sentence_logprobs(texts, batch_size)]
+
+
+class TextEncoder(StoredPasses):
+    """An encoder's (a BERT-style model's) pooled hidden states of whole texts, with the tokenizer's special tokens,
+    truncated to `max_length` tokens; pooled over every token (`mean`) or the last (`last`)."""
+
+    pass_kind = "encoder"
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.spec)  # no padding: a batch's texts have one length
+        return self._tokenizer
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = load_transformers_model(self.spec, "AutoModel")
+        return self._model
+
+    def encode(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids of each text with the tokenizer's special tokens, at most `max_length` of them."""
+        if not texts:
+            return []
+        return self.tokenizer(list(texts), truncation=max_length is not None, max_length=max_length)["input_ids"]
+
+    def _encode_for(self, texts: list[str], pools: tuple) -> list[list[int]]:
+        [(_, _, max_length)] = pools  # an encoder pass is asked for one pool: its truncation is the pass's input
+        return self.encode(texts, max_length)
+
+    def pooled_states(self, texts: list[str], layer: int = -1, pooling: str = "mean", max_length: int | None = 64,
+                      where: str | None = None):
+        return self._states(list(texts), layer, pooling, max_length, ((layer, pooling, max_length),),
+                            where or self.spec.param_key)
+
+    def _pass_fields(self, ids, rows: int, pools: tuple, where: str) -> list[dict[str, bytes]]:
+        out = self.model(input_ids=ids, output_hidden_states=True)
+        return self._pooled(out.hidden_states, rows, pools, lambda width, _: (0, width), where)
 
 
 class MaskedLM:

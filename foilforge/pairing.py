@@ -25,8 +25,10 @@ under foilers/pairers/) with two methods:
   (foilforge/groups.py `Claim`). A partner's *support* is the share of its claims
   supported; one below the instrument's `pairing.min_support` (default 1.0, every
   claim) is never offered and is counted by reason. A pairer may refuse such
-  partners itself (`self.refusals.refuse_partners`) instead of building them, and
-  may refuse a record outright (`refuse_record`: its own image states the foil).
+  partners itself (`self.refusals.refuse_partners`) instead of building them,
+  refuse a record's pairing (`refuse_record`: the edit is not read as a claim), or
+  refuse the record as a foil (`refuse_foil`: its own image's annotations state
+  the foil's part; select never keeps it).
   Deterministic; a model may only rank candidates, never accept one.
 
 `pair_records` then gives each record at most one partner and each partner image
@@ -56,6 +58,9 @@ class Pairer:
     relative_messages = True
     #: the share of a partner's claims that must be supported (`search_partners` sets it from params.yaml)
     min_support: float = 1.0
+    #: what the pairer checks of the record's own image, refusing as a foil a record whose foil it finds stated
+    #: there (`refuse_foil`); "": no such check (the manifest and the card say which ran)
+    own_image_check: str = ""
 
     @property
     def refusals(self) -> Refusals:
@@ -85,6 +90,11 @@ class Pairer:
 
 def build_pairer(name: str, args: dict | None = None, where: str = "params") -> Pairer:
     return PAIRERS.build(PAIRERS.newest(name), args, where)
+
+
+def own_image_check(name: str | None) -> str:
+    """The registered pairer's `own_image_check` ("" for none, or no pairer)."""
+    return PAIRERS.get(PAIRERS.newest(name)).own_image_check if name else ""
 
 
 def instrument_pairer(params: dict, instrument: str) -> Pairer | None:

@@ -183,8 +183,12 @@ class _Pruning:
         self.max_batch_tokens = max_batch_tokens
 
     def score(self, items: Sequence[Item]) -> list[list[float]]:
-        """Log-probability score of every fill of every (left, right, fills) item; higher = better."""
-        with self.attention_kernels(self.lm.device):
+        """Log-probability score of every fill of every (left, right, fills) item; higher = better. On a CPU the
+        passes run on one torch thread (foilforge/lm.py `one_thread`), so their bits do not depend on the threads
+        the process has (on 1 and 2 threads relations' foils differed in their last bits)."""
+        from foilforge.lm import one_thread
+
+        with self.attention_kernels(self.lm.device), one_thread(self.lm.device.type == "cpu"):
             return self._score(items)
 
     def attention_kernels(self, device):
@@ -605,7 +609,8 @@ def scoring_code() -> dict:
 
 def scorer_identity(scorer) -> dict:
     """What makes two span scorers give the same numbers: kind, model, its files, device, dtype, the speed args, the
-    torch threads (a CPU matrix product sums in an order that depends on them), the code.
+    torch threads (a matrix product sums in an order that depends on them: on a CPU the scorer runs on one), the
+    code.
 
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
     same path are a different model. A hub id enters as id and revision. The code is `scoring_code()`.
@@ -624,7 +629,7 @@ def scorer_identity(scorer) -> dict:
             "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
             "max_batch_tokens": scorer.max_batch_tokens, "sdpa_backends": scorer.sdpa_backends,
             "merge_prefix_lengths": scorer.merge_prefix_lengths,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": 1 if scorer.lm.device.type == "cpu" else torch.get_num_threads(),
             "code": scoring_code()}
 
 

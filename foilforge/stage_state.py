@@ -1,11 +1,11 @@
 """What a stage keeps for its own run in module-level state, forgotten between the stages of one process.
 
 A stage process usually runs one stage and exits. `foilforge repro` runs many stages one after another in one
-long-lived worker (pipeline/stages/repro.py). A module-level cache that holds results of one run (hidden-state
-vectors computed in that run's batches: a text's vector can differ in its last bits with the batch it was
-computed in) registers with `per_stage`, and the worker calls `reset()` before each stage, so what a stage writes
-never depends on which stage ran before it in the same process. Loaded models and pipelines are tools, not run
-state: they stay loaded.
+long-lived worker (pipeline/stages/repro.py). A module-level cache that holds results of one run (the probe's
+hidden-state vectors of the stage's texts) registers with `per_stage`, and the worker calls `reset()` before each
+stage, so what a stage writes never depends on which stage ran before it in the same process, and a worker does
+not hold every stage's results. Loaded models and pipelines are tools, not run state: they stay loaded; what
+outlives a stage on purpose is in files (the pass store, foilforge/pass_store.py).
 """
 
 from __future__ import annotations

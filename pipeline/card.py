@@ -277,7 +277,14 @@ def validity_line(manifest: dict) -> str | None:
             f"sha256 {entailment['table_sha256'][:12]}) on {runs or 'no instrument'}")
     nli = checks["nli"]["instruments"]
     ran = "; ".join(f"{name}: {', '.join(models)}" for name, models in nli.items())
-    return line + (f"; NLI filter {ran}" if ran else "; NLI filter not run")
+    line += f"; NLI filter {ran}" if ran else "; NLI filter not run"
+    # the pairers' own-image checks, one clause a check: "foils refused where <check>: plurals (3), ..."
+    by_check: dict[str, list[str]] = {}
+    for name, info in ((checks.get("own_image") or {}).get("instruments") or {}).items():
+        by_check.setdefault(info["check"], []).append(f"{name} ({sum(info['refused'].values())})")
+    for check, counts in by_check.items():
+        line += f"; foils refused where {check}: {', '.join(counts)}"
+    return line
 
 
 def blind_check_rows(manifest: dict) -> tuple[list[list], set[str]]:

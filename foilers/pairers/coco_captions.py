@@ -14,15 +14,23 @@ claim is *supported* by a partner caption that makes the same statement. A partn
 * never state the caption's part: (cat, on, table); the noun dog, anywhere; the noun in the caption's number; for a
   swap or a replacement, any statement of the caption that the foil lacks (an addition's caption has no part of its
   own: what it says, the foil says too). The record's own image, the other way round, must never state the foil's
-  part, or no partner makes a valid group (the record is refused);
+  part (another caption of it says "two dogs" where the foil says "some dogs", or names the object an addition
+  added): then the foil may be true of its own image, and the record is refused as a foil
+  (`refusals.refuse_foil`; select never keeps it). So is a swap whose both readings one image's captions state
+  ("riding a surfboard on a wave" and "riding a wave on a surfboard" of one surfer): the exchange of roles
+  contradicts nothing;
 * agree with COCO's object annotations where the source has them (`instances`: for foil_it the foil's category
   annotated and the caption's not, for plurals as many instances as the foil's number says);
 * support at least `min_support` of the claims (params.yaml `pairing.min_support`, default every claim).
 
 Claims may be supported by different captions of the partner: each caption is a person's true description of the
-same image, so each statement it makes is true of the image. What spreading them allows that one caption would
-not is that two statements about one noun are about two of its instances (one caption's brown dog, another's
-sleeping dog); the statements bind each attribute, relation and action to its noun, which keeps that rare.
+same image, so each statement it makes is true of the image. What describes one noun (its number, attributes,
+compounds, numerals, where it is: the relations it is the first noun of, the actions it takes part in) must come
+from one caption, though: two captions may speak of two instances of it ("two men sit" in one, "a man standing" in
+another do not say that two men stand; "a man standing with his hands on a table" and "two men sitting near a
+table" do not say that a man sits on a table), and a partner whose captions state a noun's claims only across
+captions is refused ("one noun's claims split over captions"). A relation's second noun is only named by it; a word
+may come from any caption.
 
 Three routes find partners, and the claims decide:
 
@@ -50,6 +58,7 @@ from foilforge.foilers.lang.claims import (
     lemma,
     minimal_key,
     noun_number,
+    noun_of,
     statement_text,
 )
 from foilforge.groups import Claim
@@ -63,6 +72,8 @@ INSTANCES_DISAGREE = "COCO instances disagree"
 OWN_IMAGE_STATES_FOIL = "its own image's captions state the foil's part"
 NO_EDIT_CLAIM = "the parse reads no claim at the edit"
 MIRRORED = "the mirror of another record's group"
+NOUN_SPLIT = "one noun's claims split over captions"
+SWAP_BOTH_STATED = "a swap whose both readings one image's captions state"
 MODES = ("auto", "relations", "foil_it", "plurals", "swap", "replace", "add")
 #: the mode `auto` reads off a record's phenomenon (VALSE's and SugarCrepe's types)
 PHENOMENON_MODES = {"relations": "relations", "plurals": "plurals", "noun phrases": "foil_it", "swap-obj": "swap",
@@ -92,12 +103,16 @@ class _Edit:
     old_noun: object = None
     new_noun: object = None
     new_number: str = ""
+    #: the refs of the claims describing one noun of the foil, per noun with two or more (one caption must state them)
+    nouns: tuple[tuple, ...] = ()
 
 
 @PAIRERS.register("coco_captions.v1")
 class CocoCaptions(Pairer):
     evidence = ("another COCO image whose captions state every claim of the foil (its nouns, their attributes, "
                 "relations and actions) and never the caption's part")
+    own_image_check = ("another caption of the image states the foil's part, or (a swap) one image's captions state "
+                       "both the caption's and the foil's")
 
     def __init__(self, spacy_model: str = "en_core_web_sm", mode: str = "auto", max_partners: int = 50,
                  encoder: dict | str | None = None):
@@ -274,8 +289,13 @@ class CocoCaptions(Pairer):
             return None   # the foil's parse does not read the edit as a statement of its own ("a laptop phone")
         edited = frozenset(states) | {s.ref for s in claims if s.ref not in caption_refs}
         ordered = sorted(claims, key=lambda s: (s.ref not in edited, max(s.tokens), KINDS.index(s.kind)))
+        described: dict[int, list] = defaultdict(list)
+        for statement in ordered:
+            if noun_of(statement) is not None:
+                described[noun_of(statement)].append(statement.ref)
         return _Edit(states=states, never=never, never_nouns=never_nouns, claims=tuple(ordered), edited=edited,
-                     absent=absent, old_noun=old, new_noun=new, new_number=new_number)
+                     absent=absent, old_noun=old, new_noun=new, new_number=new_number,
+                     nouns=tuple(tuple(refs) for _, refs in sorted(described.items()) if len(refs) > 1))
 
     # ---------------------------------------------------------------- COCO instances
 
@@ -307,6 +327,24 @@ class CocoCaptions(Pairer):
 
     # ---------------------------------------------------------------- candidates
 
+    def _one_caption(self, refs: tuple, name: str) -> set | None:
+        """The image's captions that state every one of `refs` the image states at all (None: it states at most one
+        of them, so nothing is to be read together)."""
+        stated = [set(self.images_stating(ref).get(name, ())) for ref in refs]
+        stated = [ids for ids in stated if ids]
+        return set.intersection(*stated) if len(stated) > 1 else None
+
+    def _splits_a_noun(self, name: str, edit: _Edit) -> bool:
+        """Whether the image's captions state some noun's claims only across captions (possibly two instances)."""
+        return any(self._one_caption(refs, name) == set() for refs in edit.nouns)
+
+    def _both_readings_stated(self, edit: _Edit) -> bool:
+        """Whether one image's captions state every statement the swap made and every one it undid ("a man riding a
+        wave on a surfboard" and "a man riding a surfboard on a wave" of one surfer): the two texts have the same
+        words, and people said both of one picture, so the exchange of roles contradicts nothing."""
+        stating = [set(self.images_stating(ref)) for ref in (*edit.states, *edit.never)]
+        return bool(stating) and bool(set.intersection(*stating))
+
     def _states_any(self, name: str, edit: _Edit) -> bool:
         """Whether the image's captions state any of the caption's part."""
         image = self._images[name]
@@ -320,10 +358,16 @@ class CocoCaptions(Pairer):
                 self.refusals.refuse_record(record["id"], NO_EDIT_CLAIM)
             return []
         own = record.get("image_file")
-        if own in self._images and any(own in self.images_stating(ref) for ref in edit.states):
-            self.refusals.refuse_record(record["id"], OWN_IMAGE_STATES_FOIL)
+        # a singular is no claim of number ("a giraffe eating leaves" is said of an image with two giraffes): another
+        # caption's singular never makes "exactly one giraffe" true of the record's image, a plural does "some"
+        claimed = [ref for ref in edit.states if ref[0] != "number" or ref[-1] == "plural"]
+        if own in self._images and any(own in self.images_stating(ref) for ref in claimed):
+            self.refusals.refuse_foil(record["id"], OWN_IMAGE_STATES_FOIL)
             return []
         mode = self._mode(record)
+        if mode == "swap" and self._both_readings_stated(edit):
+            self.refusals.refuse_foil(record["id"], SWAP_BOTH_STATED)
+            return []
         stating = [set(self.images_stating(ref)) for ref in edit.states]
         base = set.intersection(*stating) - {own} if stating else set()
         if not base:
@@ -351,7 +395,9 @@ class CocoCaptions(Pairer):
         accepted, refused = [], {}
         for name in sorted(base):
             support = 1.0 if name in minimal else supported[name] / len(claims)
-            if support >= self.min_support:
+            if support >= self.min_support and name not in minimal and self._splits_a_noun(name, edit):
+                refused[NOUN_SPLIT] = refused.get(NOUN_SPLIT, 0) + 1
+            elif support >= self.min_support:
                 accepted.append((name, support))
             else:
                 first = next(s for s in claims if name not in self.images_stating(s.ref))
@@ -375,9 +421,13 @@ class CocoCaptions(Pairer):
         return self._claims(edit, image_file, minimal_caption)
 
     def _claims(self, edit: _Edit, name: str, minimal_caption: str | None) -> tuple[Claim, ...]:
+        # a claim describing a noun is supported by the captions that state all the image states of that noun
+        together = {ref: self._one_caption(refs, name) for refs in edit.nouns for ref in refs}
         claims = []
         for statement in edit.claims:
             stated = list(self.images_stating(statement.ref).get(name, []))
+            if stated and together.get(statement.ref):
+                stated = sorted(together[statement.ref])
             if minimal_caption is not None and minimal_caption not in stated:
                 stated.append(minimal_caption)
             claims.append(Claim(kind=statement.kind, text=statement.text(), supported_by=tuple(sorted(stated)),

@@ -284,8 +284,11 @@ class InstructLLMProposer(Proposer):
     def generate(self, tokenizer, model, texts: list[str], seeds: list[int], batch_size: int,
                  progress: bool = False) -> list[str]:
         """The model's answer to each chat text: batches of similar length (left padding) when greedy, one text at
-        a time under its own seed when sampling."""
+        a time under its own seed when sampling. On a CPU it generates on one torch thread, as the span scorer
+        scores (foilforge/lm.py `one_thread`): a greedy argmax must not depend on the threads the process has."""
         import torch
+
+        from foilforge.lm import one_thread
 
         encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         order = sorted(range(len(texts)), key=lambda i: (len(encoded[i]), i))
@@ -308,7 +311,7 @@ class InstructLLMProposer(Proposer):
                                    return_attention_mask=True, return_tensors="pt")
             if self.do_sample:
                 torch.manual_seed(seeds[batch[0]])
-            with torch.no_grad():
+            with torch.no_grad(), one_thread(device.type == "cpu"):
                 generated = model.generate(input_ids=padded["input_ids"].to(device),
                                            attention_mask=padded["attention_mask"].to(device), **settings)
             width = padded["input_ids"].shape[1]

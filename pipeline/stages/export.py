@@ -17,7 +17,8 @@ instrument but absent from its records, and registered filters not run at
 all, are named in the manifest (`filters_not_run`) and the data card, so a
 reader sees at once that, say, no NLI filter ran on an offline build. The manifest's `validity_checks` says
 which checks that a foil is false where its caption is true ran: the offline entailment check (its table's
-version and hash, WordNet's version, what it refused per instrument) and the NLI filter with its model.
+version and hash, WordNet's version, what it refused per instrument), the NLI filter with its model, and the
+pairer's own-image check (the foils select refused because another caption of their image states the foil's part).
 
 An instrument whose foiler has a release format of its own (predicate-noun's
 eval_set.json, BD2BB's CSV) also gets that file: the foiler class's
@@ -186,6 +187,7 @@ def validity_checks(params: dict, instruments: dict) -> dict:
     declares an edit kind, the candidates it saw and refused by reason (the foil stage's metrics); and the NLI
     filter, with its model, on the instruments whose records it scored (none on an offline build)."""
     from foilforge.entailment import describe
+    from foilforge.pairing import own_image_check
     from foilforge.pipeline.plugins import instrument_edit_kind
 
     checked = {}
@@ -200,8 +202,17 @@ def validity_checks(params: dict, instruments: dict) -> dict:
     nli = {name: (entry.get("filters") or {})["nli"]["model"] for name, entry in sorted(instruments.items())
            if "nli" in (entry.get("filters") or {})}
     configured = ((params.get("models") or {}).get("nli") or {}).get("name_or_path")
+    # the pairer's check of a foil against its own image's other annotations (coco_captions: another caption of
+    # the image states the foil's part), refused at select
+    own = {}
+    for name, entry in sorted(instruments.items()):
+        groups = entry.get("groups") or {}
+        check = own_image_check(groups.get("pairer"))
+        if check:
+            own[name] = {"check": check, "refused": groups.get("foils_refused") or {}}
     return {"entailment": {**describe(), "instruments": checked},
-            "nli": {"instruments": nli, "configured_model": configured}}
+            "nli": {"instruments": nli, "configured_model": configured},
+            "own_image": {"instruments": own}}
 
 
 # ---------------------------------------------------------------- Winoground groups
@@ -235,7 +246,8 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     entry = {"pairer": pairing["pairer"], "why": None if pairing["pairer"] else pairing.get("why"),
              "kept_pairs": exported, "groups": 0, "coverage": None, "valid_groups": None, "file": None,
              "unpaired": select_report.get("unpaired"),
-             "set_aside_for_a_pairable_candidate": select_report.get("set_aside_for_a_pairable_candidate")}
+             "set_aside_for_a_pairable_candidate": select_report.get("set_aside_for_a_pairable_candidate"),
+             "foils_refused": select_report.get("foils_refused")}
     if not pairing["pairer"]:
         return entry
     image_root = settings["image_root"]

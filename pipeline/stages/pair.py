@@ -58,6 +58,8 @@ def find(params: dict, instrument: str, input_path, samples_path, output_path, m
                "held_by_other_member": len(rows) - len(holders), "min_support": settings["min_support"],
                "ranked_by": getattr(pairer, "ranked_by", None),
                "records_refused": dict(sorted(Counter(refusals.records.values()).items())),
+               # refused as foils (select never keeps them): their own image's captions state the foil's part
+               "foils_refused": dict(sorted(Counter(refusals.foils.values()).items())),
                "refused_partners": dict(sorted(sum((Counter(c) for c in refusals.partners.values()), Counter()).items()))}
     write_json(metrics_path, metrics)
     return metrics

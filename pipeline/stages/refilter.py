@@ -131,7 +131,7 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     checked = [r for r in scored if EDIT_REFUSED not in r]
     kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=item_mode,
                                      adversarial=settings_for(params, like), progress=progress,
-                                     refused_by=edit_refusals_like(params, like, checked))
+                                     refused_foils=edit_refusals_like(params, like, checked))
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
     refused = dict(metrics["refused"])
     for record in entailed:

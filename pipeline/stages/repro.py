@@ -73,13 +73,19 @@ _TORCH_THREADS: list[int] = []
 
 def _start_worker(jobs: int = 1) -> None:
     """The worker's first acts: to die with the process that started it (Linux; a worker left running after
-    `foilforge repro` is killed would go on with a stage nobody waits for), and torch's thread count as a new
-    process has it, to give every stage the same.
+    `foilforge repro` is killed would go on with a stage nobody waits for), and torch's thread count, to give
+    every stage the same.
 
     With other workers beside it, OpenMP's threads (torch's, scikit-learn's) sleep instead of spinning while they
     wait (OMP_WAIT_POLICY=PASSIVE, unless the environment sets it): two score stages side by side on 2 cores,
-    each with torch's 2 threads, took 72-76 CPU-s each spinning and 37-39 sleeping, with the same outputs; the
-    thread count, and so how the sums are split, does not change."""
+    each with torch's 2 threads, took 72-76 CPU-s each spinning and 37-39 sleeping, with the same outputs. And
+    the workers share the cores rather than each taking them all: torch gets `cores // jobs` threads (at least
+    one; fewer if the environment asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread
+    each, and spend less CPU for it (foil relations 100 CPU-s against 110 on 2 threads). The sample build's bits
+    do not move with it: a text's model pass (foilforge/lm.py) and the span scorer (foilforge/scorers.py) run
+    on one thread on a CPU whatever the process has, and score, baseline and foil write the same bytes with the
+    process on 1 and 2 threads (benchmarks/results/pass_store.json). What else sums with torch on a CPU (the
+    paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
     import signal
 
     if jobs > 1:
@@ -94,6 +100,10 @@ def _start_worker(jobs: int = 1) -> None:
         import torch
     except ImportError:
         return
+    if jobs > 1:
+        share = max(1, (os.cpu_count() or 1) // jobs)
+        if torch.get_num_threads() > share:
+            torch.set_num_threads(share)
     _TORCH_THREADS.append(torch.get_num_threads())
 
 

