@@ -407,6 +407,43 @@ def test_the_coco_pairer_groups_each_type_only_where_every_claim_is_stated(type_
     assert any(c.edited for c in partners[0].claims)
 
 
+#: per type: another caption of the record's own image that states the foil's part (the foil may be true of it)
+OWN_IMAGE_STATES_FOIL = {
+    "replace_obj": "A horse and a man on the sand.",
+    "replace_att": "A blue car next to a red car.",
+    "replace_rel": "A man feeding a horse in a field.",
+    "add_obj": "A cow grazing near a sheep.",
+    "add_att": "A brown dog asleep next to a cat.",
+}
+
+
+@pytest.mark.parametrize("type_", sorted(GROUPS))
+def test_a_foil_its_own_image_states_is_refused_as_a_foil_for_each_type(type_):
+    from foilforge.pairing import PAIRERS, search_partners
+
+    (caption, foil), others, _ = GROUPS[type_]
+    samples = [coco(1, "1", caption), coco(99, "1", OWN_IMAGE_STATES_FOIL[type_])]
+    samples += [coco(i + 2, str(i + 2), text) for i, text in enumerate(others)]
+    record = sugar_record(type_, caption, foil)
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", {"spacy_model": SPACY}), [record], samples)
+    assert refusals.foils == {record["id"]: "its own image's captions state the foil's part"}
+    assert found[record["id"]] == []
+
+
+def test_an_added_attribute_and_the_rest_of_its_noun_come_from_one_caption_of_the_partner():
+    """"A brown dog sleeping on a couch." is not said by "a brown dog running on a beach" and "a dog sleeping on a
+    couch" of one image: two dogs, maybe."""
+    from foilforge.pairing import PAIRERS, search_partners
+
+    caption, foil = "A dog sleeping on a couch.", "A brown dog sleeping on a couch."
+    samples = [coco(1, "1", caption), coco(2, "2", "A brown dog running on a beach."),
+               coco(3, "2", "A dog sleeping on a couch."), coco(4, "3", "A brown dog sleeping on a couch.")]
+    record = sugar_record("add_att", caption, foil)
+    found, refusals = search_partners(PAIRERS.build("coco_captions.v1", {"spacy_model": SPACY}), [record], samples)
+    assert [p.image_file for p in found[record["id"]]] == ["3.jpg"]
+    assert refusals.partners[record["id"]] == {"one noun's claims split over captions": 1}
+
+
 def test_any_text_only_function_scores_zero_on_the_new_group_files(tmp_path):
     """The group files export writes for the new types: any text-only score has text, image and group scores 0."""
     import hashlib
