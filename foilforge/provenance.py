@@ -96,6 +96,11 @@ def model_blocks(params: dict) -> dict[str, dict]:
             block = (args or {}).get(arg)
             if isinstance(block, dict) and block.get("name_or_path"):
                 blocks[f"instruments.{name}.args.{arg}"] = block
+            # a proposer plug-in's block ({name, args}; foilforge/proposers.py): the models among its args
+            inner = block.get("args") if isinstance(block, dict) and "name" in block else None
+            for key, value in sorted((inner or {}).items()):
+                if isinstance(value, dict) and value.get("name_or_path"):
+                    blocks[f"instruments.{name}.args.{arg}.args.{key}"] = value
     return blocks
 
 

@@ -85,6 +85,8 @@ class Foil:
     score: float | None = None
     #: what `propose` hands to `choose` and is not part of the record (a parsed statement, a slot)
     internal: dict = field(default_factory=dict, repr=False, compare=False)
+    #: fields the record's `provenance` carries beside the foiler and spans (the edit `{type, span, old, new}`)
+    provenance: dict = field(default_factory=dict)
 
     def key(self) -> tuple[str, str]:
         return (self.caption, self.foil)
@@ -108,6 +110,7 @@ def foil_record(sample: Sample, foil: Foil, *, instrument: str, foiler: str, phe
             "foiler": foiler,
             "caption_span": list(foil.caption_span) if foil.caption_span else None,
             "foil_span": list(foil.foil_span) if foil.foil_span else None,
+            **foil.provenance,
         },
     }
     for key in SOURCE_FIELDS:

@@ -89,7 +89,9 @@ def to_records(fmt: str, rows: list[tuple[str, dict]], path, instrument: str) ->
             classes, classes_foil = row["classes"], row["classes_foil"]
         else:
             classes, classes_foil = _differing_words(caption, foil)
+        image = row.get(IMAGE_FIELD[fmt])
         records.append({"id": f"{instrument}:{key}", "sample_id": f"{instrument}:{key}", "released_key": key,
                         "caption": caption, "foil": foil, "classes": classes, "classes_foil": classes_foil,
+                        **({"image_file": image} if isinstance(image, str) else {}),
                         **({"mturk": row["mturk"]} if isinstance(row.get("mturk"), dict) else {})})
     return records

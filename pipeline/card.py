@@ -159,7 +159,8 @@ def exported_groups(entry: dict) -> int | None:
 
 def what_would_change(entry: dict) -> str:
     """What would change the verdict: nothing (certified), more pairs (inconclusive), a stricter filter (a reading
-    off chance), and where the instrument has groups, a group-only release (blind by construction)."""
+    off chance; for an addition, groups: no filter removes its length shortcut), and where the instrument has
+    groups, a group-only release (blind by construction)."""
     from foilforge.filters.certification import CERTIFIED, OVER_BALANCED, SOLVABLE, UNDECIDED, about
 
     gate, groups = entry.get("gate") or {}, exported_groups(entry)
@@ -171,6 +172,10 @@ def what_would_change(entry: dict) -> str:
         return "nothing: certified"
     if status == UNDECIDED:
         change = f"about {about(gate.get('needed'))} pairs: more source data"
+    elif status == SOLVABLE and str(((entry.get("foil_stats") or {}).get("edit_checks") or {}).get("type", "")
+                                     ).startswith("add_"):
+        # an addition's foil is always the longer text: no filter removes that from a pair, a second image does
+        change = "Winoground groups: an added object or attribute makes every foil the longer text"
     elif status == SOLVABLE:
         change = "a filter that removes what the attacker reads (params.yaml adversarial)"
     elif status == OVER_BALANCED:
@@ -335,6 +340,47 @@ def group_rows(manifest: dict) -> list[list]:
     return rows
 
 
+def sugar_rows(manifest: dict) -> list[list]:
+    """Per SugarCrepe-type instrument (its foil metrics carry `edit_checks`): the proposer, the funnel from the
+    foiler's sites to the export, and the reasons candidates were refused, most frequent first."""
+    rows = []
+    for name, entry in manifest["instruments"].items():
+        stats = entry.get("foil_stats") or {}
+        checks = stats.get("edit_checks")
+        if not checks:
+            continue
+        refused = {**(checks.get("refused") or {})}
+        for reason, n in (entry.get("refused") or {}).items():
+            refused[f"select: {reason}"] = refused.get(f"select: {reason}", 0) + n
+        reasons = "; ".join(f"{reason} {n}" for reason, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0])))
+        groups = (entry.get("groups") or {}).get("groups")
+        rows.append([name, checks.get("proposer", "?"), checks.get("sites", 0), checks.get("answers", 0),
+                     checks.get("passed", 0), (stats.get("counts") or {}).get("records", "?"),
+                     entry["counts"].get("exported", 0), "n/a" if groups is None else groups, reasons or "none"])
+    return rows
+
+
+def sugar_notes(manifest: dict) -> list[str]:
+    """What a reader must know of the SugarCrepe types built: an offline instruct model demonstrates the path, not
+    the quality; the additions carry the length shortcut unless grouped (with the length attacker's reading)."""
+    notes = []
+    for name, entry in manifest["instruments"].items():
+        settings = (entry.get("foil_stats") or {}).get("proposer_settings") or {}
+        if str(settings.get("model", "")).startswith("package:"):
+            notes.append(f"{name}: worded by {settings['model']}, a small offline instruct model: it demonstrates the "
+                         "instruct_llm path, not the quality of the instruct models the proposer is meant for "
+                         "(docs/sugarcrepe.md); most of its answers are refused by the checks")
+        if name.split("@")[0] in ("add_obj", "add_att") and (entry.get("foil_stats") or {}).get("edit_checks"):
+            length = (((entry.get("gate") or {}).get("attackers") or {}).get("length") or {}).get("after") or {}
+            reading = f" (the length attacker reads {share(length['accuracy'])} of the kept pairs)" \
+                if length.get("accuracy") is not None else ""
+            groups = (entry.get("groups") or {}).get("groups")
+            notes.append(f"{name}: every foil is its caption plus words, so \"the shorter text is the caption\" solves "
+                         f"the ungrouped pairs without the image{reading}; no filter can remove that from a pair, only "
+                         f"a second image does: use its Winoground groups ({groups or 0} exported)")
+    return notes
+
+
 def format_rows(manifest: dict) -> list[list]:
     """Per instrument and harness format: the records written, the files, what was left out."""
     return [[name, fmt_name, entry["records"], ", ".join(entry["files"]) or "none",
@@ -362,6 +408,7 @@ def datacard_text(manifest: dict) -> str:
         held_out_scorers="; ".join(sorted(held_out_names)) or "none",
         gated=any(entry.get("gate") for entry in instruments.values()), gate_rows=gate_rows(manifest),
         group_rows=group_rows(manifest), format_rows=format_rows(manifest),
+        sugar_rows=sugar_rows(manifest), sugar_notes=sugar_notes(manifest),
         source_rows=[[source, info["path"], info["sha256"] or "missing"]
                      for source, files in manifest["sources"].items() for info in files.values()],
         not_validated=[name for name, entry in instruments.items() if not entry.get("validation")])

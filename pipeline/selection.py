@@ -17,13 +17,37 @@ def _one_or_all(values: set):
     return values[0] if len(values) == 1 else (values or None)
 
 
+def exact_edit_refusals(records: list[Record], spacy_model: str, edit_type: str | None = None,
+                        param_key: str = "spacy_model") -> dict[str, str]:
+    """{record id: why it is not exactly an edit of its SugarCrepe type} (foilers/lang/exact_edits.py): the type of
+    each record's `provenance.edit`, or `edit_type` for records without one (a released file refiltered `--like` a
+    SugarCrepe-type instrument); records of neither are not judged here."""
+    typed: dict[str, list] = {}
+    for record in records:
+        edit_type_of = ((record.get("provenance") or {}).get("edit") or {}).get("type") or edit_type
+        if edit_type_of:
+            typed.setdefault(edit_type_of, []).append(record)
+    if not typed:
+        return {}
+    from foilforge.foilers.lang.exact_edits import record_refusals
+    from foilforge.nlp import load_spacy
+
+    nlp = load_spacy(spacy_model, param_key=param_key)
+    out = {}
+    for type_, group in sorted(typed.items()):
+        out.update(record_refusals(group, type_, nlp))
+    return out
+
+
 def select(records: list[Record], enabled: dict[str, dict], path="<records>",
            item_mode: str = "direct", adversarial: dict | None = None,
-           progress: bool = False, runner=None, refused_foils: dict[str, str] | None = None) -> tuple[list[Record], list[Record], dict]:
+           progress: bool = False, runner=None, refused_foils: dict[str, str] | None = None
+           ) -> tuple[list[Record], list[Record], dict]:
     """(kept, rejected, metrics); copies of the records with `passed` set, input order kept.
 
-    `refused_foils`: {record id: reason} of records refused as foils before any rule (the pair stage's: its own
-    image's captions state the foil's part), counted under metrics `refused` with the others.
+    `refused_foils`: {record id: reason} of records refused as foils before any rule besides the ones that cannot
+    be foils (the pair stage's: its own image's captions state the foil's part; `exact_edit_refusals`: not exactly
+    the edit of its SugarCrepe type), counted by reason under metrics `refused` with the others.
 
     `item_mode`: how the bias stage counts the instrument's changed items (a set rule bounds their JS).
     `adversarial`: the adversarial filter's settings, handed to the set rules that take them (the refinement).
@@ -37,9 +61,10 @@ def select(records: list[Record], enabled: dict[str, dict], path="<records>",
     if unused:
         log.info("scores of %s are recorded but not applied (no rule in params.yaml instruments.<I>.filters.keep)", ", ".join(unused))
     marked, refused = [], {}
+    refused_foils = refused_foils or {}
     for index, record in enumerate(records):
-        reason = refusal(record) or (refused_foils or {}).get(str(record.get("id")))
-        if reason is not None:  # no foil (the caption again, or true of its image): never kept, whatever it scored
+        reason = refusal(record) or refused_foils.get(str(record.get("id")))
+        if reason is not None:  # no foil (the caption again, true of its image, not its edit): never kept
             marked.append({**record, "refused": reason})
             refused[reason] = refused.get(reason, 0) + 1
             continue

@@ -50,7 +50,8 @@ def word_attacker():
 
 def test_registry_pins_the_attacker_families():
     assert ATTACKERS.names() == ["boosted_features.v1", "char_ngram.v1", "edit_tokens.v1", "hidden_probe.v1",
-                                 "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1", "word_ngram.v1"]
+                                 "length.v1", "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1",
+                                 "word_ngram.v1"]
 
 
 def test_grouped_folds_never_split_a_caption():

@@ -43,9 +43,10 @@ SEPARATORS = {"&&", "||", ";", "|"}
 # packages of this repository: `python -m` on one of them must name a file that exists
 OWN_PACKAGES = {"foilforge", "pipeline", "foilers", "filters", "benchmarks", "scripts"}
 # programs of the evaluation harnesses (docs/harnesses.md): installed by the user, not by make setup
-HARNESS_PROGRAMS = {"lmms-eval", "cp"}
+HARNESS_PROGRAMS = {"lmms-eval", "cp", "clip_benchmark"}
 # scripts of other checkouts the docs tell the user to run there
-OTHER_CHECKOUTS = {"run.py": "VLMEvalKit's entry script, run from a VLMEvalKit checkout"}
+OTHER_CHECKOUTS = {"run.py": "VLMEvalKit's entry script, run from a VLMEvalKit checkout",
+                   "main_eval.py": "SugarCrepe's evaluation script, run from a sugar-crepe checkout"}
 # third-party modules the docs tell a user with a model hub to run; the offline setup does not install them
 HUB_ONLY_MODULES = {"coreferee"}
 INLINE = re.compile(r"(?<![`\w])`((?:foilforge|make|dvc|python3? -m|pip install) [^`\n]+)`(?![`\w])")

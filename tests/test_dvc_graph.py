@@ -26,6 +26,7 @@ PACKAGES = ("foilforge",)
 SUBPACKAGE_FOLDERS = ("pipeline", "foilers", "filters")
 # importing a registry's module runs every plug-in of its package
 REGISTRY_MODULES = {"foilforge.foiler": "foilforge.foilers", "foilforge.filter": "foilforge.filters", "foilforge.pairing": "foilforge.foilers.pairers",
+                    "foilforge.proposers": "foilforge.foilers.proposers",
                     "foilforge.attacker": "foilforge.filters.attackers",
                     "foilforge.pipeline.sources.base": "foilforge.pipeline.sources",
                     "foilforge.pipeline.emitters": "foilforge.pipeline.emitters"}
@@ -144,6 +145,8 @@ def code_deps_outside(closure: set[Path], deps: list[str]) -> list[str]:
         if Path(dep).parts[0] not in ("foilforge", *SUBPACKAGE_FOLDERS):
             continue  # data and image roots
         path = ROOT / dep
+        if path.is_file() and path.suffix != ".py":
+            continue  # a data file the code reads (foilers/lang/attribute_classes.yaml)
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
         outside = [f.relative_to(ROOT) for f in files
                    if f.relative_to(ROOT) not in closure and not (f.name == "__init__.py" and not _has_code(f))]

@@ -15,6 +15,7 @@ family a module here, each registered as `<name>.v1` in ATTACKERS (other package
   word replaced which;
 * `boosted_features`: gradient-boosted trees on the difference of the dense features (scorer numbers,
   lengths, numeral/negation/-s counts): non-linear;
+* `length`: the same on the two texts' lengths alone (the shortcut an addition builds into its pairs);
 * `transformer_pair`: a small transformer fine-tuned as a pair classifier;
 * `hidden_probe`: logistic regression on a frozen model's hidden states of the two texts.
 
@@ -52,6 +53,7 @@ from foilforge.filters.attackers.edit_tokens import EditTokensAttacker
 from foilforge.filters.attackers.gate import attack_summary, certify, certify_transfer
 from foilforge.filters.attackers.grid_search import GridSearchAttacker, build_attacker, grid_settings
 from foilforge.filters.attackers.hidden_probe import HiddenStateProbeAttacker
+from foilforge.filters.attackers.length import LengthAttacker
 from foilforge.filters.attackers.ngram_bayes import NgramBayesAttacker
 from foilforge.filters.attackers.runs import (
     FoldFits,
@@ -67,8 +69,9 @@ from foilforge.filters.attackers.word_ngram import WordNgramAttacker
 
 __all__ = [
     "ATTACKERS", "Attacker", "BoostedFeaturesAttacker", "CharNgramAttacker", "EditTokensAttacker", "FoldChoices",
-    "FoldFits", "ForkedRunner", "GridSearchAttacker", "HiddenStateProbeAttacker", "LinearPairAttacker", "NgramBayesAttacker",
-    "NgramPairAttacker", "Pair", "ScorerFeaturesAttacker", "TransformerPairAttacker", "WordNgramAttacker",
+    "FoldFits", "ForkedRunner", "GridSearchAttacker", "HiddenStateProbeAttacker", "LengthAttacker",
+    "LinearPairAttacker", "NgramBayesAttacker", "NgramPairAttacker", "Pair", "ScorerFeaturesAttacker",
+    "TransformerPairAttacker", "WordNgramAttacker",
     "attack_summary", "build_attacker", "captions_first", "certify", "certify_transfer", "choose", "correctness",
     "fold_choices", "fold_jobs", "fold_margins", "grid_settings", "group_key", "grouped_folds",
     "multiple_choice_pairs", "out_of_fold_choice_runs", "out_of_fold_choices", "out_of_fold_margins",

@@ -22,7 +22,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from foilforge.foiler import CaptionFoiler, RunContext, propose_per_sample
+from foilforge.foiler import RunContext
+from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
+from foilforge.proposers import EditSite, Proposal
 from foilforge.records import Foil
 
 CONTENT_POS = ("NOUN", "PROPN", "ADJ", "NUM")
@@ -160,25 +162,37 @@ class CaptionParses:
         return doc
 
 
-class SwapFoiler(CaptionFoiler):
-    """A caption foiler whose candidates swap two parts of one caption (swap_obj, swap_att).
+class SwapFoiler(SugarFoiler):
+    """A caption foiler whose candidates swap two parts of one caption (swap_obj, swap_att; SugarCrepe's swap types).
 
-    The run's captions are parsed in one batch; `_foils(sample, rng, parses, stats)` gives one sample's
-    swaps, counting its skip rules in `stats` (the foil metrics' `rules`)."""
+    `_foils(sample, rng, parses, stats)` gives one sample's rule-based swaps, best first, counting its skip rules in
+    `stats` (the foil metrics' `rules`); each is a site (foilers/lang/sugar.py) whose two phrases the proposer
+    exchanges: the lexicon proposer answers with the rule-based wording, an instruction-tuned model with its own.
+    Either way the foil must pass the swap checks (foilers/lang/exact_edits.py), the exchanged stretches being the
+    site's two phrases."""
 
-    def propose(self, samples: list[dict], context: RunContext) -> list[Foil]:
-        parses = CaptionParses.of(self.load_nlp(context.key("spacy_model")), samples)
-        stats: Counter = Counter()
-        foils = propose_per_sample(self, samples, context, lambda sample, rng: self._foils(sample, rng, parses, stats))
-        context.stats["rules"] = dict(sorted(stats.items()))
-        return foils
+    ordered_sites = True
 
-    def foils_for(self, sample: dict, rng):
-        """The swaps of one sample on its own (parsed now)."""
-        return self._foils(sample, rng, CaptionParses(self.load_nlp()), Counter())
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
+        caption = sample["caption"]
+        out = []
+        for index, foil in enumerate(self._foils(sample, where.rng, where.parses, where.rules)):
+            (a0, a1), (b0, b1) = foil.internal["phrases"]
+            out.append(EditSite(self.exact_edit, caption, (a0, a1), caption[a0:a1], f"{sample['id']}/{index}",
+                                second_span=(b0, b1), second_old=caption[b0:b1], draft=foil.foil, avoid=where.avoid,
+                                details={"classes": foil.classes, "classes_foil": foil.classes_foil,
+                                         "extras": foil.extras}))
+        return out
+
+    def foil_of(self, site: EditSite, answer: Proposal, edit: dict, proposer: str) -> Foil:
+        """The record keeps the rule-based candidate's changed items and method (the two nouns or adjectives)."""
+        foil = super().foil_of(site, answer, edit, proposer)
+        foil.classes, foil.classes_foil = site.details["classes"], site.details["classes_foil"]
+        foil.extras = {**site.details["extras"], **{k: v for k, v in foil.extras.items() if k != "foil_method"}}
+        return foil
 
     def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
-        """The candidates the base class keeps; those that swap each other's captions (two images) get one `pair_id`."""
-        kept, pairs = pair_swap_foils(self, foils, context)
+        """One (caption, foil) per image; records that swap each other's captions (two images) get one `pair_id`."""
+        kept, pairs = pair_swap_foils(self, super().choose(foils, context), context)
         context.stats["winoground_pairs"] = pairs
         return kept

@@ -6,14 +6,19 @@ The foil is read the same way: its statements are the group's **claims**, what c
 claim is *supported* by a partner caption that makes the same statement. A partner image must:
 
 * state the edit: relations ("A cat sitting on a table." -> "... under a table."): (cat, under, table);
-  foil_it ("A man walking a dog." -> "A man walking a horse."): the noun horse; plurals ("a dog" -> "some dogs"):
-  the noun in the foil's number; swap (swap_obj, swap_att): every statement of the foil that the caption lacks;
+  foil_it and SugarCrepe's replace_obj ("A man walking a dog." -> "A man walking a horse."): the noun horse;
+  plurals ("a dog" -> "some dogs"): the noun in the foil's number; swap (swap_obj, swap_att) and replace
+  (replace_att, replace_rel: "a red car" -> "a blue car", "riding a horse" -> "feeding a horse"): every statement
+  of the foil that the caption lacks; add (add_obj, add_att: "A sheep in a field" -> "A sheep and a cow in a
+  field"): every statement of the foil, the added ones among them;
 * never state the caption's part: (cat, on, table); the noun dog, anywhere; the noun in the caption's number; for a
-  swap, any statement of the caption that the foil lacks. The record's own image, the other way round, must never
-  state the foil's part (another caption of it says "two dogs" where the foil says "some dogs"): then the foil may be
-  true of its own image, and the record is refused as a foil (`refusals.refuse_foil`; select never keeps it). So is
-  a swap whose both readings one image's captions state ("riding a surfboard on a wave" and "riding a wave on a
-  surfboard" of one surfer): the exchange of roles contradicts nothing;
+  swap or a replacement, any statement of the caption that the foil lacks (an addition's caption has no part of its
+  own: what it says, the foil says too). The record's own image, the other way round, must never state the foil's
+  part (another caption of it says "two dogs" where the foil says "some dogs", or names the object an addition
+  added): then the foil may be true of its own image, and the record is refused as a foil
+  (`refusals.refuse_foil`; select never keeps it). So is a swap whose both readings one image's captions state
+  ("riding a surfboard on a wave" and "riding a wave on a surfboard" of one surfer): the exchange of roles
+  contradicts nothing;
 * agree with COCO's object annotations where the source has them (`instances`: for foil_it the foil's category
   annotated and the caption's not, for plurals as many instances as the foil's number says);
 * support at least `min_support` of the claims (params.yaml `pairing.min_support`, default every claim).
@@ -69,7 +74,11 @@ NO_EDIT_CLAIM = "the parse reads no claim at the edit"
 MIRRORED = "the mirror of another record's group"
 NOUN_SPLIT = "one noun's claims split over captions"
 SWAP_BOTH_STATED = "a swap whose both readings one image's captions state"
-MODES = ("auto", "relations", "foil_it", "plurals", "swap")
+MODES = ("auto", "relations", "foil_it", "plurals", "swap", "replace", "add")
+#: the mode `auto` reads off a record's phenomenon (VALSE's and SugarCrepe's types)
+PHENOMENON_MODES = {"relations": "relations", "plurals": "plurals", "noun phrases": "foil_it", "swap-obj": "swap",
+                    "swap-att": "swap", "replace-obj": "foil_it", "replace-att": "replace", "replace-rel": "replace",
+                    "add-obj": "add", "add-att": "add"}
 
 
 @dataclass
@@ -205,12 +214,7 @@ class CocoCaptions(Pairer):
     def _mode(self, record: dict) -> str:
         if self.mode != "auto":
             return self.mode
-        phenomenon = record.get("linguistic_phenomena")
-        if phenomenon in ("relations", "plurals"):
-            return phenomenon
-        if phenomenon in ("swap-obj", "swap-att"):
-            return "swap"
-        return "foil_it" if phenomenon == "noun phrases" else "none"
+        return PHENOMENON_MODES.get(record.get("linguistic_phenomena"), "none")
 
     @staticmethod
     def _span(record: dict, side: str):
@@ -265,13 +269,20 @@ class CocoCaptions(Pairer):
                 states = (number.ref,)
                 never = (("number", old_lemma, old_number),)
                 absent = (statement_text("number", (old_lemma, old_number)),)
-        elif mode == "swap":
+        elif mode in ("swap", "replace"):
             foil_refs = {s.ref for s in foil_claims}
             states = tuple(s.ref for s in claims if s.ref not in caption_refs)
             gone = [s for s in caption_claims if s.kind != "number" and s.ref not in foil_refs]
             if not states or not gone:
                 return None
             never, absent = tuple(s.ref for s in gone), tuple(s.text() for s in gone)
+        elif mode == "add":
+            # the foil says all the caption says and more: a partner states it all, the added part included; the
+            # caption has no part of its own to be absent
+            states = tuple(s.ref for s in claims if s.ref not in caption_refs)
+            if not states:
+                return None
+            never, absent = (), ()
         else:
             return None
         if not set(states) <= {s.ref for s in claims}:

@@ -168,6 +168,8 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             "foil_stats": _optional_json(Path(foil_metrics_dir) / f"{instrument}.json") if foil_metrics_dir else None,
             # the refinement's own report (records kept, acc_r, JS before/after and what the JS bound dropped)
             "refinement": (selected.get("refinement") or {}).get("plausibility"),
+            # records select refused before any rule, by reason (not a foil at all; not exactly its edit type's edit)
+            "refused": selected.get("refused") or {},
             "file": out_path.name,
             "sha256": file_sha256(out_path),
         }

@@ -9,7 +9,8 @@ pair is scored by the filters of params.yaml `instruments.INSTRUMENT.filters.run
 dropped by `instruments.INSTRUMENT.filters.keep` (the plausibility refinement with the
 adversarial filter of params.yaml `adversarial`, as the select stage does) and
 certified by the release gate (params.yaml `gate`; the baseline stage's
-attackers). Writes `DIR/<FILE's name>` in FILE's own format with only the kept
+attackers). `--like` a SugarCrepe-type instrument (replace_obj, ..., add_att) first refuses the pairs that are
+not exactly an edit of its type (foilers/lang/exact_edits.py), counted by reason in `refused`. Writes `DIR/<FILE's name>` in FILE's own format with only the kept
 records (as released, in their order) and `DIR/report.json`: `certified` (every gate
 reading shown within chance +- gate.margin by equivalence tests at level gate.alpha), else `status`
 (solvable, over-balanced or inconclusive: filters/certification.py) and `why`, records
@@ -107,6 +108,21 @@ def edit_check_report(params: dict, like: str, entailed: list[dict]) -> dict | N
     return {**describe(), "kind": kind, "refused": len(entailed), "examples": dict(sorted(examples.items()))}
 
 
+def edit_refusals_like(params: dict, like: str, records: list[dict]) -> dict[str, str]:
+    """{record id: reason} of the released pairs that are not exactly an edit of `like`'s SugarCrepe type (its
+    foiler's `exact_edit`; foilers/lang/exact_edits.py); {} when `like` has none. The image's other captions are
+    the file's captions of the same image."""
+    from foilforge.foiler import FOILERS
+    from foilforge.pipeline.selection import exact_edit_refusals
+
+    block = params["instruments"][like]
+    edit_type = getattr(FOILERS.get(FOILERS.newest(block["foiler"])), "exact_edit", "") or None
+    if edit_type is None:
+        return {}
+    spacy_model = (block.get("args") or {}).get("spacy_model") or "en_core_web_sm"
+    return exact_edit_refusals(records, spacy_model, edit_type, f"params.yaml instruments.{like}.args.spacy_model")
+
+
 def filter_scored(params: dict, like: str, scored: list[dict], path, progress: bool = True,
                   workers: int = 1) -> tuple[list[dict], dict]:
     """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`; their
@@ -123,7 +139,8 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     checked = [r for r in scored if EDIT_REFUSED not in r]
     kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=item_mode,
                                      adversarial=settings_for(params, like), progress=progress,
-                                     runner=ForkedRunner(workers))
+                                     runner=ForkedRunner(workers),
+                                     refused_foils=edit_refusals_like(params, like, checked))
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
     refused = dict(metrics["refused"])
     for record in entailed:

@@ -18,10 +18,12 @@ report (scorers, records kept, acc_r before/after under each scorer) is under
 metrics `refinement.<filter>`, and each kept or dropped record's result gets
 `refined_on` (the scorers it was balanced on).
 
-A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py), or one the pair
-stage refused as a foil (`foil_refused` in the partners file: its own image's other captions state the foil's
-part, so the foil may be true of its image), is refused before any rule and counted by reason under metrics
-`refused`; the pairing-aware choice never counts it as a sibling, so another candidate of its caption is chosen. Where records carry human votes (`valid`, VALSE's `mturk`) a set
+A record that cannot be a foil (an empty foil, or its caption again: foilforge/validity.py), one the pair stage
+refused as a foil (`foil_refused` in the partners file: its own image's other captions state the foil's part, so
+the foil may be true of its image), or a SugarCrepe-type record that is not exactly the edit of its type (its
+`provenance.edit` checked again: foilers/lang/exact_edits.py), is refused before any rule and counted by reason
+under metrics `refused`; the pairing-aware choice never counts it as a sibling, so another candidate of its caption
+is chosen. Where records carry human votes (`valid`, VALSE's `mturk`) a set
 rule chooses among the valid ones only, and metrics `validity` gives the valid share of all, kept and removed
 records; without votes, the kept pairs the adversarial filter's attackers get confidently wrong are marked
 `suspect: true` in the set rule's result (counted under metrics `suspects`), and the annotation batch
@@ -35,7 +37,7 @@ from collections import Counter
 
 from foilforge.io import atomic_write, write_json, write_jsonl
 from foilforge.params import load_params
-from foilforge.pipeline.selection import select
+from foilforge.pipeline.selection import exact_edit_refusals, select
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +111,12 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
     records = read_jsonl(input_path, allow_empty=True)
     candidates, refusals = read_partners(partners_path) if partners_path else (None, None)
-    # records the pair stage refused as foils (their own image's captions state the foil's part)
-    refused_foils = refusals.foils if refusals is not None else {}
+    # records refused as foils before any rule: a SugarCrepe-type record that is not exactly the edit of its type
+    # (the foil stage's checks, again), and those the pair stage refused (their own image's captions state the foil)
+    args = (params["instruments"][instrument].get("args") or {})
+    refused_foils = exact_edit_refusals(records, args.get("spacy_model") or "en_core_web_sm",
+                                        param_key=f"params.yaml instruments.{instrument}.args.spacy_model")
+    refused_foils.update(refusals.foils if refusals is not None else {})
     position = {str(r.get("id")): i for i, r in enumerate(records)}
     set_aside, choice = [], None
     if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:

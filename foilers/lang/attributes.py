@@ -1,0 +1,99 @@
+"""Attribute classes (colour, material, shape, pattern, weather, size, age, state): which adjective contradicts which.
+
+The classes are data (foilers/lang/attribute_classes.yaml, each with where its words come from). In an
+*exclusive* class any two words exclude each other on one object (red / blue, wooden / metal), except the
+spelling variants and near-synonyms its `same` lists (gray / grey); in an *antonym* class only the listed pairs
+do (big / small, old / young). replace_att replaces an adjective by a word that contradicts it; add_att adds an
+adjective of a class the noun phrase has none of, at the class's place in the phrase (`order`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from foilforge.errors import ConfigError
+
+CLASSES_PATH = Path(__file__).with_name("attribute_classes.yaml")
+
+
+@dataclass(frozen=True)
+class AttributeClass:
+    name: str
+    exclusive: bool
+    order: int
+    source: str
+    words: tuple[str, ...]
+    #: exclusive classes: groups of words that say the same (never a foil for each other)
+    same: tuple[frozenset, ...] = ()
+    #: antonym classes: the pairs that contradict
+    antonyms: tuple[tuple[str, str], ...] = ()
+
+    def contradicting(self, word: str) -> tuple[str, ...]:
+        """The words of this class that contradict `word` on one object, in the file's order."""
+        if self.exclusive:
+            same = set().union(*(g for g in self.same if word in g)) | {word}
+            return tuple(w for w in self.words if w not in same)
+        out = [b if a == word else a for a, b in self.antonyms if word in (a, b)]
+        return tuple(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=4)
+def load_classes(path: str | None = None) -> dict[str, AttributeClass]:
+    """The attribute classes of `path` (default: the repository's file), checked: every class has a source, an
+    order, and words (exclusive) or antonym pairs; no word is in two classes."""
+    import yaml
+
+    path = Path(path or CLASSES_PATH)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{path}: expected a mapping of attribute classes")
+    classes, owner = {}, {}
+    for name, entry in data.items():
+        where = f"{path} class {name!r}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("source"), str) or not isinstance(entry.get("order"), int):
+            raise ConfigError(f"{where}: needs `source` (where the words come from) and an integer `order`")
+        exclusive = bool(entry.get("exclusive"))
+        if exclusive:
+            words = tuple(entry.get("words") or ())
+            same = tuple(frozenset(group) for group in entry.get("same") or ())
+            antonyms = ()
+        else:
+            antonyms = tuple(tuple(pair) for pair in entry.get("antonyms") or ())
+            if any(len(pair) != 2 for pair in antonyms):
+                raise ConfigError(f"{where}: every antonym entry must be a pair")
+            words = tuple(dict.fromkeys(w for pair in antonyms for w in pair))
+            same = ()
+        if not words:
+            raise ConfigError(f"{where}: no words (`words` for an exclusive class, `antonyms` pairs otherwise)")
+        for word in words:
+            if word in owner and owner[word] != name:
+                raise ConfigError(f"{where}: {word!r} is already in class {owner[word]!r}")
+            owner[word] = name
+        classes[name] = AttributeClass(name, exclusive, entry["order"], entry["source"], words, same, antonyms)
+    return classes
+
+
+@functools.lru_cache(maxsize=4096)
+def class_of(word: str) -> AttributeClass | None:
+    """The attribute class of an adjective (lower case), None when it is in none."""
+    for attribute_class in load_classes().values():
+        if word.lower() in attribute_class.words:
+            return attribute_class
+    return None
+
+
+def contradicting(word: str) -> tuple[str, ...]:
+    """The adjectives that contradict `word` on one object (empty when `word` is in no class)."""
+    attribute_class = class_of(word)
+    return attribute_class.contradicting(word.lower()) if attribute_class else ()
+
+
+def same_attribute(a: str, b: str) -> bool:
+    """True when two adjectives say the same by the classes (one word, or one `same` group: gray / grey)."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    attribute_class = class_of(a)
+    return bool(attribute_class and attribute_class.exclusive and any(a in g and b in g for g in attribute_class.same))
