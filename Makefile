@@ -57,7 +57,7 @@ endif
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 benchmarks: setup
 	$(BIN)/python -m benchmarks.run_all
