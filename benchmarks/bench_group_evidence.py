@@ -1,6 +1,7 @@
 """Groups whose second text is evidenced as true of the second image, on COCO val 2017 (results/group_evidence.json).
 
-For each COCO instrument (foil_it, plurals, relations, swap_obj, swap_att) the foiler runs through its registry on
+For each COCO instrument (foil_it, plurals, relations, swap_obj, swap_att, and SugarCrepe's replace_obj,
+replace_att, replace_rel, add_obj, add_att: `--sugar-n` captions each, measured after only) the foiler runs through its registry on
 the first captions of val 2017 (`--foil-it-n`, `--plurals-n`, both `--coco-n` unless given; relations:
 `--relations-n`, its span scoring is slow on a CPU; the swaps: `--swap-n`, a record pair needs both captions in the
 run), keeping `candidates_per_sample` candidates a caption, and the records are paired against every caption of val
@@ -25,7 +26,7 @@ here: "exported" means assigned.
 (all when fewer), each with caption_0, caption_1, the partner image's captions and the claims with their support.
 
     python -m benchmarks.bench_group_evidence [--coco-n 2000] [--foil-it-n N] [--plurals-n N] [--relations-n 300]
-        [--swap-n 5000] [--only foil_it,plurals] [--cache DIR]
+        [--swap-n 5000] [--sugar-n 500] [--only foil_it,plurals] [--cache DIR]
 
 `--cache DIR` keeps the foiled records (per instrument and caption count), so a rerun pairs without foiling again.
 The pool's captions are parsed once for all the pairers the run builds (the parse of a text does not depend on the
@@ -49,7 +50,10 @@ RESULT = ROOT / "benchmarks" / "results" / "group_evidence.json"
 GROUPS = ROOT / "benchmarks" / "results" / "group_evidence_groups"
 #: the last commit with the rule that required only the foil's changed part
 BEFORE_COMMIT = "7255a89"
-INSTRUMENTS = ("foil_it", "plurals", "relations", "swap_obj", "swap_att")
+INSTRUMENTS = ("foil_it", "plurals", "relations", "swap_obj", "swap_att",
+               "replace_obj", "replace_att", "replace_rel", "add_obj", "add_att")
+#: SugarCrepe's types that have no rule before (nothing formed their groups): measured after only
+SUGAR_TYPES = ("replace_obj", "replace_att", "replace_rel", "add_obj", "add_att")
 BINS = (("1.0", 1.0, 1.01), ("0.75-1", 0.75, 1.0), ("0.5-0.75", 0.5, 0.75), ("under 0.5", 0.0, 0.5))
 
 
@@ -256,7 +260,7 @@ def run_instrument(params, instrument, samples, n, cache, before_cls, seed, pars
         old = find_candidates(PAIRERS.build("record_pairs.v1", {}), records, samples)
         result["before"], _ = measure(records, old, Refusals(), judge)
         result["before"]["rule"] = f"record_pairs.v1 (the swaps' pairer at {BEFORE_COMMIT})"
-    elif before_cls is not None:
+    elif before_cls is not None and instrument not in SUGAR_TYPES:
         parses.install(before_cls)
         old = old_candidates(before_cls(**{k: v for k, v in (settings.get("args") or {}).items()
                                            if k in ("spacy_model", "mode", "max_partners")}), records, samples)
@@ -315,6 +319,8 @@ def main(argv=None) -> int:
     parser.add_argument("--plurals-n", type=int, default=None, help="captions plurals foils (default: --coco-n)")
     parser.add_argument("--relations-n", type=int, default=300)
     parser.add_argument("--swap-n", type=int, default=5000)
+    parser.add_argument("--sugar-n", type=int, default=500, help="captions each of SugarCrepe's replace and add "
+                                                                 "types foils (the lexicon proposer)")
     parser.add_argument("--only", default=None, help="instruments to run again (comma-separated); the others keep "
                                                      "their results from the files")
     parser.add_argument("--seed", type=int, default=0, help="which 30 groups a instrument the groups file shows")
@@ -339,7 +345,8 @@ def main(argv=None) -> int:
         if instrument not in only:
             continue
         n = {"relations": args.relations_n, "swap_obj": args.swap_n, "swap_att": args.swap_n,
-             "foil_it": args.foil_it_n or args.coco_n, "plurals": args.plurals_n or args.coco_n}[instrument]
+             "foil_it": args.foil_it_n or args.coco_n, "plurals": args.plurals_n or args.coco_n,
+             **{name: args.sugar_n for name in SUGAR_TYPES}}[instrument]
         instruments[instrument], shown[instrument] = run_instrument(params, instrument, samples, min(n, len(samples)),
                                                                     cache, before_cls, args.seed, parses)
         print(instrument, json.dumps(instruments[instrument]), flush=True)

@@ -15,7 +15,7 @@ Reported side by side: pairs kept, refusals by reason, every reading with its in
 and why. Pass `--limit N` to run on the first N pairs of each file (a quick look; the figures are at SugarCrepe's
 size only without it).
 
-    python -m benchmarks.bench_sugarcrepe_refilter [--types replace_rel,swap_obj] [--limit N]
+    python -m benchmarks.bench_sugarcrepe_refilter [--types replace_rel,swap_obj] [--limit N] [--workers N]
 """
 
 from __future__ import annotations
@@ -53,14 +53,15 @@ def limited_copy(path: Path, limit: int | None, folder: Path) -> Path:
     return out
 
 
-def run_type(params: dict, type_: str, limit: int | None, folder: Path) -> dict:
+def run_type(params: dict, type_: str, limit: int | None, folder: Path, workers: int = 1) -> dict:
+    from foilforge.filters.attackers.runs import ForkedRunner
     from foilforge.pipeline.gate import release_gate
     from foilforge.pipeline.stages.refilter import refilter
     from foilforge.released import read_released, to_records
 
     started = time.perf_counter()
     unrefined = limited_copy(SUGARCREPE / "unrefined" / f"{type_}.json", limit, folder / "unrefined")
-    report = refilter(params, unrefined, type_, folder / f"out_{type_}", progress=False)
+    report = refilter(params, unrefined, type_, folder / f"out_{type_}", progress=False, workers=workers)
     foilforge = {"pairs_in": report["records_before"], "kept": report["records_after"], "refused": report["refused"],
                  "funnel": report["funnel"], "certified": report["certified"], "why": report["why"],
                  "status": (report["gate"] or {}).get("status"), "readings": readings(report["gate"]),
@@ -69,7 +70,7 @@ def run_type(params: dict, type_: str, limit: int | None, folder: Path) -> dict:
     released_path = limited_copy(SUGARCREPE / f"{type_}.json", limit, folder / "released")
     fmt, rows = read_released(released_path)
     records = to_records(fmt, rows, released_path, type_)
-    gate = release_gate(params, type_, records, [])
+    gate = release_gate(params, type_, records, [], runner=ForkedRunner(workers))
     released = {"pairs": len(records), "certified": bool((gate or {}).get("certified")), "why": (gate or {}).get("why"),
                 "status": (gate or {}).get("status"), "readings": readings(gate),
                 "seconds": round(time.perf_counter() - started, 1)}
@@ -81,13 +82,17 @@ def main(argv=None) -> int:
     parser.add_argument("--types", default="replace_rel,swap_obj")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--output", default=str(RESULT))
+    parser.add_argument("--workers", type=int, default=None, help="processes for the model passes and attackers' "
+                                                                  "fits (default: the CPUs this process may use)")
     args = parser.parse_args(argv)
     if not SUGARCREPE.is_dir():
         print(f"{SUGARCREPE} is absent: nothing to measure")
         return 0
     from foilforge.params import load_params
+    from foilforge.pipeline.stages.refilter import default_workers
 
     params = load_params(ROOT / "params.yaml")
+    workers = args.workers or default_workers()
     output = Path(args.output)
     result = json.loads(output.read_text()) if output.is_file() else {}
     result["limit"] = args.limit
@@ -96,7 +101,7 @@ def main(argv=None) -> int:
             folder = Path(scratch)
             (folder / "unrefined").mkdir()
             (folder / "released").mkdir()
-            result[type_] = run_type(params, type_, args.limit, folder)
+            result[type_] = run_type(params, type_, args.limit, folder, workers)
         print(type_, json.dumps(result[type_])[:2000], flush=True)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
