@@ -21,9 +21,10 @@ import itertools
 import random
 from collections import Counter
 
+from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.inflection import indefinite_article
-from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
+from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
 from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (

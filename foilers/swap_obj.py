@@ -34,10 +34,11 @@ import itertools
 import random
 from collections import Counter
 
+from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.coref import noun_number
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, changed_span, grammatical_swap
+from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")

@@ -52,6 +52,17 @@ class Edit:
         return not any(ch.isalnum() for ch in self.old + self.new)
 
 
+def changed_span(caption: str, foil: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The smallest character spans of caption and foil outside which the two are equal."""
+    start = 0
+    while start < min(len(caption), len(foil)) and caption[start] == foil[start]:
+        start += 1
+    end = 0
+    while end < min(len(caption), len(foil)) - start and caption[-1 - end] == foil[-1 - end]:
+        end += 1
+    return (start, len(caption) - end), (start, len(foil) - end)
+
+
 def _tokens(text: str, offset: int = 0) -> list[tuple[str, int, int]]:
     return [(m.group().lower(), offset + m.start(), offset + m.end()) for m in TOKEN.finditer(text)]
 

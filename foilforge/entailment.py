@@ -57,6 +57,7 @@ SYNONYM = "paraphrase: synonym"
 SIMILAR = "paraphrase: similar adjective"
 HYPERNYM = "entailed: hypernym"
 HYPONYM = "not contradicted: hyponym"
+PEOPLE = "not contradicted: one person may be both"
 SPATIAL_SYNONYM = "paraphrase: spatial synonym"
 SPATIAL_ENTAILED = "entailed: spatial"
 SPATIAL_COMPATIBLE = "not contradicted: spatial"
@@ -73,12 +74,13 @@ SYNONYM_RELATION = "synonym"
 HYPERNYM_RELATION = "hypernym"  # the new word is more general than the old
 HYPONYM_RELATION = "hyponym"  # the new word is more specific than the old
 SIMILAR_RELATION = "similar"
+COMPATIBLE_PEOPLE = "compatible people"  # two descriptions one person may fit at once
 SAME = "same word"
 UNKNOWN = "not in WordNet"
 UNRELATED = "unrelated"
 #: relation -> refusal reason (the others, antonym, unrelated and not in WordNet, leave a contradiction possible)
 RELATION_REASONS = {SAME: SAME_WORD, SYNONYM_RELATION: SYNONYM, HYPERNYM_RELATION: HYPERNYM,
-                    HYPONYM_RELATION: HYPONYM, SIMILAR_RELATION: SIMILAR}
+                    HYPONYM_RELATION: HYPONYM, SIMILAR_RELATION: SIMILAR, COMPATIBLE_PEOPLE: PEOPLE}
 WORDNET_POS = {"noun": "n", "verb": "v", "adjective": "a"}
 
 #: words that are not part of the word a replacement names ("a bus", "his phone", "two dogs")
@@ -229,7 +231,56 @@ def word_relation(old: str, new: str, pos: str) -> str:
 
 
 def word_refusal(old: str, new: str, pos: str) -> str | None:
-    return RELATION_REASONS.get(word_relation(old, new, pos))
+    relation = word_relation(old, new, pos)
+    if pos == "n" and relation in (UNRELATED, UNKNOWN) and people_compatible(old, new):
+        relation = COMPATIBLE_PEOPLE
+    return RELATION_REASONS.get(relation)
+
+
+#: nouns that name a person or people and say nothing of who (every other person noun is a kind of them)
+GENERIC_PEOPLE = frozenset("people person persons someone somebody individual individuals human humans folks".split())
+#: the two axes on which WordNet's person nouns can contradict each other: sex and age
+PERSON_AXES = {"sex": ("male.n.02", "female.n.02"), "age": ("adult.n.01", "juvenile.n.01")}
+
+
+def person_description(noun: str) -> dict[str, frozenset] | None:
+    """What a noun says of a person, or None when no sense of it (any inflection) is a person: per axis of
+    PERSON_AXES the values its person senses take ("man": sex male, age adult; "child": age juvenile; "surfer":
+    none, a role), `generic` for people, person and the like."""
+    words = content_words(noun)
+    if not words:
+        return None
+    key = "_".join(words)
+    if key in GENERIC_PEOPLE:
+        return {"generic": frozenset({True})}
+    wn = wordnet()
+    person = wn.synset("person.n.01")
+    senses = []
+    for form in {key, *wn._morphy(key, "n")}:
+        senses += [s for s in _synsets(form, "n")[1] if s == person or person in _hypernym_closure([s])]
+    if not senses:
+        return None
+    closure = _hypernym_closure(senses) | set(senses)
+    return {axis: frozenset(name for name in names if wn.synset(name) in closure)
+            for axis, names in PERSON_AXES.items()}
+
+
+def people_compatible(old: str, new: str) -> bool:
+    """Whether one person may fit both nouns, so that replacing one by the other contradicts nothing: either says
+    nothing of who (people, person), one names a role the other does not ("tennis player" / "boy", "surfer" /
+    "man"), or both take one value on every axis they share ("boy" / "man": male). Two roles ("skier" /
+    "snowboarder") or an axis with one value each that differ ("child" / "man", "boy" / "woman") contradict."""
+    a, b = person_description(old), person_description(new)
+    if a is None or b is None:
+        return False
+    if "generic" in a or "generic" in b:
+        return True
+    a_role, b_role = not any(a.values()), not any(b.values())
+    if a_role and b_role:
+        return False
+    if a_role or b_role:
+        return True
+    return not any(len(a[axis]) == 1 and len(b[axis]) == 1 and a[axis] != b[axis] for axis in PERSON_AXES)
 
 
 #: words a relation phrase may hold beside the one that names the relation ("is sitting on", "are placed on")

@@ -145,6 +145,26 @@ def test_contradictions_are_accepted(caption, foil, kind):
     assert pair_refusal(caption, foil, kind) is None
 
 
+# ---------------------------------------------------------------- people: one person may fit both nouns
+
+@pytest.mark.parametrize("caption, foil, reason", [
+    # a role and a sex or age: one person may be both
+    ("A tennis player taking a swing at a ball", "A boy taking a swing at a ball", entailment.PEOPLE),
+    ("A surfer riding a wave.", "A man riding a wave.", entailment.PEOPLE),
+    # people says nothing of who (plural forms read through their lemma)
+    ("A group of people are playing wii.", "A group of men are playing wii.", entailment.PEOPLE),
+    # one value on each axis, different: a contradiction
+    ("A child is doing a trick on a skateboard.", "A man is doing a trick on a skateboard.", None),
+    ("A boy standing on skis.", "A woman standing on skis.", None),
+    ("Two girls are playing a game.", "Two men are playing a game.", None),
+    ("A man on skis.", "A woman on skis.", None),
+    # two roles: judged a contrast
+    ("A skier on a slope.", "A snowboarder on a slope.", None),
+])
+def test_person_nouns_contradict_only_on_sex_or_age(caption, foil, reason):
+    assert pair_refusal(caption, foil, "noun") == reason
+
+
 # ---------------------------------------------------------------- WordNet paraphrases of each kind
 
 @pytest.mark.parametrize("caption, foil, kind, reason", [

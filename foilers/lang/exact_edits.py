@@ -36,6 +36,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from foilforge.edits import changed_span
+
 #: the types these checks know: SugarCrepe's seven (foilforge/proposers.py SUGAR_TYPES), by family
 TYPES = ("replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att", "add_obj", "add_att")
 #: words (with inner apostrophes: "don't"), a possessive "'s" on its own ("a woman's head": the noun moves in a
@@ -116,13 +118,8 @@ def changes(caption_tokens, foil_tokens) -> list[Change]:
 def edit_of(type_: str, caption: str, foil: str, span: tuple[int, int]) -> dict:
     """The `{type, span, old, new}` record of a foil made at `span`: the span widened to every character that
     differs (a swap's moved verb, an article), `old` the caption's text there and `new` the foil's."""
-    start = 0
-    while start < min(len(caption), len(foil)) and caption[start] == foil[start]:
-        start += 1
-    end = 0
-    while end < min(len(caption), len(foil)) - start and caption[-1 - end] == foil[-1 - end]:
-        end += 1
-    s, e = min(span[0], start), max(span[1], len(caption) - end)
+    (start, caption_end), _ = changed_span(caption, foil)
+    s, e = min(span[0], start), max(span[1], caption_end)
     tail = len(caption) - e
     return {"type": type_, "span": [s, e], "old": caption[s:e], "new": foil[s:len(foil) - tail]}
 

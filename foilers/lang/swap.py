@@ -41,17 +41,6 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(out) + text[cursor:]
 
 
-def changed_span(caption: str, foil: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The smallest spans outside which caption and foil are equal."""
-    start = 0
-    while start < min(len(caption), len(foil)) and caption[start] == foil[start]:
-        start += 1
-    end = 0
-    while end < min(len(caption), len(foil)) - start and caption[-1 - end] == foil[-1 - end]:
-        end += 1
-    return (start, len(caption) - end), (start, len(foil) - end)
-
-
 def content_lemmas(doc) -> Counter:
     """Multiset of lower-cased lemmas of nouns, adjectives and numerals."""
     return Counter(t.lemma_.lower() for t in doc if t.pos_ in CONTENT_POS)
