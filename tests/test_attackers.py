@@ -341,9 +341,10 @@ def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
     assert json.loads((tmp_path / "out" / "report.json").read_text())["format"] == "valse"
 
 
-def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
-
+def planted_refilter_run(tmp_path, tiny_models):
+    """(source, params) of a small refilter run whose filters remove pairs: 50 balanced VALSE records, half with
+    a planted cue (something for the gate to find before), the word attacker's adversarial filter and a word
+    trigram plausibility refinement."""
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
     source.parent.mkdir()
@@ -355,6 +356,13 @@ def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
     params["instruments"]["x"]["filters"]["keep"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
     params["filters"]["plausibility"] = {"scorers": {"tri": {"kind": "ngram", "unit": "word", "order": 3,
                                                             "smoothing": "kneser_ney"}}}
+    return source, params
+
+
+def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
+    from foilforge.pipeline.stages.refilter import refilter
+
+    source, params = planted_refilter_run(tmp_path, tiny_models)
     outputs = []
     for _ in range(2):
         report = refilter(params, source, "x", tmp_path / "out", progress=False)
@@ -577,17 +585,7 @@ def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
 def test_refilter_on_two_workers_writes_the_bytes_of_one(tmp_path, tiny_models):
     from foilforge.pipeline.stages.refilter import refilter
 
-    (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
-    source = tmp_path / "in" / "relations.json"
-    source.parent.mkdir()
-    records = balanced_records(50, seed=11)
-    write_valse(source, planted(records[:25]) + records[25:])
-    params = refilter_params(tmp_path)
-    params["adversarial"] = {"attackers": ["word"], "rounds": 2, "max_js_rise": None}
-    params["instruments"]["x"]["filters"]["run"] = ["length", "plausibility"]
-    params["instruments"]["x"]["filters"]["keep"]["plausibility"] = {"bins": 1, "choose": True, "max_js_rise": None}
-    params["filters"]["plausibility"] = {"scorers": {"tri": {"kind": "ngram", "unit": "word", "order": 3,
-                                                            "smoothing": "kneser_ney"}}}
+    source, params = planted_refilter_run(tmp_path, tiny_models)
     outputs = []
     for workers in (1, 2):
         out = tmp_path / f"out{workers}"
