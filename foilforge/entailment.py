@@ -243,6 +243,7 @@ GENERIC_PEOPLE = frozenset("people person persons someone somebody individual in
 PERSON_AXES = {"sex": ("male.n.02", "female.n.02"), "age": ("adult.n.01", "juvenile.n.01")}
 
 
+@functools.lru_cache(maxsize=65536)
 def person_description(noun: str) -> dict[str, frozenset] | None:
     """What a noun says of a person, or None when no sense of it (any inflection) is a person: per axis of
     PERSON_AXES the values its person senses take ("man": sex male, age adult; "child": age juvenile; "surfer":
