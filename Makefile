@@ -9,7 +9,7 @@ WORDNET := $(VENV)/nltk_data/corpora/wordnet/lexnames
 LINKGRAMMAR := $(VENV)/.foilforge-linkgrammar
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup system-deps repro test benchmarks clean-venv
+.PHONY: setup system-deps repro coco-val test benchmarks clean-venv
 
 setup: system-deps $(STAMP) $(WORDNET) $(LINKGRAMMAR)
 
@@ -53,6 +53,13 @@ else
 	$(BIN)/foilforge check-params --profile $(PROFILE)
 	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))
 endif
+	$(BIN)/dvc metrics show
+
+# COCO=<the folder holding captions_val2017.json>: every COCO instrument on the first caption of each of COCO val
+# 2017's 5,000 images (profiles/coco-val.yaml, written into params.yaml). Killed, the same command goes on
+coco-val: export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
+coco-val: setup
+	$(BIN)/foilforge repro $(REPRO_JOBS) --profile coco-val $(if $(COCO),-S sources.coco.root=$(abspath $(COCO)))
 	$(BIN)/dvc metrics show
 
 test: setup

@@ -191,6 +191,10 @@ class InstrumentBlock(Block):
                                                                         "one); null: the foiler's own cap")
     max_samples: PositiveInt | None = Field(None, description="foil: foil only the first N samples, in file order; "
                                                               "null: all")
+    samples_per_image: PositiveInt | None = Field(None, description="foil: foil at most N samples of an image, the "
+                                                                    "first in file order (COCO: the first caption of "
+                                                                    "each image with 1); the pair stage still reads "
+                                                                    "every sample as evidence. null: all")
     filters: InstrumentFilters = Field(InstrumentFilters(), description="score and select: which filters score it "
                                                                         "and their keep rules")
     bias: BiasSettings = Field(BiasSettings(), description="bias: how changed items are counted and thresholds "

@@ -69,7 +69,7 @@ def test_the_params_blocks_pass_check_params(registered):
     assert params["instruments"]["colour"]["foiler"] == NAME and check(params) == []
     # without the defaults the doc's block starts with, the keys dvc.yaml tracks are missing
     broken = yaml.safe_load(text.replace("\ninstruments:\n", "\ninstruments:\n" + block.replace("    <<: *instrument\n", ""), 1))
-    assert ("params.yaml instruments.colour: missing key(s) candidates_per_sample, max_samples, bias, adversarial, gate, "
+    assert ("params.yaml instruments.colour: missing key(s) candidates_per_sample, max_samples, samples_per_image, bias, adversarial, gate, "
             "validation, which dvc.yaml's stages track (start the block with `<<: *instrument`)") in check(broken)
 
 

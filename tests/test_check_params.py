@@ -118,7 +118,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
      "params.yaml instruments.existence.adversarial.target: expected a value <= 1, got 2"),
     (lambda p: p["instruments"]["existence"].update(sorce="x"),
      "params.yaml instruments.existence.sorce: unknown key; allowed: adversarial, args, bias, candidates_per_sample, "
-     "filters, foiler, gate, max_samples, pairing, source, validation"),
+     "filters, foiler, gate, max_samples, pairing, samples_per_image, source, validation"),
     (lambda p: p["gate"].update(attackers=["word_ngram", "nb"]),
      "params.yaml gate.attackers: 'nb' is not defined under `attackers`"),
     (lambda p: p["validation"].update(valid_min_caption=5),

@@ -300,8 +300,29 @@ def test_instrument_block_errors_name_the_key():
         "params.yaml instruments.no-foiler.foiler: missing (required)",
         "params.yaml instruments.extra-key.source: missing (required)",
         "params.yaml instruments.extra-key.sources: unknown key; allowed: adversarial, args, bias, candidates_per_sample, "
-        "filters, foiler, gate, max_samples, pairing, source, validation",
+        "filters, foiler, gate, max_samples, pairing, samples_per_image, source, validation",
     ]
+
+
+def test_samples_per_image_foils_the_first_samples_of_each_image(tmp_path):
+    from foilforge.pipeline.stages.foil import foil_file
+
+    third = dict(VISUAL7W_SAMPLES[1], id="visual7w:12", qa_id=12)
+    samples = [dict(VISUAL7W_SAMPLES[0], image_id="2393805"), dict(VISUAL7W_SAMPLES[1], image_id="2393805"),
+               dict(third, image_id="2374842")]
+    block = {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}}
+    params = {"seed": 0, "instruments": {"one": dict(block, samples_per_image=1),
+                                         "one_then_cap": dict(block, samples_per_image=1, max_samples=1),
+                                         "two": dict(block, samples_per_image=2)}}
+    source = write_samples(tmp_path / "in.jsonl", samples)
+
+    def foiled(name):
+        foil_file(params, name, source, tmp_path / f"{name}.jsonl")
+        return [json.loads(line)["id"] for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+
+    assert foiled("one") == ["one:visual7w:10", "one:visual7w:12"]  # the second sample of image 2393805 is left
+    assert foiled("one_then_cap") == ["one_then_cap:visual7w:10"]  # max_samples counts what samples_per_image kept
+    assert foiled("two") == ["two:visual7w:10", "two:visual7w:11", "two:visual7w:12"]
 
 
 def test_missing_id_names_the_line(tmp_path):

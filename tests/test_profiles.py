@@ -1,4 +1,5 @@
-"""profiles/paper.yaml: one switch to the paper's models, validated by check-params, applied by dvc exp run."""
+"""profiles/: paper.yaml (one switch to the paper's models) and coco-val.yaml (COCO val at real size), validated by
+check-params, applied by dvc exp run or by `foilforge repro --profile`."""
 
 import shutil
 from pathlib import Path
@@ -54,7 +55,7 @@ def test_check_params_validates_the_merged_params(tmp_path, capsys):
 
 
 def test_unknown_profile_names_the_known_ones():
-    with pytest.raises(ConfigError, match=r"profile 'papr': profiles/papr.yaml not found \(profiles: paper\)"):
+    with pytest.raises(ConfigError, match=r"profile 'papr': profiles/papr.yaml not found \(profiles: coco-val, paper\)"):
         load_profile("papr")
 
 
@@ -74,3 +75,49 @@ def test_dvc_set_params_give_the_same_params_as_the_overlay(tmp_path, capsys):
 def test_overrides_add_keys_params_lacks():
     assert profile_overrides({"models": {"x": {"revision": "abc123"}}}, {"models": {}}) == ['+models.x={"revision":"abc123"}']
     assert profile_overrides({"a": {"b": [1, 2]}}, {"a": {"b": None}}) == ["a.b=[1,2]"]
+
+
+COCO_INSTRUMENTS = ("plurals", "relations", "foil_it", "swap_obj", "swap_att", "replace_obj", "replace_att",
+                    "replace_rel", "add_obj", "add_att")
+
+
+def test_coco_val_profile_foils_the_first_caption_of_each_image_for_every_coco_instrument():
+    shipped = load_params("params.yaml")
+    params = merge_profile(shipped, load_profile("coco-val"))
+    coco = sorted(name for name, block in shipped["instruments"].items() if block["source"] == "coco")
+    assert coco == sorted(COCO_INSTRUMENTS)  # a new COCO instrument belongs in the profile too
+    for name in coco:
+        assert params["instruments"][name]["samples_per_image"] == 1 and params["instruments"][name]["max_samples"] is None
+    assert params["sources"]["coco"]["files"] == {"captions": "captions_val2017.json"}
+    assert params["instruments"]["existence"] == shipped["instruments"]["existence"]
+
+
+def test_repro_profile_writes_the_checked_params_as_dvc_exp_run_would(tmp_path):
+    from foilforge.pipeline.stages.repro import apply_profile
+
+    copy = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", copy)
+    sample = str(ROOT / "data" / "sample" / "coco")
+    assert apply_profile(str(copy), "coco-val", [f"sources.coco.root={sample}"]) == []
+    expected = merge_profile(load_params("params.yaml"), load_profile("coco-val"))
+    expected["sources"]["coco"]["root"] = sample
+    assert yaml.safe_load(copy.read_text()) == expected
+    assert "# foilforge parameters." in copy.read_text()  # DVC's writer keeps the comments
+
+
+@pytest.mark.parametrize(("sets", "problem"), [
+    ([], "params.yaml + profile coco-val sources.coco.root: 'data/coco-val' is not a folder"),
+    (["sources.coco.root=data/sample/coco", "instruments.plurals.samples_per_image=0"],
+     "params.yaml + profile coco-val instruments.plurals.samples_per_image: expected a value >= 1, got 0"),
+])
+def test_repro_profile_with_a_problem_names_it_and_leaves_params_yaml_as_it_was(tmp_path, monkeypatch, capsys, sets,
+                                                                                problem):
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "profiles", project / "profiles")
+    shutil.copytree(ROOT / "data" / "sample", project / "data" / "sample")
+    shutil.copy(ROOT / "params.yaml", project / "params.yaml")
+    monkeypatch.chdir(project)
+    argv = ["repro", "--profile", "coco-val"] + [word for value in sets for word in ("-S", value)]
+    assert cli.main(argv) == 1
+    assert problem in capsys.readouterr().err.splitlines()
+    assert (project / "params.yaml").read_bytes() == (ROOT / "params.yaml").read_bytes()

@@ -6,7 +6,11 @@ stage can choose among several candidates per caption.
 `instruments.NAME.max_samples` (optional, an int >= 1) foils only the first
 that many samples of the source, in file order: a quick look at an instrument,
 or a sample build that keeps a slow foiler's share of the time small while the
-source stays large enough for the instruments that need it. `--metrics` writes what
+source stays large enough for the instruments that need it.
+`instruments.NAME.samples_per_image` (optional) foils at most that many samples
+of each image, the first in file order (applied before `max_samples`): COCO's
+first caption of each image with 1, while the pair stage still reads all of an
+image's captions as evidence for a group. `--metrics` writes what
 the foiler reported about the run (skip rules, guards, resolver, pairing, JS).
 
 The proposals run batch by batch on the engine of params.yaml `engine` (pipeline/engine/: this process,
@@ -107,6 +111,7 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     foiler = build_instrument(params, instrument)
     spec = instrument_spec(params, instrument)
     cap, limit = spec.get("candidates_per_sample"), spec.get("max_samples")
+    per_image, taken_of_image = spec.get("samples_per_image"), {}
     samples = []
     seen_ids = set()
     for index, sample in enumerate(iter_jsonl(input_path)):
@@ -118,6 +123,11 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
         if sample["id"] in seen_ids:
             raise InputError(input_path, f"duplicate id {sample['id']!r}", record=f"line {index + 1}", field="id")
         seen_ids.add(sample["id"])
+        image = sample.get("image_id")
+        if per_image is not None and image is not None:
+            if taken_of_image.get(image, 0) == per_image:
+                continue
+            taken_of_image[image] = taken_of_image.get(image, 0) + 1
         foiler.validate_sample(sample, str(input_path), sample["id"])
         samples.append(sample)
     seed = typed_params(params).seed if seed is None else seed

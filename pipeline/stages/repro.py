@@ -29,6 +29,7 @@ import shlex
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,11 @@ def add_arguments(parser) -> None:
                         help="stages run at once, each in its own worker (default: one per core, at most 4)")
     parser.add_argument("--lock-every", type=float, default=60.0,
                         help="seconds between writes of dvc.lock (default 60; it is always written at the end)")
+    parser.add_argument("--profile", default=None,
+                        help="first write profiles/NAME.yaml into params.yaml, as `dvc exp run` with `foilforge "
+                             "profile NAME` does (validated first; `git checkout params.yaml` undoes it)")
+    parser.add_argument("-S", "--set-param", action="append", default=[], metavar="KEY=VALUE",
+                        help="first set a param in params.yaml, as `dvc exp run -S` (after --profile; repeatable)")
 
 
 def run_in_worker(argv: list[str], cwd: str, env: dict) -> int:
@@ -380,11 +386,34 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
     return [stage.addressing for stage in build.ran]
 
 
+def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> list[str]:
+    """params.yaml with the profile's overrides and then `sets`, when `foilforge check-params` finds nothing wrong
+    with the result; else the problems, and the file untouched."""
+    from foilforge.params import apply_overrides, load_params, load_profile, profile_overrides
+    from foilforge.pipeline.stages.check_params import check
+
+    overrides = profile_overrides(load_profile(profile), load_params(params_path, validate=False)) if profile else []
+    where = f"{params_path} + profile {profile}" if profile else params_path
+
+    def problems(params: dict) -> list[str]:  # check-params names the files a source reads; a build needs them there
+        missing = [f"{where} sources.{name}.root: {block.get('root')!r} is not a folder"
+                   for name, block in sorted((params.get("sources") or {}).items())
+                   if isinstance(block, dict) and not Path(str(block.get("root"))).is_dir()]
+        return check(params, where) + missing
+
+    return apply_overrides(params_path, overrides + list(sets), problems)
+
+
 def main(args) -> int:
     from dvc.exceptions import DvcException
 
     logging.getLogger("dvc").propagate = False  # DVC prints its own lines; the stage's log setup would repeat them
 
+    if args.profile or args.set_param:
+        found = apply_profile(args.params, args.profile, args.set_param)
+        if found:
+            print("\n".join(found), file=sys.stderr)
+            return 1
     try:
         ran = reproduce(args.targets, args.force, args.lock_every, args.jobs)
     except DvcException as err:
