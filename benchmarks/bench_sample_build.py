@@ -71,19 +71,44 @@ def stage_name(argv: list[str]) -> str:
     return command
 
 
+def stage_events(log_path: Path, offset: int) -> dict:
+    """What a repro command logged from `offset` on: the stages it ran, restored from DVC's run cache, found
+    unchanged (foilforge repro's and dvc repro's log lines)."""
+    import re
+
+    with log_path.open() as handle:
+        handle.seek(offset)
+        text = handle.read()
+    events = {"ran": r"Running stage '([^']+)'", "restored": r"Stage '([^']+)' restored from the run cache",
+              "unchanged": r"Stage '([^']+)' didn't change"}
+    return {f"stages_{kind}": sorted(set(re.findall(pattern, text))) for kind, pattern in events.items()}
+
+
 def lock_outs(lock: dict) -> dict[str, str]:
     """path -> md5 of every out, metric and plot a dvc.lock records."""
     return {out["path"]: out.get("md5") for stage in (lock.get("stages") or {}).values()
             for out in stage.get("outs") or []}
 
 
-def run_logged(command: list[str], env: dict, cwd: Path, log) -> tuple[int, float, float]:
-    """(exit status, wall seconds, CPU seconds of the command and its children) of one command."""
+def run_logged(command: list[str], env: dict, cwd: Path, log, kill_after: float | None = None
+               ) -> tuple[int, float, float]:
+    """(exit status, wall seconds, CPU seconds of the command and its children) of one command. `kill_after`: the
+    command and every process it started are killed (SIGKILL, nothing cleaned up) after that many seconds."""
+    import signal
+
     before = os.times()
     began = time.perf_counter()
     log.write(f"$ {' '.join(command)}\n")
     log.flush()
-    rc = subprocess.run(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        rc = process.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        rc = process.wait()
+        log.write(f"\n[killed after {kill_after:.0f} s]\n")
+        log.flush()
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return rc, time.perf_counter() - began, cpu
@@ -125,11 +150,23 @@ def build(args) -> dict:
                 repro = ["dvc", "repro", "--force", "--single-item", *args.only]
             else:  # what `make repro` runs (foilforge repro), or DVC's own stage-per-process run
                 repro = ["foilforge", "repro"] if args.runner == "foilforge" else ["dvc", "repro"]
-            for name, command in (("check-params", ["foilforge", "check-params"]), ("dvc repro", repro),
-                                  ("dvc metrics show", ["dvc", "metrics", "show"])):
-                rc, wall, cpu = run_logged(command, env, worktree, log)
-                steps[name] = {"rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+            profile = ["--profile", args.profile] if args.profile else []
+            sets = [word for value in args.set or [] for word in ("-S", value)]
+            if profile or sets:  # `make coco-val`: foilforge repro writes the profile into params.yaml first
+                repro = [*repro, *profile, *sets]
+            commands = [("check-params", ["foilforge", "check-params", *profile]), ("dvc repro", repro)]
+            if args.kill_after:  # killed once, then the same command again: what it runs again is in the log
+                commands.append(("dvc repro (resumed)", repro))
+            for name, command in (*commands, ("dvc metrics show", ["dvc", "metrics", "show"])):
+                offset = log.tell()
+                rc, wall, cpu = run_logged(command, env, worktree, log,
+                                           args.kill_after if name == "dvc repro" else None)
+                steps[name] = {"rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                               **stage_events(log_path, offset)}
                 print(f"{name}: rc {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+                if name == "dvc repro" and args.kill_after and rc < 0:
+                    steps[name]["killed_after_s"] = args.kill_after
+                    continue
                 if rc:
                     break
     finally:
@@ -167,7 +204,8 @@ def build(args) -> dict:
     missing = sorted(set(built) - set(reference)) if args.only else sorted(set(reference) - set(built))
 
     result = {
-        "label": args.label, "commit": built_commit, "only": args.only, "seed_data": args.seed_data, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
+        "label": args.label, "commit": built_commit, "profile": args.profile, "set": args.set or [],
+        "kill_after_s": args.kill_after, "only": args.only, "seed_data": args.seed_data, "base_commit": commit, "cherry_picked": args.cherry_pick or [],
         "runner": None if args.only else args.runner,
         "reference_lock": reference_ref,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -304,6 +342,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--worktree", default=None, help="where the worktree goes (default /tmp/wt-bench-LABEL)")
     parser.add_argument("--runner", choices=("foilforge", "dvc"), default="foilforge",
                         help="foilforge repro (make repro's: the stage commands in one worker) or dvc repro")
+    parser.add_argument("--profile", default=None,
+                        help="build with a profile (foilforge repro --profile NAME, as `make coco-val` runs it)")
+    parser.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
+                        help="a param set for the build (foilforge repro -S; e.g. sources.coco.root=DIR)")
+    parser.add_argument("--kill-after", type=float, default=None, metavar="SECONDS",
+                        help="kill the build (SIGKILL, its workers with it) after SECONDS, then run the same "
+                             "command again; the results say which stages each run ran")
     parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
     parser.add_argument("--results", type=Path, default=RESULTS)
