@@ -57,6 +57,7 @@ endif
 
 # COCO=<the folder holding captions_val2017.json>: every COCO instrument on the first caption of each of COCO val
 # 2017's 5,000 images (profiles/coco-val.yaml, written into params.yaml). Killed, the same command goes on
+COCO ?=
 coco-val: export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
 coco-val: setup
 	$(BIN)/foilforge repro $(REPRO_JOBS) --profile coco-val $(if $(COCO),-S sources.coco.root=$(abspath $(COCO)))

@@ -1,7 +1,7 @@
 """What a stage keeps for its own run in module-level state, forgotten between the stages of one process.
 
 A stage process usually runs one stage and exits. `foilforge repro` runs many stages one after another in one
-long-lived worker (pipeline/stages/repro.py). A module-level cache that holds results of one run (the probe's
+long-lived worker (pipeline/runner/repro.py). A module-level cache that holds results of one run (the probe's
 hidden-state vectors of the stage's texts) registers with `per_stage`, and the worker calls `reset()` before each
 stage, so what a stage writes never depends on which stage ran before it in the same process, and a worker does
 not hold every stage's results. Loaded models and pipelines are tools, not run state: they stay loaded; what

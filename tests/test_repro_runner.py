@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from foilforge import stage_state
-from foilforge.pipeline.stages.repro import worker_argv
+from foilforge.pipeline.runner.repro import worker_argv
 
 BIN = Path(sys.executable).parent
 
@@ -58,7 +58,7 @@ def fake_stage(name, lockfile):
 
 
 def test_periodic_lock_rewrite_does_not_hold_up_the_build():
-    from foilforge.pipeline.stages.repro import LockWriter
+    from foilforge.pipeline.runner.repro import LockWriter
 
     lockfile = FakeLockFile()
     writer = LockWriter(every=0.0)
@@ -74,7 +74,7 @@ def test_periodic_lock_rewrite_does_not_hold_up_the_build():
 def test_a_failed_lock_rewrite_is_written_again_at_the_end_and_raised():
     import pytest
 
-    from foilforge.pipeline.stages.repro import LockWriter
+    from foilforge.pipeline.runner.repro import LockWriter
 
     lockfile = FakeLockFile(fail_first=True)
     lockfile.release.set()
@@ -215,7 +215,7 @@ def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
 def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
     """The worker takes each command's environment and directory as DVC gives them, not the previous command's;
     a failed command is that stage's failure and the worker lives on."""
-    from foilforge.pipeline.stages.repro import StageWorkers
+    from foilforge.pipeline.runner.repro import StageWorkers
 
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
@@ -263,7 +263,7 @@ def test_workers_beside_each_other_let_openmp_threads_sleep_and_share_the_cores(
     """With more than one worker, OpenMP's waiting threads sleep (set before torch starts OpenMP) and torch takes
     its share of the cores, cores // jobs threads; one worker alone, or a policy or thread count the user set, is
     left as it is."""
-    script = ("import os, sys\nfrom foilforge.pipeline.stages.repro import _start_worker, _TORCH_THREADS\n"
+    script = ("import os, sys\nfrom foilforge.pipeline.runner.repro import _start_worker, _TORCH_THREADS\n"
               "_start_worker(int(sys.argv[1]))\nimport torch\n"
               "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules, torch.get_num_threads(), "
               "_TORCH_THREADS == [torch.get_num_threads()])")

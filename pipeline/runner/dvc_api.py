@@ -1,0 +1,102 @@
+"""Every DVC call `foilforge repro` makes (pipeline/runner/repro.py), in one place.
+
+`foilforge repro` does DVC's own work for each stage, in the order `Stage.run` does it, and some of those calls are
+DVC's internals rather than its public API (`_enforce_cmd_list`, `_make_cmd`, `Stage._check_missing_outputs`, the
+planning functions of `dvc.repo.reproduce`, `dump_stages(update_pipeline=False)`). They can change in any DVC
+release, so pyproject.toml pins the range they are known to work in (`SUPPORTED`), and tests/test_dvc_api.py checks
+that the installed DVC lies in it and has each call with the arguments used here.
+"""
+
+from __future__ import annotations
+
+#: the DVC versions these calls are known to work with; pyproject.toml's requirement says the same
+SUPPORTED = ">=3.50,<4"
+
+
+def open_repo(root: str | None = None):
+    from dvc.repo import Repo
+
+    return Repo(root)
+
+
+def plan(repo, targets: list[str] | None) -> tuple:
+    """(graph, stages in DVC's order) of `targets` with what they depend on (None: dvc.yaml's whole pipeline)."""
+    from dvc.dvcfile import PROJECT_FILE
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+    stages = collect_stages(repo, targets or [PROJECT_FILE])
+    graph = get_active_graph(repo.index.graph)
+    return graph, plan_repro(graph, stages)
+
+
+def upstream(graph, stage) -> list:
+    """The stages `stage` depends on (DVC's graph points from a stage to those it depends on)."""
+    return list(graph.successors(stage))
+
+
+def check_missing_outputs(stage) -> None:
+    """What DVC does for a frozen stage, or one without a command: raise when an output is missing."""
+    stage._check_missing_outputs()
+
+
+def restore_from_run_cache(stage) -> bool:
+    """The stage's outputs from DVC's run cache when it holds this stage's dependencies and params; False when not
+    (then the dependencies are saved, as before DVC runs a command)."""
+    from dvc.stage.cache import RunCacheNotFoundError
+
+    try:
+        stage.repo.stage_cache.restore(stage)
+        return True
+    except RunCacheNotFoundError:
+        stage.save_deps()
+        return False
+
+
+def commands(stage) -> tuple[list[str], str, dict]:
+    """(the stage's commands, the directory and the environment DVC runs them in)."""
+    from dvc.stage.run import _enforce_cmd_list, prepare_kwargs
+
+    options = prepare_kwargs(stage)
+    return _enforce_cmd_list(stage.cmd), options["cwd"], options["env"]
+
+
+def shell_argv(cmd: str) -> list[str]:
+    """The argv DVC runs a shell command with (its shell, without rc files)."""
+    from dvc.stage.run import _make_cmd, get_executable
+
+    return _make_cmd(get_executable(), cmd)
+
+
+def save_and_commit(stage) -> None:
+    """What `Stage.run` does after the command: save the outputs (and the run cache entry), commit them."""
+    no_cache_outs = any(not out.use_cache for out in stage.outs if not (out.is_metric or out.is_plot))
+    stage.save(allow_missing=False, run_cache=not no_cache_outs)
+    stage.commit(allow_missing=False)
+
+
+def write_lock(stages: list) -> None:
+    """The lock entries of `stages`, one rewrite of each dvc.lock they belong to."""
+    by_file: dict = {}
+    for stage in stages:
+        by_file.setdefault(stage.dvcfile.path, (stage.dvcfile, []))[1].append(stage)
+    for dvcfile, group in by_file.values():
+        dvcfile.dump_stages(group, update_pipeline=False)
+
+
+def reproduction_error(message: str) -> Exception:
+    from dvc.exceptions import ReproductionError
+
+    return ReproductionError(message)
+
+
+def command_failed(cmd, status: int) -> Exception:
+    from dvc.stage.exceptions import StageCmdFailedError
+
+    return StageCmdFailedError(cmd, status)
+
+
+def dvc_error_type() -> type:
+    """DVC's base exception: what a failed reproduce raises."""
+    from dvc.exceptions import DvcException
+
+    return DvcException

@@ -1,0 +1,350 @@
+"""`foilforge repro`'s runner: the pipeline as `dvc repro` runs it, with the `foilforge` stage commands in long-lived workers, several at once.
+
+`dvc repro` starts a new process for every stage command (about a hundred on the sample data), and each of them
+imports torch, transformers and spaCy and loads its models again; it runs one stage at a time; and after every
+stage it parses and rewrites the whole dvc.lock (some 18,000 lines on the sample: 2-4 s a stage;
+benchmarks/bench_dvc_lock.py). The runner does DVC's work for each stage in this process, with DVC's own calls
+(pipeline/runner/dvc_api.py) and in the order `Stage.run` makes them (whether the stage changed, removing its outputs, the run cache, saving
+dependencies and outputs, committing them to DVC's cache), and differs in three ways:
+
+* a stage command that is `foilforge ...` runs in a worker process that stays up from stage to stage: it imports
+  once and keeps the spaCy pipelines and probe models it loaded. Before each command the worker takes the stage's
+  working directory and environment (what DVC would give the command's process), torch's thread count as a new
+  process has it, and forgets what the previous stage kept for its own run (foilforge/stage_state.py), so each
+  stage writes what it would write in a process of its own. Any other command runs in a shell, as DVC runs it.
+* up to `--jobs` commands run at once (one worker each), a stage starting as soon as every stage it depends on
+  has finished: DVC's plan, in parallel where the graph allows.
+* the dvc.lock entries of finished stages are written together, in a thread beside the build: at most every
+  `--lock-every` seconds, at the end, and when a stage fails (then no new stage starts, the running ones finish
+  and are recorded, so a rerun starts after them).
+
+`dvc status` afterwards reads as after `dvc repro`, and either command can continue what the other began.
+"""
+
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from foilforge.pipeline.runner import dvc_api
+
+log = logging.getLogger(__name__)
+
+
+def run_in_worker(argv: list[str], cwd: str, env: dict) -> int:
+    """One stage command in this (worker) process: `foilforge ARGV` in `cwd` with exactly `env` as environment.
+    Returns its exit status; an exception is printed and gives 1."""
+    import traceback
+
+    from foilforge import stage_state
+    from foilforge.pipeline.stages import cli
+
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    stage_state.reset()
+    _restore_torch_threads()
+    try:
+        return int(cli.main(argv) or 0)
+    except SystemExit as exit_:  # argparse's usage errors
+        return exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the worker outlives the stage; its status says it failed
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+_TORCH_THREADS: list[int] = []
+
+
+def _start_worker(jobs: int = 1) -> None:
+    """The worker's first acts: to die with the process that started it (Linux; a worker left running after
+    `foilforge repro` is killed would go on with a stage nobody waits for), and torch's thread count, to give
+    every stage the same.
+
+    With other workers beside it, OpenMP's threads (torch's, scikit-learn's) sleep instead of spinning while they
+    wait (OMP_WAIT_POLICY=PASSIVE, unless the environment sets it): two score stages side by side on 2 cores,
+    each with torch's 2 threads, took 72-76 CPU-s each spinning and 37-39 sleeping, with the same outputs. And
+    the workers share the cores rather than each taking them all: torch gets `cores // jobs` threads (at least
+    one; fewer if the environment asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread
+    each, and spend less CPU for it (foil relations 100 CPU-s against 110 on 2 threads). The sample build's bits
+    do not move with it: a text's model pass (foilforge/lm.py) and the span scorer (foilforge/scorers.py) run
+    on one thread on a CPU whatever the process has, and score, baseline and foil write the same bytes with the
+    process on 1 and 2 threads (benchmarks/results/pass_store.json). What else sums with torch on a CPU (the
+    paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
+    import signal
+
+    if jobs > 1:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP starts: before torch is imported
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    try:
+        import torch
+    except ImportError:
+        return
+    if jobs > 1:
+        share = max(1, (os.cpu_count() or 1) // jobs)
+        if torch.get_num_threads() > share:
+            torch.set_num_threads(share)
+    _TORCH_THREADS.append(torch.get_num_threads())
+
+
+def _restore_torch_threads() -> None:
+    # a stage may set torch's intra-op threads (engine.threads_per_worker); the next starts where a process starts
+    if _TORCH_THREADS and "torch" in sys.modules:
+        import torch
+
+        if torch.get_num_threads() != _TORCH_THREADS[0]:
+            torch.set_num_threads(_TORCH_THREADS[0])
+
+
+#: characters that make a command the shell's business (operators, expansions, redirections, globs)
+SHELL_CHARACTERS = set("$`;&|<>()*?[]{}~#\\\n")
+
+
+def worker_argv(cmd: str) -> list[str] | None:
+    """The arguments after `foilforge` when `cmd` is one plain `foilforge ...` command; None when the shell must
+    run it (another program, or any operator, expansion or redirection)."""
+    if SHELL_CHARACTERS & set(cmd):
+        return None
+    try:
+        argv = shlex.split(cmd)
+    except ValueError:
+        return None
+    return argv[1:] if argv[:1] == ["foilforge"] else None
+
+
+class StageWorkers:
+    """The long-lived worker processes (spawned: they share nothing with DVC's process but the files)."""
+
+    def __init__(self, jobs: int):
+        self.jobs, self._pool = jobs, None
+
+    def submit(self, argv: list[str], cwd: str, env: dict):
+        """A future of the command's exit status."""
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=get_context("spawn"),
+                                             initializer=_start_worker, initargs=(self.jobs,))
+        return self._pool.submit(run_in_worker, argv, cwd, env)
+
+    def run(self, argv: list[str], cwd: str, env: dict) -> int:
+        """The command's exit status, once it has run."""
+        return self.status(self.submit(argv, cwd, env))
+
+    def status(self, future) -> int:
+        """A finished command's exit status; -9 when its worker was killed (out of memory, a signal): the next
+        command gets new workers."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            self._pool = None
+            return -9
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class LockWriter:
+    """The lock entries of finished stages, written in one rewrite of their dvc.lock at most every `every` s.
+
+    A rewrite parses and dumps the whole file (2-3 s on the sample's), so the periodic ones run in a thread of
+    their own: the build goes on handing stages to workers meanwhile. `flush` waits for a rewrite under way, then
+    writes what is left; one rewrite at a time, so the file is never written twice at once.
+    """
+
+    def __init__(self, every: float):
+        self.every, self.pending, self.written_at = every, [], time.monotonic()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvc-lock")
+        self._writing = None  # (future, stages) of the rewrite under way
+
+    def add(self, stage) -> None:
+        self.pending.append(stage)
+        if time.monotonic() - self.written_at < self.every:
+            return
+        if self._writing is not None:
+            if not self._writing[0].done():
+                return  # the next rewrite takes these too
+            self.pending = self._finished_rewrite() + self.pending
+        batch, self.pending, self.written_at = self.pending, [], time.monotonic()
+        self._writing = (self._writer.submit(self._write, batch), batch)
+
+    def flush(self) -> None:
+        """Every pending entry written before this returns: waits for a rewrite under way (its stages are
+        written again with the rest when it failed, and its error raised after)."""
+        error = None
+        if self._writing is not None:
+            error = self._writing[0].exception()  # waits for it; raised once the rest is written
+            self.pending = self._finished_rewrite() + self.pending
+        batch, self.pending, self.written_at = self.pending, [], time.monotonic()
+        self._write(batch)
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._writer.shutdown()
+
+    def _finished_rewrite(self) -> list:
+        """The stages of the finished rewrite to write again (all of them when it failed, none when it worked)."""
+        future, batch = self._writing
+        self._writing = None
+        if future.exception() is not None:
+            log.warning("writing dvc.lock failed (%s): trying again with the next entries", future.exception())
+            return batch
+        return []
+
+    @staticmethod
+    def _write(stages: list) -> None:
+        dvc_api.write_lock(stages)
+
+
+def shell_status(cmd: str, cwd: str, env: dict) -> int:
+    """A command the shell must run, as DVC runs it (its shell, without rc files)."""
+    import subprocess
+
+    return subprocess.run(dvc_api.shell_argv(cmd), cwd=cwd, env=env, check=False).returncode
+
+
+class Build:
+    """DVC's reproduce of a plan, with up to `jobs` stage commands running at once.
+
+    All of DVC's work happens in this thread, stage by stage, as `Stage.run` does it: whether the stage
+    changed (`Stage.changed`, against the stages it depends on), removing its outputs, the run cache, saving the
+    dependencies; then the command goes to a worker; when it is done, saving and committing the outputs and the
+    stage's lock entry. A stage starts when every stage it depends on has finished."""
+
+    def __init__(self, graph, plan: list, force: bool, workers: StageWorkers, lock: LockWriter):
+        self.graph, self.plan, self.force, self.workers, self.lock = graph, plan, force, workers, lock
+        self.ran: list = []
+        self.shell = None  # the threads that wait on shell commands, while `run` runs
+
+    def upstream(self, stage) -> list:
+        return dvc_api.upstream(self.graph, stage)
+
+    def start(self, stage):
+        """A future of the stage's commands' exit status, or None when nothing is left to run (unchanged,
+        restored from the run cache)."""
+        if not self.force and not stage.changed(upstream=self.upstream(stage)):
+            log.info("Stage '%s' didn't change, skipping", stage.addressing)
+            return None
+        if stage.frozen or not stage.cmd:
+            log.warning("%s is frozen or has no command: its outputs are checked, not reproduced", stage)
+            dvc_api.check_missing_outputs(stage)
+            return None
+        stage.remove_outs(ignore_remove=False, force=False)
+        if not self.force and dvc_api.restore_from_run_cache(stage):
+            log.info("Stage '%s' restored from the run cache", stage.addressing)
+            self.finish(stage)
+            return None
+        log.info("Running stage '%s':", stage.addressing)
+        commands, cwd, env = dvc_api.commands(stage)
+        argv = worker_argv(commands[0]) if len(commands) == 1 else None
+        if argv is not None:
+            log.info("> %s", commands[0])
+            return self.workers.submit(argv, cwd, env)
+
+        def in_order():  # several commands, or the shell's: one after another in a thread, as DVC runs them
+            for cmd in commands:
+                log.info("> %s", cmd)
+                status = shell_status(cmd, cwd, env)
+                if status:
+                    return status
+            return 0
+
+        return self.shell.submit(in_order)
+
+    def finish(self, stage) -> None:
+        """What `Stage.run` does after the command: save the outputs (and the run cache entry), commit them."""
+        dvc_api.save_and_commit(stage)
+        self.lock.add(stage)
+        self.ran.append(stage)
+
+    def run(self) -> None:
+        """Every stage of the plan whose dependencies finished, up to `jobs` at once; on a failure, no new stage
+        starts, the running ones finish (and are recorded), and ReproductionError names the failed stages."""
+        with ThreadPoolExecutor(max_workers=self.workers.jobs) as self.shell:
+            failed = self._run_plan()
+        if failed:
+            names = ", ".join(repr(stage.addressing) for stage in failed)
+            raise dvc_api.reproduction_error(f"failed to reproduce {names}")
+
+    def _run_plan(self) -> list:
+        """The stages that failed (none when the plan ran through)."""
+
+        waiting, running, finished, failed = list(self.plan), {}, set(), []
+        while waiting or running:
+            for stage in list(waiting):
+                if failed or len(running) >= self.workers.jobs:
+                    break
+                if all(up in finished or up not in self.plan for up in self.upstream(stage)):
+                    waiting.remove(stage)
+                    future = self.start(stage)
+                    if future is None:
+                        finished.add(stage)
+                    else:
+                        running[future] = stage
+            if failed and not running:
+                break
+            if not running:
+                if waiting:  # what is left waits on a stage that is not in the plan: DVC would not run it either
+                    raise dvc_api.reproduction_error(f"stages wait on stages outside the plan: {waiting}")
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                stage = running.pop(future)
+                status = self.workers.status(future)
+                if status == 0:
+                    self.finish(stage)
+                    finished.add(stage)
+                else:
+                    log.error("%s", dvc_api.command_failed(stage.cmd, status))
+                    failed.append(stage)
+        return failed
+
+
+def default_jobs() -> int:
+    """Stages at once by default: one per core, at most 4 (each worker holds its own models: 1-3 GB)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def reproduce(targets: list[str] | None = None, force: bool = False, lock_every: float = 60.0,
+              jobs: int | None = None, root: str | None = None) -> list[str]:
+    """DVC's reproduce of `targets` (None: the whole pipeline, dvc.yaml) with the `foilforge` commands in
+    long-lived workers, up to `jobs` at once, and dvc.lock written in batches. Returns the addresses of the
+    stages that ran; raises DVC's ReproductionError when a stage fails (after recording those that finished)."""
+    repo = dvc_api.open_repo(root)
+    workers, lock = StageWorkers(jobs or default_jobs()), LockWriter(lock_every)
+    try:
+        with repo.lock:
+            graph, planned = dvc_api.plan(repo, targets)
+            build = Build(graph, planned, force, workers, lock)
+            try:
+                build.run()
+            finally:
+                workers.close()
+                lock.close()
+    finally:
+        repo.close()
+    return [stage.addressing for stage in build.ran]
+
+

@@ -1,0 +1,69 @@
+"""pipeline/runner/dvc_api.py: the DVC internals `foilforge repro` calls exist in the installed DVC, with the arguments
+it passes, and that DVC lies in the range pyproject.toml pins."""
+
+import inspect
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from foilforge.pipeline.runner import dvc_api
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pyproject_pins_the_range_the_adapter_names_and_the_installed_dvc_is_in_it():
+    from importlib.metadata import version
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    dvc = [Requirement(text) for text in dependencies if Requirement(text).name == "dvc"]
+    assert [str(requirement.specifier) for requirement in dvc] == [str(Requirement("dvc" + dvc_api.SUPPORTED).specifier)]
+    assert Version(version("dvc")) in dvc[0].specifier
+
+
+def parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_internal_calls_exist_with_the_arguments_used():
+    from dvc.dvcfile import PROJECT_FILE, ProjectFile
+    from dvc.repo import reproduce
+    from dvc.stage import Stage
+    from dvc.stage import run as stage_run
+    from dvc.stage.cache import RunCacheNotFoundError, StageCache
+
+    assert PROJECT_FILE == "dvc.yaml"
+    assert parameters(reproduce.collect_stages)[:2] == ["repo", "targets"]
+    assert parameters(reproduce.get_active_graph) == ["graph"]
+    assert parameters(reproduce.plan_repro)[:2] == ["graph", "stages"]
+    assert parameters(stage_run._enforce_cmd_list) == ["cmd"]
+    assert parameters(stage_run._make_cmd)[:2] == ["executable", "cmd"]
+    assert parameters(stage_run.prepare_kwargs)[:1] == ["stage"]
+    assert callable(stage_run.get_executable)
+    assert "update_pipeline" in parameters(ProjectFile.dump_stages)
+    assert callable(Stage._check_missing_outputs) and {"allow_missing", "run_cache"} <= set(parameters(Stage.save))
+    assert "allow_missing" in parameters(Stage.commit) and "upstream" in parameters(Stage.changed)
+    assert callable(StageCache.restore) and issubclass(RunCacheNotFoundError, Exception)
+
+
+def test_commands_and_shell_argv_read_a_stage_as_dvc_runs_it(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], check=True)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  one:\n    cmd: foilforge params-doc --output a.md\n"
+                                       "    outs: [a.md]\n  two:\n    cmd: [echo x > b.txt, echo y]\n"
+                                       "    deps: [a.md]\n    outs: [b.txt]\n")
+    repo = dvc_api.open_repo(str(tmp_path))
+    try:
+        graph, planned = dvc_api.plan(repo, None)
+        assert [stage.addressing for stage in planned] == ["one", "two"]
+        one, two = planned
+        assert dvc_api.upstream(graph, two) == [one] and dvc_api.upstream(graph, one) == []
+        commands, cwd, env = dvc_api.commands(two)
+        assert commands == ["echo x > b.txt", "echo y"] and Path(cwd) == tmp_path and "PATH" in env
+        assert dvc_api.shell_argv("echo x")[-1] == "echo x"
+    finally:
+        repo.close()
