@@ -125,7 +125,7 @@ def test_group_page_matches_each_text_to_an_image_by_keys_and_clicks(tmp_path, b
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from foilforge.pipeline.stages import validate
+    from foilforge.pipeline import validation as validate
     from tests.annotation_helpers import foilforge, grouped_records, write_jsonl
 
     images = tmp_path / "images"

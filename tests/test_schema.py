@@ -57,7 +57,7 @@ def test_references_between_blocks_are_checked_even_when_a_shape_is_wrong():
 def test_load_params_reads_merge_keys_and_refuses_a_bad_file_naming_every_problem(tmp_path):
     text = """
 shared:
-  instrument: &instrument {args: {}, candidates_per_sample: null, max_samples: null, filters: {run: [], keep: {}}, bias: {},
+  instrument: &instrument {args: {}, candidates_per_sample: null, max_samples: null, samples_per_image: null, filters: {run: [], keep: {}}, bias: {},
                            adversarial: {}, gate: fail, validation: {gold: [], votes: null},
                            pairing: {pairer: visual7w_answers.v1}}
 instruments:

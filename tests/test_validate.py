@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from foilforge.errors import ConfigError, InputError
-from foilforge.pipeline.stages import annotate, validate
+from foilforge.pipeline import validation as validate
+from foilforge.pipeline.stages import annotate
 from tests.annotation_helpers import foil_records, write_jsonl
 
 SETTINGS = validate.settings_from_params({})

@@ -20,9 +20,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from foilforge.pipeline.stages.annotate_app import db
+from foilforge.pipeline.validation import CHOICES, GROUP_CHOICES  # the answers validate reads back
 
-CHOICES = ("first", "second", "both", "neither", "cannot_tell")
-GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 
 
