@@ -267,7 +267,7 @@ def test_certify_multiple_choice_at_chance_and_with_a_shortcut():
 # ---------------------------------------------------------------------------------------- export refuses, refilter
 
 def test_export_refuses_an_instrument_above_the_gate(tmp_path):
-    from foilforge.pipeline.stages.export import check_gates
+    from foilforge.pipeline.release import check_gates
 
     baseline = tmp_path / "baseline"
     baseline.mkdir()

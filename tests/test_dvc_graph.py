@@ -164,7 +164,7 @@ def test_a_needless_dep_is_reported():
 
 def test_closure_follows_function_level_imports_and_registries():
     # export imports foilforge.filter and foilforge.foiler only inside functions; both run their plug-ins
-    closure = import_closure("foilforge.pipeline.stages.export")
+    closure = import_closure("foilforge.pipeline.stages.export")  # its library, pipeline/release.py, with it
     assert Path("filters/nli.py") in closure
     assert Path("foilers/relations.py") in closure
     assert Path("pipeline/validation.py") in closure  # `from pipeline.validation import settings_from_params` in a function

@@ -329,7 +329,7 @@ def test_refilter_refuses_entailed_pairs_and_counts_them(tmp_path, tiny_models):
 
 def test_manifest_and_card_say_which_checks_ran():
     from foilforge.pipeline.card import datacard_text
-    from foilforge.pipeline.stages.export import validity_checks
+    from foilforge.pipeline.release import validity_checks
 
     params = {"instruments": {"relations": {"foiler": "relations.v1"}, "plurals": {"foiler": "plurals.v1"}},
               "models": {"nli": {"name_or_path": "ynie/albert"}}}

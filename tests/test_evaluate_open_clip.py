@@ -136,7 +136,7 @@ def test_the_exported_sugarcrepe_file_gives_the_evaluate_stages_acc_r(setup, sha
     from PIL import Image
     from torch.utils.data import DataLoader
 
-    from foilforge.pipeline.stages import export
+    from foilforge.pipeline import release as export
 
     released = json.loads(shared("data", "valse-dev", "relations.json").read_text())
     chosen = sorted(released.items())[:24]

@@ -5,7 +5,7 @@ import pytest
 from foilforge.errors import InputError
 from foilforge.filter import filter_funnel
 from foilforge.io import file_sha256
-from foilforge.pipeline.stages import export
+from foilforge.pipeline import release as export
 
 
 def _record(i, grammar_passed=True, nli_passed=True):

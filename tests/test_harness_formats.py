@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from foilforge.pipeline import loadable
+from foilforge.pipeline import release as export
 from foilforge.pipeline.emitters import EMITTERS
-from foilforge.pipeline.stages import export
 
 ROOT = Path(__file__).resolve().parents[1]
 VALSE_DEV = ROOT.parent / "shared" / "data" / "valse-dev"

@@ -6,7 +6,7 @@ import datasets
 import yaml
 
 from foilforge.pipeline import loadable
-from foilforge.pipeline.stages import export
+from foilforge.pipeline import release as export
 from foilforge.records import is_valid
 
 

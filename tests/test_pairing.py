@@ -207,7 +207,7 @@ def test_a_foil_its_own_image_states_is_refused_and_select_keeps_the_captions_ot
 
 def test_the_manifest_and_card_count_the_foils_their_own_image_states():
     from foilforge.pipeline.card import validity_line
-    from foilforge.pipeline.stages.export import validity_checks
+    from foilforge.pipeline.release import validity_checks
 
     instruments = {"plurals": {"groups": {"pairer": "coco_captions.v1", "foils_refused": {OWN_IMAGE: 3}}},
                    "relations": {"groups": {"pairer": "coco_captions.v1", "foils_refused": {}}},
@@ -522,9 +522,9 @@ TEXT_ONLY = {
 
 
 def exported_groups(tmp_path) -> list[dict]:
-    """The group file export writes for the Visual7W records (pipeline/stages/export.py `write_groups`)."""
+    """The group file export writes for the Visual7W records (pipeline/release.py `write_groups`)."""
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.export import export_settings, write_groups
+    from foilforge.pipeline.release import export_settings, write_groups
 
     records = existence_records()
     pairing = pair_records(PAIRERS.build("visual7w_answers.v1", {}), records, SAMPLES)

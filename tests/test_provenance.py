@@ -102,7 +102,7 @@ def test_local_and_package_models_are_hashed(tiny_models):
 
 
 def test_manifest_records_environment_and_models(tmp_path, monkeypatch):
-    from foilforge.pipeline.stages import export
+    from foilforge.pipeline import release as export
 
     monkeypatch.setattr(export, "write_native_files", lambda *a, **k: [])
     filtered = tmp_path / "filtered"

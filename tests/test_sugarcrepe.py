@@ -452,7 +452,7 @@ def test_any_text_only_function_scores_zero_on_the_new_group_files(tmp_path):
     from foilforge.metrics import group_pair_accuracy, winoground_scores
     from foilforge.pairing import PAIRERS, pair_records
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.export import export_settings, write_groups
+    from foilforge.pipeline.release import export_settings, write_groups
 
     params = load_params(ROOT / "params.yaml")
     text_only = {"length": len, "hash": lambda t: int(hashlib.sha256(t.encode()).hexdigest()[:8], 16),

@@ -178,7 +178,7 @@ def gate_of(after: dict, transfer: dict | None = None) -> dict:
 
 def test_the_card_opens_with_the_verdict_table():
     from foilforge.pipeline.card import datacard_text
-    from foilforge.pipeline.stages.export import certification_entry
+    from foilforge.pipeline.release import certification_entry
 
     gates = {"existence": gate_of({"word": reading(200, 400)}, {"word": reading(205, 400)}),
              "counting_small": gate_of({"word": reading(15, 30), "bayes": {"accuracy": 0.387, "n": 30,
