@@ -66,7 +66,7 @@ def summarise(report: dict, seconds: float) -> dict:
 
 def scored_records(params: dict, path: Path, like: str, keep: str | None) -> list[dict]:
     """`path` scored by `like`'s filters (the models run here), read from / written to the cache `keep` when given."""
-    from foilforge.pipeline.stages.refilter import score_released
+    from foilforge.pipeline.refiltering import score_released
 
     cache = Path(keep) / f"{path.parent.name}_{path.stem}.scored.jsonl" if keep else None
     if cache and cache.is_file():
@@ -113,7 +113,7 @@ def scored_pieces(params: dict, only: list[str] | None, keep: str | None):
 
 
 def main(argv=None) -> int:
-    from foilforge.pipeline.stages.refilter import filter_scored
+    from foilforge.pipeline.refiltering import filter_scored
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=["aflite", "balance_features"])

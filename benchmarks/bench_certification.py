@@ -66,7 +66,7 @@ def summarise(report: dict, gate_settings: dict, seconds: float) -> dict:
 
 
 def main(argv=None) -> int:
-    from foilforge.pipeline.stages.refilter import filter_scored
+    from foilforge.pipeline.refiltering import filter_scored
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=None, help="the gate's partitions per attacker (default: params)")

@@ -12,8 +12,8 @@ What it runs: params.yaml as it is (the offline models, every filter the instrum
 every instrument whose source is coco (plurals, relations, foil_it, swap_obj, swap_att) foiling the first
 --n captions (`max_samples`; 0: all 25,014), then the score stage on what each foiled, select on the scores
 (the refinement and the adversarial filter, whose attackers' fold fits run on the engine) and the release
-gate's attackers on what select kept: the stages' own code (pipeline/stages/foil.py foil_file,
-pipeline/stages/score.py run, pipeline/stages/select.py run, pipeline/stages/baseline.py release_gate), the
+gate's attackers on what select kept: the stages' own code (pipeline/foiling.py foil_file,
+pipeline/scoring.py run, pipeline/selection.py run, pipeline/gate.py release_gate), the
 engine from params. The ingest of the captions file is timed once (`ingest_s`; it runs in one process on
 either engine). Per run: wall
 time of each stage and instrument (Ray start and the actors' model loading included, as a user meets
@@ -135,8 +135,10 @@ def run_build(params: dict, samples: Path, workdir: Path, engine_name: str, meas
     times, the files' sha256, the workers' peak RSS. `done(stages)` is called after each instrument with the
     stage times so far (a run cut short by a time limit keeps them)."""
     from foilforge.io import read_jsonl
-    from foilforge.pipeline import engine
-    from foilforge.pipeline.stages import baseline, foil, score, select
+    from foilforge.pipeline import baseline, engine
+    from foilforge.pipeline import foiling as foil
+    from foilforge.pipeline import scoring as score
+    from foilforge.pipeline import selection as select
 
     rss_dir = workdir / "rss"
     rss_dir.mkdir(parents=True)

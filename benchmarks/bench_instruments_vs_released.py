@@ -124,7 +124,7 @@ def swap_obj(with_lm: bool) -> dict:
            "winoground_pairs": context.stats["winoground_pairs"]}
     if with_lm:
         from foilforge.params import load_params
-        from foilforge.pipeline.stages.baseline import baseline_summary, load_text_lm, score_pairs
+        from foilforge.pipeline.baseline import baseline_summary, load_text_lm, score_pairs
 
         lm = load_text_lm(load_params("params.yaml"))
         ours = score_pairs(lm, [(r["id"], r["caption"], r["foil"]) for r in records])

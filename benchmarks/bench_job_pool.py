@@ -39,9 +39,9 @@ def main(argv=None) -> dict:
     from foilforge.io import write_json
     from foilforge.params import load_params
     from foilforge.pipeline import engine
-    from foilforge.pipeline.stages.bias import instrument_settings
-    from foilforge.pipeline.stages.score import read_records
-    from foilforge.pipeline.stages.select import select
+    from foilforge.pipeline.bias import instrument_settings
+    from foilforge.pipeline.scoring import read_records
+    from foilforge.pipeline.selection import select
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instrument", default="foil_it")

@@ -38,7 +38,7 @@ def _params():
 
 
 def released_part(params, tmp: Path) -> dict:
-    from foilforge.pipeline.stages.pair import mine
+    from foilforge.pipeline.partners import mine
 
     found = {}
     for folder, mapping in ((SHARED / "valse-dev", VALSE_LIKE), (SHARED / "real" / "sugarcrepe", SUGARCREPE_LIKE)):

@@ -5,7 +5,7 @@
 
 What it scores: the first --n COCO val 2017 captions (../shared/data/real/coco, else the embedded sample),
 each paired with the next caption as its "foil" (only the texts' lengths matter to the time), through the
-score stage's own code (pipeline/stages/score.py run, engine from params) with GRUEN's grammaticality filter
+score stage's own code (pipeline/scoring.py run, engine from params) with GRUEN's grammaticality filter
 on random BERT models of a realistic shape (benchmarks/bench_filters.py SHAPE: no real masked LM runs
 offline, docs/offline_models.md). Every run writes the stage's JSONL; each Ray run is compared byte for
 byte with the local one. Per run: wall time (Ray start and actor model loading included, as a user meets
@@ -94,7 +94,7 @@ def records_from_coco(n: int) -> tuple[list[dict], str]:
 
 def run_once(params: dict, records: list[dict], workdir: Path, name: str, engine_name: str) -> tuple[float, bytes, dict]:
     from foilforge.pipeline import engine
-    from foilforge.pipeline.stages import score
+    from foilforge.pipeline import scoring as score
 
     source = workdir / "foils.jsonl"
     if not source.exists():

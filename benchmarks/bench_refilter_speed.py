@@ -39,9 +39,10 @@ RUNNER = """
 import json, sys, time
 timed = {}
 
-def timing(module, name, label):
+def timing(modules, name, label):  # the first of `modules` the checkout has (a function moved between commits)
     import importlib
-    mod = importlib.import_module(module)
+    import importlib.util
+    mod = importlib.import_module(next(m for m in modules if importlib.util.find_spec(m) is not None))
     inner = getattr(mod, name)
     def wrapped(*args, **kwargs):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -53,9 +54,9 @@ def timing(module, name, label):
             part["cpu_s"] += time.process_time() - cpu
     setattr(mod, name, wrapped)
 
-timing("foilforge.pipeline.stages.refilter", "score_released", "score")
-timing("foilforge.pipeline.selection", "select", "select")
-timing("foilforge.pipeline.gate", "release_gate", "gate")
+timing(["foilforge.pipeline.refiltering", "foilforge.pipeline.stages.refilter"], "score_released", "score")
+timing(["foilforge.pipeline.selection"], "select", "select")
+timing(["foilforge.pipeline.gate"], "release_gate", "gate")
 from foilforge.pipeline.stages import cli
 rc = cli.main(sys.argv[2:])
 with open(sys.argv[1], "w") as handle:

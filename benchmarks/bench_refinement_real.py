@@ -78,7 +78,7 @@ def _first_candidate_per_sample(work: Path, kept: str, rejected: str, out: str) 
     """Records that passed every filter but the refinement, one per sample (the first candidate): the
     benchmark without the refinement, for the JS 'before'."""
     from foilforge.filters.refinement import candidate_order
-    from foilforge.pipeline.stages.baseline import refinement_candidates
+    from foilforge.pipeline.baseline import refinement_candidates
 
     def read(path):
         return [json.loads(line) for line in (work / path).read_text().splitlines() if line.strip()]

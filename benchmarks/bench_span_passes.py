@@ -46,7 +46,7 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int, max_batch_tok
                  merge_prefix_lengths: bool = True) -> dict:
     from transformers import LlamaForCausalLM
 
-    from foilforge.pipeline.stages import foil
+    from foilforge.pipeline import foiling as foil
     from foilforge.pipeline.stages.ingest import ingest
 
     root = workdir / "coco"

@@ -56,7 +56,7 @@ def limited_copy(path: Path, limit: int | None, folder: Path) -> Path:
 def run_type(params: dict, type_: str, limit: int | None, folder: Path, workers: int = 1) -> dict:
     from foilforge.filters.attackers.runs import ForkedRunner
     from foilforge.pipeline.gate import release_gate
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
     from foilforge.released import read_released, to_records
 
     started = time.perf_counter()
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         print(f"{SUGARCREPE} is absent: nothing to measure")
         return 0
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.refilter import default_workers
+    from foilforge.pipeline.refiltering import default_workers
 
     params = load_params(ROOT / "params.yaml")
     workers = args.workers or default_workers()

@@ -105,7 +105,7 @@ def attack(records: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    from foilforge.pipeline.stages.refilter import filter_scored
+    from foilforge.pipeline.refiltering import filter_scored
 
     setup = start(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv, RESULT)
     if setup is None:

@@ -42,7 +42,7 @@ match (`negation`: existence's "no"/"not", 50/50 between captions and foils,
 within the unrefined set's own imbalance or 1). Deterministic for a seed: the
 same candidates give the same kept set.
 
-The release gate (pipeline/stages/baseline.py) certifies with other attackers:
+The release gate (pipeline/gate.py, run by the baseline stage) certifies with other attackers:
 fresh folds and seeds, and a family this filter did not use.
 """
 

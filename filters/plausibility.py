@@ -105,7 +105,7 @@ class Plausibility(Filter):
     name = "plausibility"
     cost = 3  # after grammaticality: the refinement balances what the other filters let through
     fields = ("caption", "foil")
-    #: the keep rule needs the whole candidate set (pipeline.stages.select calls `keep_subset`)
+    #: the keep rule needs the whole candidate set (pipeline/selection.py calls `keep_subset`)
     set_rule = True
     #: scores depend on the other records of the call (the n-gram prior is estimated on their captions)
     corpus_level = True

@@ -60,7 +60,7 @@ def test_the_module_is_discovered_without_editing_a_list(registered):
 
 
 def test_the_params_blocks_pass_check_params(registered):
-    from foilforge.pipeline.stages.check_params import check
+    from foilforge.pipeline.params_check import check
 
     text = (ROOT / "params.yaml").read_text(encoding="utf-8")
     block = code_blocks("yaml")[0]

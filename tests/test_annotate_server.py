@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from foilforge.pipeline.stages import annotate
+from foilforge.pipeline import annotation as annotate
 from foilforge.pipeline.stages.annotate_app import db, server
 from tests.annotation_helpers import foil_records, running_server, setup_server_db
 

@@ -326,7 +326,7 @@ def refilter_params(tmp_path) -> dict:
 
 
 def test_refilter_keeps_the_input_format_and_reports(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
@@ -360,7 +360,7 @@ def planted_refilter_run(tmp_path, tiny_models):
 
 
 def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     source, params = planted_refilter_run(tmp_path, tiny_models)
     outputs = []
@@ -372,7 +372,7 @@ def test_refilter_twice_gives_byte_identical_files(tmp_path, tiny_models):
 
 
 def test_refilter_reads_sugarcrepe_and_names_bad_records(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
     from foilforge.released import read_released, to_records
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
@@ -583,7 +583,7 @@ def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
 
 
 def test_refilter_on_two_workers_writes_the_bytes_of_one(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     source, params = planted_refilter_run(tmp_path, tiny_models)
     outputs = []

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from foilforge.errors import InputError
-from foilforge.pipeline.stages import bias
+from foilforge.pipeline import bias
 from foilforge.records import changed_items, frequencies
 from tests.conftest import shared_path
 

@@ -65,7 +65,7 @@ def test_the_foil_stage_refuses_them_and_counts():
 
 
 def test_refilter_refuses_them_with_a_count_in_the_report(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "actant.json"
@@ -120,8 +120,8 @@ def test_planted_invalid_pairs_are_not_favoured_where_votes_exist():
 
 
 def test_without_votes_the_confidently_wrong_pairs_are_suspects_and_annotated_first(tmp_path):
+    from foilforge.pipeline.annotation import read_candidates
     from foilforge.pipeline.selection import select
-    from foilforge.pipeline.stages.annotate import read_candidates
 
     records = balanced_records(100, seed=4)
     # the shortcut word on the foil side of most pairs, on the caption side of a few: the attackers learn it and
@@ -226,7 +226,7 @@ def test_the_filter_aims_at_chance_from_below_too():
 
 
 def test_refilter_reports_certified_and_why(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())
     source = tmp_path / "in" / "relations.json"
@@ -535,7 +535,7 @@ def test_a_filter_that_makes_no_progress_returns_its_closest_round():
 
 
 def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
-    from foilforge.pipeline.stages.score import run
+    from foilforge.pipeline.scoring import run
 
     source = tmp_path / "foils.jsonl"
     rows = [{"id": "a", "caption": "A dog.", "foil": "A cat."}, {"id": "b", "caption": "A dog.", "foil": " a DOG."},

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foilforge.pipeline.stages.check_params import check
+from foilforge.pipeline.params_check import check
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 

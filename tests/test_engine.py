@@ -11,8 +11,8 @@ import ray
 
 from foilforge.errors import ConfigError
 from foilforge.pipeline import engine
+from foilforge.pipeline import scoring as score
 from foilforge.pipeline.engine import jobs, ray_data
-from foilforge.pipeline.stages import score
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +203,7 @@ def coco_sample(tmp_path, monkeypatch):
 
 
 def _foil(params, instrument, samples, tmp_path, name):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     out, metrics = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.metrics.json"
     foil_file(params, instrument, samples, out, metrics_path=metrics, cache_dir=tmp_path / f"cache-{name}")
@@ -408,7 +408,7 @@ def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pair
 def test_a_foil_journal_written_locally_resumes_on_ray(coco_sample, tmp_path, monkeypatch, local_ray):
     """The journal's identity is what decides the candidates, not the engine: a stage killed on one engine and
     rerun on the other takes every finished batch from the journal."""
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     params, samples = coco_sample
     # one batch: the local engine then shows the foiler's own progress bar, Ray does not

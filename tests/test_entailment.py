@@ -300,7 +300,7 @@ def test_a_modifier_still_tells_the_index_what_the_image_shows():
 # ---------------------------------------------------------------- refilter, manifest, card
 
 def test_refilter_refuses_entailed_pairs_and_counts_them(tmp_path, tiny_models):
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
     from tests.test_attackers import balanced_records, refilter_params, write_valse
 
     (tmp_path / "tok").symlink_to(tiny_models.bert_encoder_only())

@@ -289,7 +289,7 @@ def instrument(run, keep=None):
     ({"models": {"cola": {"name_or_path": "x", "max_len": 3}}}, "params.yaml models.cola.max_len: unknown key;"),
 ])
 def test_unknown_keys_are_named(params, where):
-    from foilforge.pipeline.stages.check_params import check
+    from foilforge.pipeline.params_check import check
 
     params = {"instruments": {"rel": instrument(["length", "grammaticality", "nli"])}} | params
     problems = check(params)

@@ -229,7 +229,7 @@ def write_samples(path, samples):
 
 
 def test_foil_file_writes_valse_records(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     count = foil_file(PARAMS, "existence", source, tmp_path / "out.jsonl")
@@ -245,7 +245,7 @@ def test_foil_file_writes_valse_records(tmp_path):
 
 
 def test_foil_file_is_byte_identical_for_the_same_seed(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", VISUAL7W_SAMPLES)
     foil_file(PARAMS, "existence", source, tmp_path / "a.jsonl")
@@ -305,7 +305,7 @@ def test_instrument_block_errors_name_the_key():
 
 
 def test_samples_per_image_foils_the_first_samples_of_each_image(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     third = dict(VISUAL7W_SAMPLES[1], id="visual7w:12", qa_id=12)
     samples = [dict(VISUAL7W_SAMPLES[0], image_id="2393805"), dict(VISUAL7W_SAMPLES[1], image_id="2393805"),
@@ -326,7 +326,7 @@ def test_samples_per_image_foils_the_first_samples_of_each_image(tmp_path):
 
 
 def test_missing_id_names_the_line(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], {"question": "How many?", "answer": "1"}])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': missing field"):
@@ -334,7 +334,7 @@ def test_missing_id_names_the_line(tmp_path):
 
 
 def test_duplicate_sample_ids_are_an_input_error(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     source = write_samples(tmp_path / "in.jsonl", [VISUAL7W_SAMPLES[0], VISUAL7W_SAMPLES[0]])
     with pytest.raises(InputError, match=r"in.jsonl, record line 2, field 'id': duplicate id 'visual7w:10'"):
@@ -342,7 +342,7 @@ def test_duplicate_sample_ids_are_an_input_error(tmp_path):
 
 
 def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     params = {"seed": 0, "instruments": {
         "e": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "candidates_per_sample": 2},
@@ -358,7 +358,7 @@ def test_candidates_per_sample_and_metrics_from_the_instrument_block(tmp_path):
 
 
 def test_max_samples_foils_the_first_samples_in_file_order(tmp_path):
-    from foilforge.pipeline.stages.foil import foil_file
+    from foilforge.pipeline.foiling import foil_file
 
     params = {"seed": 0, "instruments": {
         "first": {"foiler": "existence.v1", "source": "visual7w", "args": {"balance": False}, "max_samples": 1},

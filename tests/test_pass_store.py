@@ -304,7 +304,7 @@ def test_refilter_runs_each_text_through_the_model_once_with_the_bytes_of_no_sto
     import json
 
     from foilforge.filters.attackers import hidden_probe
-    from foilforge.pipeline.stages.refilter import refilter
+    from foilforge.pipeline.refiltering import refilter
 
     block = {"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4}
     texts = texts_of(80, seed=5)

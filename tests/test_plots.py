@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from foilforge.pipeline.stages import select
+from foilforge.pipeline import selection as select
 
 ROOT = Path(__file__).resolve().parents[1]
 

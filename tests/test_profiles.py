@@ -9,7 +9,8 @@ import yaml
 
 from foilforge.errors import ConfigError
 from foilforge.params import load_params, load_profile, merge_profile, profile_overrides
-from foilforge.pipeline.stages import check_params, cli
+from foilforge.pipeline import params_check as check_params
+from foilforge.pipeline.stages import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

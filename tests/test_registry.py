@@ -97,7 +97,7 @@ def test_the_foiler_registry_holds_all_nine_built_in_foilers():
 
 
 def test_n_clusters_ten_fails_check_params():
-    from foilforge.pipeline.stages.check_params import check
+    from foilforge.pipeline.params_check import check
 
     params = {"instruments": {"b": {"foiler": "bd2bb_decoys.v1", "source": "bd2bb", "args": {"n_clusters": "ten"}}},
               "sources": {"bd2bb": {"format": "bd2bb", "root": ".", "files": {"actions": "test.csv"}}}}

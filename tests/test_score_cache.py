@@ -68,7 +68,8 @@ def test_no_cache_without_the_variable(tiny_models, tmp_path, monkeypatch):
 
 
 def test_baseline_and_evaluate_rerun_byte_identical_from_the_cache(tiny_models, tmp_path, monkeypatch):
-    from foilforge.pipeline.stages import baseline, evaluate
+    from foilforge.pipeline import baseline
+    from foilforge.pipeline.stages import evaluate
 
     path = tiny_models.gpt2_lm()
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
@@ -92,8 +93,9 @@ def test_evaluate_after_baseline_loads_no_model(tiny_models, tmp_path, monkeypat
     """baseline scores the filtered records (sorted by id) in chunks; export writes the same records keyed by id
     (sorted); evaluate's text LM then makes the very same calls, all answered from the cache."""
     from foilforge.io import write_json, write_jsonl
+    from foilforge.pipeline import baseline
     from foilforge.pipeline.release import to_valse_record
-    from foilforge.pipeline.stages import baseline, evaluate
+    from foilforge.pipeline.stages import evaluate
 
     path = tiny_models.gpt2_lm()
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))

@@ -321,7 +321,7 @@ RELEASED_BY_TYPE = {  # one released pair that is exactly the type's edit, one t
 def test_refilter_like_each_type_refuses_what_is_not_its_edit(type_):
     """`foilforge refilter FILE --like <type>`: released pairs (no edit record) checked as the type's edits."""
     from foilforge.params import load_params
-    from foilforge.pipeline.stages.refilter import edit_refusals_like
+    from foilforge.pipeline.refiltering import edit_refusals_like
 
     params = load_params(ROOT / "params.yaml")
     (good_caption, good_foil), (bad_caption, bad_foil), reason = RELEASED_BY_TYPE[type_]

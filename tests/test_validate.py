@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from foilforge.errors import ConfigError, InputError
+from foilforge.pipeline import annotation as annotate
 from foilforge.pipeline import validation as validate
-from foilforge.pipeline.stages import annotate
 from tests.annotation_helpers import foil_records, write_jsonl
 
 SETTINGS = validate.settings_from_params({})
@@ -152,7 +152,7 @@ def test_params_block_is_checked():
 
 
 def test_bias_uses_the_validate_stage_verdict():
-    from foilforge.pipeline.stages.bias import is_valid
+    from foilforge.pipeline.bias import is_valid
 
     votes = {"caption": 2, "foil": 1, "other": 0}
     assert is_valid({"mturk": votes}) is True                     # VALSE's 2-of-3 rule when no verdict is stored

@@ -33,7 +33,7 @@ def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> lis
     """params.yaml with the profile's overrides and then `sets`, when `foilforge check-params` finds nothing wrong
     with the result; else the problems, and the file untouched."""
     from foilforge.params import apply_overrides, load_params, load_profile, profile_overrides
-    from foilforge.pipeline.stages.check_params import check
+    from foilforge.pipeline.params_check import check
 
     overrides = profile_overrides(load_profile(profile), load_params(params_path, validate=False)) if profile else []
     where = f"{params_path} + profile {profile}" if profile else params_path
