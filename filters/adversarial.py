@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from dataclasses import dataclass
 
 from foilforge.errors import ConfigError
 from foilforge.params import instrument_part
@@ -279,148 +280,204 @@ def feature_balance(records: list[dict], block: dict, names: list[str]) -> list[
     return [({r["id"]: int(difference[i, j]) for i, r in enumerate(records)}, 0.0, 1.0) for j in range(len(columns))]
 
 
-def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict, path="<records>",
-                       progress: bool = False, runner=None) -> tuple[set[str], dict]:
-    """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc.
+@dataclass(frozen=True)
+class Round:
+    """A round of the search as the report and the choice of the returned set need it: its index in the history,
+    its worst attacker's distance from chance, and the set it had kept (with that set's JS report and its pairs'
+    predictability)."""
+
+    index: int
+    distance: float
+    kept: frozenset
+    js: dict
+    scores: dict
+
+
+class AdversarialSearch:
+    """The refinement with AFLite (or feature balancing) in the loop, round by round (the module doc says how);
+    `run` gives (kept ids, report). Deterministic for a seed.
 
     `runner`: where each round's fold fits run (`predictability`); the stage passes the engine's."""
-    from foilforge.filters.attackers import build_attacker
-    from foilforge.filters.refinement import candidate_order, refine
 
-    blocks = settings["attacker_blocks"]
-    for name, block in blocks.items():
-        build_attacker(block, f"params.yaml attackers.{name}")  # configuration errors before any fitting
-    pool = pool_records(settings["pool"], "params.yaml adversarial") if settings["transfer"] else []
-    by_id = {r["id"]: r for r in candidates}
-    samples: dict[str, list[str]] = {}
-    for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
-        samples.setdefault(str(record.get("sample_id", record["id"])), []).append(record["id"])
-    unrefined = [ids[0] for ids in samples.values()]
-    sample_of = {rid: sid for sid, ids in samples.items() for rid in ids}
-    base_balance = side_balances(candidates, list(settings["balance"] or []), unrefined)
-    # the JS bound: the stricter of the refinement's and this filter's; null here: no JS bound (an instrument
-    # whose class balance is a side feature instead, existence)
-    rise = settings["max_js_rise"]
-    refine_args = {**refine_args, "js_floor_aware": True,
-                   "max_js_rise": None if rise is None else rise if refine_args.get("max_js_rise") is None
-                   else min(rise, refine_args["max_js_rise"])}
-    excluded: set[str] = set()
-    prefer: dict | None = None
-    prefer_scores: dict = {}
-    share, previous_sign = settings["slice"], None
-    # the round whose worst attacker was closest to chance: (distance, kept ids, JS report, scores, round)
-    best, since_best = None, 0
-    balanced_features: list[str] = []
-    history, stop = [], None
-    js: dict = {}
-    kept_ids = refine(candidates, balance=base_balance, report=js, path=path, **refine_args)
-    # min_keep counts the pairs the filter is given: those the refinement keeps without attackers (what the instrument
-    # would export); a share of the raw candidates would stop it before its first round wherever the fixed-scorer
-    # refinement alone already keeps fewer (sample swap_obj: 68 of some 300 captions)
-    refined = len(kept_ids)
-    floor = math.ceil(settings["min_keep"] * refined)
-    steps = range(settings["max_iterations"])
-    if progress:
-        from tqdm import tqdm
+    def __init__(self, candidates: list[dict], settings: dict, refine_args: dict, path="<records>", runner=None):
+        from foilforge.filters.attackers import build_attacker
+        from foilforge.filters.refinement import candidate_order
 
-        steps = tqdm(steps, desc="adversarial filter", unit="round")
-    for iteration in steps:
-        kept = [by_id[rid] for rid in sorted(kept_ids)]
+        self.settings, self.path, self.runner = settings, path, runner
+        self.blocks = settings["attacker_blocks"]
+        for name, block in self.blocks.items():
+            build_attacker(block, f"params.yaml attackers.{name}")  # configuration errors before any fitting
+        self.pool = pool_records(settings["pool"], "params.yaml adversarial") if settings["transfer"] else []
+        self.candidates = candidates
+        self.by_id = {r["id"]: r for r in candidates}
+        self.samples: dict[str, list[str]] = {}
+        for record in sorted(candidates, key=lambda r: candidate_order(r["id"])):
+            self.samples.setdefault(str(record.get("sample_id", record["id"])), []).append(record["id"])
+        unrefined = [ids[0] for ids in self.samples.values()]
+        self.sample_of = {rid: sid for sid, ids in self.samples.items() for rid in ids}
+        self.base_balance = side_balances(candidates, list(settings["balance"] or []), unrefined)
+        # the JS bound: the stricter of the refinement's and this filter's; null here: no JS bound (an instrument
+        # whose class balance is a side feature instead, existence)
+        rise = settings["max_js_rise"]
+        self.refine_args = {**refine_args, "js_floor_aware": True,
+                            "max_js_rise": None if rise is None else rise if refine_args.get("max_js_rise") is None
+                            else min(rise, refine_args["max_js_rise"])}
+        self.excluded: set[str] = set()
+        self.prefer: dict | None = None
+        self.share, self.previous_sign = settings["slice"], None
+        self.balanced_features: list[str] = []
+        self.history: list[dict] = []
+        self.closest: Round | None = None  # the round whose worst attacker came closest to chance
+        self.since_closest = 0
+
+    def run(self, progress: bool = False) -> tuple[set[str], dict]:
+        from foilforge.filters.refinement import refine
+
+        js: dict = {}
+        kept_ids = refine(self.candidates, balance=self.base_balance, report=js, path=self.path, **self.refine_args)
+        # min_keep counts the pairs the filter is given: those the refinement keeps without attackers (what the
+        # instrument would export); a share of the raw candidates would stop it before its first round wherever the
+        # fixed-scorer refinement alone already keeps fewer (sample swap_obj: 68 of some 300 captions)
+        self.refined = len(kept_ids)
+        self.floor = math.ceil(self.settings["min_keep"] * self.refined)
+        scores: dict = {}
+        steps = range(self.settings["max_iterations"])
+        if progress:
+            from tqdm import tqdm
+
+            steps = tqdm(steps, desc="adversarial filter", unit="round")
+        for iteration in steps:
+            scores, worst = self.attack(kept_ids, js, iteration)
+            if worst is None or abs(worst - 0.5) <= self.settings["target"] - 0.5 + 1e-12:
+                stop = "target met"
+                break
+            if self.since_closest >= self.settings["patience"]:
+                stop = (f"no progress: {self.settings['patience']} rounds came no closer to chance than round "
+                        f"{self.closest.index}, whose kept set is returned")
+                break
+            stop = (self.aflite_cut(kept_ids, scores, worst) if self.settings["method"] == "aflite"
+                    else self.balance_features(kept_ids, scores, iteration))
+            if stop:
+                break
+            trial_js: dict = {}
+            trial = refine(self.candidates, exclude=self.excluded, prefer=self.prefer, balance=self.balance(),
+                           report=trial_js, path=self.path, **self.refine_args)
+            if len(trial) < self.floor:
+                stop = (f"the next round would keep {len(trial)}, below min_keep ({self.floor} of the {self.refined} "
+                        f"pairs the refinement keeps without attackers)")
+                break
+            kept_ids, js = trial, trial_js
+        else:
+            stop = f"max_iterations ({self.settings['max_iterations']}) reached"
+        returned = len(self.history) - 1
+        if stop != "target met" and self.closest is not None and self.closest.kept != set(kept_ids):
+            # short of the target: the kept set of the round closest to chance, not whatever the last cut left
+            kept_ids, js, scores, returned = set(self.closest.kept), self.closest.js, self.closest.scores, \
+                self.closest.index
+        return set(kept_ids), self.report(kept_ids, js, scores, stop, returned)
+
+    def attack(self, kept_ids, js: dict, iteration: int) -> tuple[dict, float | None]:
+        """(each kept pair's and alternative's predictability, the accuracy furthest from chance) of this round's
+        attackers on the kept set; the round goes into the history, and becomes the closest when it is."""
+        kept = [self.by_id[rid] for rid in sorted(kept_ids)]
         # every candidate not kept and not excluded: another foil of a kept caption, or one that may bring a
         # dropped caption back
-        alternatives = [by_id[rid] for rid in sorted(by_id) if rid not in kept_ids and rid not in excluded]
-        transfer = (transfer_training(kept, [by_id[rid] for rid in sorted(excluded)], pool)
-                    if settings["transfer"] else [])
-        scores, accuracy, transferred = predictability(kept, alternatives, blocks, settings["folds"],
-                                                       settings["rounds"], settings["seed"] + iteration, runner,
-                                                       transfer, with_transfer=True)
-        prefer_scores = scores
+        self.alternatives = [self.by_id[rid] for rid in sorted(self.by_id)
+                             if rid not in kept_ids and rid not in self.excluded]
+        transfer = (transfer_training(kept, [self.by_id[rid] for rid in sorted(self.excluded)], self.pool)
+                    if self.settings["transfer"] else [])
+        scores, accuracy, transferred = predictability(kept, self.alternatives, self.blocks, self.settings["folds"],
+                                                       self.settings["rounds"], self.settings["seed"] + iteration,
+                                                       self.runner, transfer, with_transfer=True)
         # the filter aims at chance from both sides: an attacker far below it (a set that leads to the foil) is as
         # much a failure as one far above it
         worst = max((a for a in accuracy.values() if a is not None), key=lambda a: abs(a - 0.5), default=None)
-        history.append({"kept": len(kept), "excluded": len(excluded),
-                        "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()},
-                        **({"transfer": {n: None if a is None else round(a, 4) for n, a in transferred.items()},
-                            "transfer_pairs": len(transfer)} if transferred else {})})
-        deviation = None if worst is None else abs(worst - 0.5)
-        if deviation is not None and (best is None or deviation < best[0] - 1e-12):
-            best, since_best = (deviation, set(kept_ids), js, scores, len(history) - 1), 0
+        self.history.append({"kept": len(kept), "excluded": len(self.excluded),
+                             "accuracy": {n: None if a is None else round(a, 4) for n, a in accuracy.items()},
+                             **({"transfer": {n: None if a is None else round(a, 4) for n, a in transferred.items()},
+                                 "transfer_pairs": len(transfer)} if transferred else {})})
+        distance = None if worst is None else abs(worst - 0.5)
+        if distance is not None and (self.closest is None or distance < self.closest.distance - 1e-12):
+            self.closest = Round(len(self.history) - 1, distance, frozenset(kept_ids), js, scores)
+            self.since_closest = 0
         else:
-            since_best += 1
-        if worst is None or deviation <= settings["target"] - 0.5 + 1e-12:
-            stop = "target met"
-            break
-        if since_best >= settings["patience"]:
-            stop = (f"no progress: {settings['patience']} rounds came no closer to chance than round {best[4]}, "
-                    f"whose kept set is returned")
-            break
-        if settings["method"] == "aflite":
-            # above chance: drop the most predictable pairs; below it: the ones the attackers get most wrong
-            sign = 1.0 if worst > 0.5 else -1.0
-            # each time the worst attacker crosses chance the slice halves: removing the most predictable pairs
-            # leaves the least predictable ones, and full slices back and forth would only shrink the set
-            if previous_sign is not None and sign != previous_sign:
-                share /= 2
-            previous_sign = sign
-            ranked = sorted((rid for rid in kept_ids if sign * (scores[rid] - 0.5) > 0),
-                            key=lambda rid: (-sign * scores[rid], rid))
-            remove = ranked[:max(1, math.ceil(share * len(kept_ids)))]
-            if not remove:
-                stop = f"nothing predicted {'above' if sign > 0 else 'below'} chance is left to remove"
-                break
-            # a removed pair's own alternative foils that are as predictable go too, so the next solve cannot swap
-            # one in for it (other candidates stay: the refinement may need them as mirror partners)
-            cut = min(sign * scores[rid] for rid in remove)
-            removed_samples = {sample_of[rid] for rid in remove}
-            excluded |= set(remove) | {a["id"] for a in alternatives
-                                       if sample_of[a["id"]] in removed_samples and sign * scores[a["id"]] >= cut}
-            prefer = {rid: 0.5 + sign * (value - 0.5) for rid, value in scores.items()}
-        else:
-            fresh = [f for f in heaviest_features(kept, blocks[settings["attackers"][0]],
-                                                  settings["features_per_round"] + len(balanced_features),
-                                                  settings["seed"] + iteration) if f not in balanced_features]
-            if not fresh:
-                stop = "no predictive feature left to balance"
-                break
-            balanced_features += fresh[:settings["features_per_round"]]
-            prefer = scores
-        balance = base_balance + (feature_balance(candidates, blocks[settings["attackers"][0]], balanced_features)
-                                  if balanced_features else [])
-        trial_js: dict = {}
-        trial = refine(candidates, exclude=excluded, prefer=prefer, balance=balance, report=trial_js, path=path,
-                       **refine_args)
-        if len(trial) < floor:
-            stop = (f"the next round would keep {len(trial)}, below min_keep ({floor} of the {refined} pairs the "
-                    f"refinement keeps without attackers)")
-            break
-        kept_ids, js = trial, trial_js
-    else:
-        stop = f"max_iterations ({settings['max_iterations']}) reached"
-    returned = len(history) - 1
-    if stop != "target met" and best is not None and best[1] != set(kept_ids):
-        # short of the target: the kept set of the round closest to chance, not whatever the last cut left
-        _, kept_ids, js, prefer_scores, returned = best
-    final = history[returned]["accuracy"] if history else {}
-    # pairs the attackers get confidently wrong (they pick the foil in most predictions): without votes, the
-    # likeliest to be foils people would accept as true (hard examples are disproportionately mislabelled);
-    # the select stage marks them and the annotation batch shows them first
-    suspects = sorted((rid for rid in kept_ids if prefer_scores.get(rid, 0.5) <= settings["suspect_below"] + 1e-12),
-                      key=lambda rid: (prefer_scores[rid], rid))
-    # why the target was missed: the features a word/char attacker fitted on the kept set leans on most
-    shortcuts = [] if stop == "target met" else remaining_shortcuts([by_id[rid] for rid in sorted(kept_ids)], blocks,
-                                                                       settings["seed"])
-    report = {
-        "method": settings["method"], "attackers": {n: blocks[n] for n in blocks}, "target": settings["target"],
-        "min_keep": settings["min_keep"], "samples": len(samples), "refined": refined, "floor": floor,
-        "kept": len(kept_ids),
-        "target_met": stop == "target met", "stopped": stop, "rounds": len(history), "returned_round": returned,
-        "accuracy_before": history[0]["accuracy"] if history else {}, "accuracy_after": final,
-        "excluded": len(excluded), "balanced_features": balanced_features, "shortcuts": shortcuts,
-        "suspect_below": settings["suspect_below"], "suspects": suspects,
-        # per side feature: kept captions' count minus kept foils' count, and the most the program allowed
-        "balance": {name: {"caption_minus_foil": sum(counts.get(rid, 0) for rid in kept_ids),
-                           "allowed": round(slack + rate * len(kept_ids), 2)}
-                    for name, (counts, rate, slack) in zip(settings["balance"] or [], base_balance)},
-        "history": history, "refinement": js,
-    }
-    return set(kept_ids), report
+            self.since_closest += 1
+        return scores, worst
+
+    def aflite_cut(self, kept_ids, scores: dict, worst: float) -> str | None:
+        """AFLite's step: above chance, exclude the most predictable kept pairs; below it, the ones the attackers
+        get most wrong. Why the search stops, when nothing is left to exclude."""
+        sign = 1.0 if worst > 0.5 else -1.0
+        # each time the worst attacker crosses chance the slice halves: removing the most predictable pairs leaves
+        # the least predictable ones, and full slices back and forth would only shrink the set
+        if self.previous_sign is not None and sign != self.previous_sign:
+            self.share /= 2
+        self.previous_sign = sign
+        ranked = sorted((rid for rid in kept_ids if sign * (scores[rid] - 0.5) > 0),
+                        key=lambda rid: (-sign * scores[rid], rid))
+        remove = ranked[:max(1, math.ceil(self.share * len(kept_ids)))]
+        if not remove:
+            return f"nothing predicted {'above' if sign > 0 else 'below'} chance is left to remove"
+        # a removed pair's own alternative foils that are as predictable go too, so the next solve cannot swap one
+        # in for it (other candidates stay: the refinement may need them as mirror partners)
+        cut = min(sign * scores[rid] for rid in remove)
+        removed_samples = {self.sample_of[rid] for rid in remove}
+        self.excluded |= set(remove) | {a["id"] for a in self.alternatives
+                                        if self.sample_of[a["id"]] in removed_samples and sign * scores[a["id"]] >= cut}
+        self.prefer = {rid: 0.5 + sign * (value - 0.5) for rid, value in scores.items()}
+        return None
+
+    def balance_features(self, kept_ids, scores: dict, iteration: int) -> str | None:
+        """The balance_features step: the heaviest n-gram features of the first attacker become constraints.
+        Why the search stops, when no feature is left."""
+        kept = [self.by_id[rid] for rid in sorted(kept_ids)]
+        first = self.blocks[self.settings["attackers"][0]]
+        fresh = [f for f in heaviest_features(kept, first, self.settings["features_per_round"]
+                                              + len(self.balanced_features), self.settings["seed"] + iteration)
+                 if f not in self.balanced_features]
+        if not fresh:
+            return "no predictive feature left to balance"
+        self.balanced_features += fresh[:self.settings["features_per_round"]]
+        self.prefer = scores
+        return None
+
+    def balance(self) -> list:
+        """The side features the next refinement balances: the settings' own, then the balanced n-gram features."""
+        if not self.balanced_features:
+            return list(self.base_balance)
+        return self.base_balance + feature_balance(self.candidates, self.blocks[self.settings["attackers"][0]],
+                                                   self.balanced_features)
+
+    def report(self, kept_ids, js: dict, scores: dict, stop: str, returned: int) -> dict:
+        settings, blocks = self.settings, self.blocks
+        final = self.history[returned]["accuracy"] if self.history else {}
+        # pairs the attackers get confidently wrong (they pick the foil in most predictions): without votes, the
+        # likeliest to be foils people would accept as true (hard examples are disproportionately mislabelled);
+        # the select stage marks them and the annotation batch shows them first
+        suspects = sorted((rid for rid in kept_ids if scores.get(rid, 0.5) <= settings["suspect_below"] + 1e-12),
+                          key=lambda rid: (scores[rid], rid))
+        # why the target was missed: the features a word/char attacker fitted on the kept set leans on most
+        shortcuts = [] if stop == "target met" else remaining_shortcuts(
+            [self.by_id[rid] for rid in sorted(kept_ids)], blocks, settings["seed"])
+        return {
+            "method": settings["method"], "attackers": {n: blocks[n] for n in blocks}, "target": settings["target"],
+            "min_keep": settings["min_keep"], "samples": len(self.samples), "refined": self.refined,
+            "floor": self.floor, "kept": len(kept_ids),
+            "target_met": stop == "target met", "stopped": stop, "rounds": len(self.history),
+            "returned_round": returned,
+            "accuracy_before": self.history[0]["accuracy"] if self.history else {}, "accuracy_after": final,
+            "excluded": len(self.excluded), "balanced_features": self.balanced_features, "shortcuts": shortcuts,
+            "suspect_below": settings["suspect_below"], "suspects": suspects,
+            # per side feature: kept captions' count minus kept foils' count, and the most the program allowed
+            "balance": {name: {"caption_minus_foil": sum(counts.get(rid, 0) for rid in kept_ids),
+                               "allowed": round(slack + rate * len(kept_ids), 2)}
+                        for name, (counts, rate, slack) in zip(settings["balance"] or [], self.base_balance)},
+            "history": self.history, "refinement": js,
+        }
+
+
+def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict, path="<records>",
+                       progress: bool = False, runner=None) -> tuple[set[str], dict]:
+    """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc and
+    `AdversarialSearch`."""
+    return AdversarialSearch(candidates, settings, refine_args, path, runner).run(progress)
