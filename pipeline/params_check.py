@@ -92,7 +92,7 @@ def source_problems(params: dict) -> list[str]:
 
 
 def evaluate_problems(params: dict) -> list[str]:
-    from foilforge.pipeline.evaluation import check_settings
+    from foilforge.pipeline.evaluate_scorers import check_settings
 
     return config_errors([partial(check_settings, params)])
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from foilforge.pipeline.evaluation import ImageTextScorer
+from foilforge.pipeline.evaluate_scorers.image_text import ImageTextScorer
 from foilforge.pipeline.stages import evaluate
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.pipeline import baseline
-from foilforge.pipeline.evaluation import read_scores_file
+from foilforge.pipeline.evaluate_scorers import read_scores_file
 from foilforge.pipeline.loadable import read_benchmark
 from foilforge.pipeline.stages import evaluate
 from foilforge.pipeline.text_lm import load_text_lm

@@ -677,7 +677,8 @@ def test_every_trained_attacker_scores_zero_on_every_group(tmp_path, name):
 def test_the_text_lm_scores_zero_on_every_group(tiny_models, tmp_path):
     from foilforge.lm import CausalLM
     from foilforge.models import ModelSpec
-    from foilforge.pipeline.evaluation import TextLMScorer, group_metrics
+    from foilforge.pipeline.evaluate_scorers.text_lm import TextLMScorer
+    from foilforge.pipeline.evaluation import group_metrics
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 2},
                                  "models.text_baseline")

@@ -55,7 +55,8 @@ import logging
 
 from foilforge.io import write_json
 from foilforge.params import load_params, typed_params
-from foilforge.pipeline.evaluation import ScoresFileScorer, build_scorers, evaluate, read_groups, write_items
+from foilforge.pipeline.evaluate_scorers import ScoresFileScorer, build_scorers
+from foilforge.pipeline.evaluation import evaluate, read_groups, write_items
 from foilforge.pipeline.loadable import read_benchmark
 
 log = logging.getLogger(__name__)
