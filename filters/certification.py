@@ -19,7 +19,7 @@ points off chance or not). A reading that is neither is **inconclusive**, with a
 like it would be decided (`pairs_needed`).
 
 Simulated rates of both (binomial readings, independent and fully correlated, beside real attackers' readings):
-benchmarks/bench_certification_power.py and docs/blind-proof.md.
+docs/blind-proof.md.
 """
 
 from __future__ import annotations

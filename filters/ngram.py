@@ -13,8 +13,8 @@ characters (`unit: char`). Units seen fewer than `unk_cutoff` times in
 training become `<UNK>`, so an unseen word in a foil gets the probability of
 rare words instead of zero. Every conditional distribution sums to one over
 the vocabulary (tests/test_plausibility.py checks it). nltk.lm implements the
-same estimators, but it took ~100 ms per sentence here (5 folds x thousands
-of captions and foils: minutes per instrument), so the counts live in plain
+same estimators, but scores one sentence at a time through Python objects (5 folds x
+thousands of captions and foils an instrument), so the counts live in plain
 dicts.
 
 Why cross-fitting: a model that has seen a caption verbatim prefers it to any

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 # the paper's kind of model (a masked LM) with a published MLM head; SpanBERT is opt-in (docs/models.md)
 DEFAULT_SCORER = {"kind": "masked_lm", "name_or_path": "bert-large-cased", "device": "auto", "batch_size": 64}
 # slots per scorer call (args.score_chunk): bounded memory and a progress bar on long runs. A call's forward passes
-# hold only its own slots, so on a GPU a larger chunk fills them (benchmarks/bench_span_passes.py)
+# hold only its own slots, so on a GPU a larger chunk fills them (docs/performance.md)
 SCORE_CHUNK = 256
 
 

@@ -12,7 +12,7 @@ the texts batched with it. `same_length_batches` is the canonical way foilforge.
 texts of one token length together, no padding, and on the CPU one torch thread, every batch at least
 `MIN_BATCH_TOKENS` tokens (a product of a few rows takes another path in the BLAS: SmolLM2's texts of 2 and 3
 tokens alone differed from the same texts in a batch). A text then gets the same bits alone, in any batch of its
-length, at any place in it (tests/test_pass_store.py; SmolLM2: benchmarks/results/pass_store.json). On an
+length, at any place in it (tests/test_pass_store.py; docs/performance.md, "One pass per text"). On an
 accelerator the libraries may choose kernels by shape, so there every batch has the same row count,
 `ACCELERATOR_ROWS`: a batch's shape is a function of its texts' length alone. Rows are made up by repeating the
 last one (`fill_rows`), and their outputs are dropped.

@@ -73,8 +73,8 @@ def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     """Token ids of each text, no special tokens: what `tokenizer(texts, add_special_tokens=False)` gives.
 
     A fast tokenizer with neither padding nor truncation set in its tokenizer.json is asked directly: the
-    wrapper's conversion of every encoding to a Python dict took as long as the tokenizing itself (about
-    1.5 s of the 6 s relations spends on 375 captions on an H200: benchmarks/results/relations_profile.json).
+    wrapper's conversion of every encoding to a Python dict took as long as the tokenizing itself (docs/performance.md,
+    "Span scoring on a GPU").
     """
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is None or backend.padding is not None or backend.truncation is not None:

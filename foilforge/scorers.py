@@ -54,8 +54,7 @@ Speed (both kinds; args in the same block):
     never exceeds its bound. With `lookahead_words: 0` the bound is the
     fill's first token after the prefix alone: free (the prefix pass gives
     it), but blind to the right context (how often each bound keeps the
-    exhaustive ranking: benchmarks/results/relations_scaling.json,
-    docs/performance.md).
+    exhaustive ranking: docs/performance.md).
   - masked: the first term of the chain rule above, one pass per item and
     span length with the whole span masked (it already sees both sides).
   `certified: true` adds a second round: every other fill whose bound
@@ -66,7 +65,7 @@ Speed (both kinds; args in the same block):
   preposition changes the whole rest of the sentence's probability, so the
   bounds are loose. It is there to check the default, not to speed it up.
   `prune_to: null` or `exhaustive: true` scores every fill: the reference
-  (benchmarks/bench_relations_scaling.py compares them on real captions).
+  (docs/performance.md compares them on real captions).
 * causal LM, also without pruning: `left` (minus its trailing space) is run
   once per item and its key/value cache reused for every `fill + right`, so
   only the tokens that differ are computed; the sentence's score is still
@@ -103,19 +102,19 @@ from foilforge.lm import token_logprobs
 KINDS = ("masked_lm", "causal_lm")
 PRUNING_KEYS = ("prune_to", "lookahead_words", "certified", "exhaustive", "max_batch_tokens", "sdpa_backends",
                 "merge_prefix_lengths")
-# fills scored exactly per item after the cheap pass (benchmarks/bench_relations_scaling.py: with the
-# lookahead, 15 of the 58 full-COCO spans (57 fills a slot) keep the exhaustive top-1 on every slot of 300 real captions)
+# fills scored exactly per item after the cheap pass: with the lookahead, the smallest number that keeps the
+# exhaustive top-1 on real COCO captions (docs/performance.md)
 DEFAULT_PRUNE_TO = 15
 # padded tokens per forward pass; the logits of one pass take max_batch_tokens x vocabulary floats
 DEFAULT_MAX_BATCH_TOKENS = 1024
-# words of the right context the causal cheap pass reads after each fill (benchmarks/bench_relations_scaling.py)
+# words of the right context the causal cheap pass reads after each fill (docs/performance.md)
 DEFAULT_LOOKAHEAD_WORDS = 2
 # certified pruning scores a fill whose bound is within this of the cut (float rounding at exact ties)
 CERTIFY_TOLERANCE = 1e-6
 # attention kernels a CUDA scorer may use (torch.nn.attention.SDPBackend names). cuDNN's is left out: it plans
-# every new input shape anew, about 1.3 ms a layer call on an H200, and the span scorer's passes change shape
-# with almost every call, so with it the GPU idled over 90% of relations' time
-# (benchmarks/results/relations_profile.json). Flash and memory-efficient attention need no plan.
+# every new input shape anew, and the span scorer's passes change shape with almost every call, so with it the GPU
+# idled most of relations' time (docs/performance.md, "Span scoring on a GPU"). Flash and memory-efficient attention
+# need no plan.
 DEFAULT_SDPA_BACKENDS = ("flash", "efficient", "math")
 # the names sdpa_backends takes, and torch's SDPBackend member of each
 SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",

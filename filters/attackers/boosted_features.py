@@ -22,7 +22,7 @@ def surface_features(text: str) -> tuple[float, ...]:
 @functools.lru_cache(maxsize=1)
 def openmp_threads():
     """threadpoolctl's controller of this process's thread pools, found once. `threadpool_limits` looks for them
-    through every loaded library on each call, about 3 ms, twice a fold. scikit-learn's estimators are imported
+    through every loaded library on each call, twice a fold. scikit-learn's estimators are imported
     first, so the OpenMP runtime the fits use is among them (one loaded later, torch's say, is not, and no fit
     here runs on it)."""
     import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)

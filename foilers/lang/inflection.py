@@ -25,8 +25,8 @@ def import_inflect():
     """The inflect module, imported with typeguard's `@typechecked` as a no-op.
 
     inflect checks the types of its methods' arguments at run time with typeguard, whose decorator re-reads and
-    re-compiles inflect's source for each of its 23 methods while inflect is imported: 2.2-2.8 s of every stage
-    process that imports it (benchmarks/results/sample_build.json). The foilers pass it strings only, for which
+    re-compiles inflect's source for each of its methods while inflect is imported: seconds of every stage
+    process that imports it. The foilers pass it strings only, for which
     the checks never fail, so they are left out; every import of inflect in foilers/ goes through here.
     """
     import sys

@@ -20,9 +20,8 @@ class JobRunner:
 
     Locally one worker in this process, job after job. On Ray the jobs go, in chunks, to a pool of long-lived
     actors that this runner starts on its first call and keeps for the next ones: the adversarial filter calls
-    it once a round with that round's pairs, and a Ray Data pool started for every round took 10-12 s to come up
-    with 16 actors on the H200 machine (most of a round's time: benchmarks/results/ray_scaling.json,
-    coco_build_device.gpu_ray_16_actors_1500_captions). An actor builds the worker once per call (per args) and
+    it once a round with that round's pairs, and a Ray Data pool started for every round took most of a round's
+    time to come up (docs/performance.md). An actor builds the worker once per call (per args) and
     keeps it for that call's chunks. An actor that dies is restarted and its chunk run again, as on the
     stages' pools. The jobs are CPU work (scikit-learn fits): the actors take `cpus_per_worker` and no GPU.
     `close()` (or leaving a `with` block) stops the actors; so does the next Ray Data map, which may need

@@ -2,8 +2,7 @@
 
 `dvc repro` starts a new process for every stage command (about a hundred on the sample data), and each of them
 imports torch, transformers and spaCy and loads its models again; it runs one stage at a time; and after every
-stage it parses and rewrites the whole dvc.lock (some 18,000 lines on the sample: 2-4 s a stage;
-benchmarks/bench_dvc_lock.py). The runner does DVC's work for each stage in this process, with DVC's own calls
+stage it parses and rewrites the whole dvc.lock (seconds a stage on the sample: docs/performance.md). The runner does DVC's work for each stage in this process, with DVC's own calls
 (pipeline/runner/dvc_api.py) and in the order `Stage.run` makes them (whether the stage changed, removing its outputs, the run cache, saving
 dependencies and outputs, committing them to DVC's cache), and differs in three ways:
 
@@ -70,15 +69,14 @@ def _start_worker(jobs: int = 1) -> None:
     every stage the same.
 
     With other workers beside it, OpenMP's threads (torch's, scikit-learn's) sleep instead of spinning while they
-    wait (OMP_WAIT_POLICY=PASSIVE, unless the environment sets it): two score stages side by side on 2 cores,
-    each with torch's 2 threads, took 72-76 CPU-s each spinning and 37-39 sleeping, with the same outputs. And
-    the workers share the cores rather than each taking them all: torch gets `cores // jobs` threads (at least
-    one; fewer if the environment asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread
-    each, and spend less CPU for it (foil relations 100 CPU-s against 110 on 2 threads). The sample build's bits
-    do not move with it: a text's model pass (foilforge/lm.py) and the span scorer (foilforge/scorers.py) run
-    on one thread on a CPU whatever the process has, and score, baseline and foil write the same bytes with the
-    process on 1 and 2 threads (benchmarks/results/pass_store.json). What else sums with torch on a CPU (the
-    paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
+    wait (OMP_WAIT_POLICY=PASSIVE, unless the environment sets it): spinning, two torch stages side by side on 2
+    cores took about twice the CPU for the same outputs (docs/performance.md). And the workers share the cores
+    rather than each taking them all: torch gets `cores // jobs` threads (at least one; fewer if the environment
+    asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread each, and spend less CPU for it.
+    The sample build's bits do not move with it: a text's model pass (foilforge/lm.py) and the span scorer
+    (foilforge/scorers.py) run on one thread on a CPU whatever the process has, and score, baseline and foil write
+    the same bytes with the process on 1 and 2 threads (docs/performance.md, "One pass per text"). What else sums
+    with torch on a CPU (the paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
     import signal
 
     if jobs > 1:
@@ -165,7 +163,7 @@ class StageWorkers:
 class LockWriter:
     """The lock entries of finished stages, written in one rewrite of their dvc.lock at most every `every` s.
 
-    A rewrite parses and dumps the whole file (2-3 s on the sample's), so the periodic ones run in a thread of
+    A rewrite parses and dumps the whole file (seconds on the sample's), so the periodic ones run in a thread of
     their own: the build goes on handing stages to workers meanwhile. `flush` waits for a rewrite under way, then
     writes what is left; one rewrite at a time, so the file is never written twice at once.
     """
