@@ -86,9 +86,9 @@ class ModelSpec:
         try:
             fields = ModelFields.model_validate(block)
         except ValidationError as err:
-            from foilforge.schema import error_lines
+            from foilforge.config_errors import error_lines
 
-            raise ConfigError("\n".join(error_lines(err, param_key))) from None
+            raise ConfigError("\n".join(error_lines(err, param_key, ModelFields))) from None
         extra = dict(fields.model_extra or {})
         return cls(param_key=param_key, extra=extra, **fields.model_dump(exclude=set(extra)))
 

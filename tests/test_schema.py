@@ -117,3 +117,17 @@ def test_a_typed_block_that_does_not_validate_names_its_path():
     with pytest.raises(ConfigError, match=re.escape("params.yaml bias.on_exceed: expected 'fail' or 'warn', got 'x'")):
         typed_params({"bias": {"on_exceed": "x"}}).bias
     assert typed_params({"bias": {"log_base": 10}}).bias.log_base == 10
+
+
+def test_the_models_layer_and_the_schema_import_each_other_one_way():
+    """schema.py builds on models.py (ModelFields); models.py renders its errors with config_errors.py, not schema.py."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "foilforge"
+
+    def imported(name):
+        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
+        return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+    assert "foilforge.models" in imported("schema") and "foilforge.schema" not in imported("models")
+    assert not {"foilforge.schema", "foilforge.models"} & imported("config_errors")
