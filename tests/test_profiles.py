@@ -107,7 +107,8 @@ def test_repro_profile_writes_the_checked_params_as_dvc_exp_run_would(tmp_path):
 
 
 @pytest.mark.parametrize(("sets", "problem"), [
-    ([], "params.yaml + profile coco-val sources.coco.root: 'data/coco-val' is not a folder"),
+    ([], "params.yaml + profile coco-val sources.coco.root: 'data/coco-val' is not a folder (point it at your "
+         "download: -S sources.coco.root=DIR; make coco-val takes COCO=DIR)"),
     (["sources.coco.root=data/sample/coco", "instruments.plurals.samples_per_image=0"],
      "params.yaml + profile coco-val instruments.plurals.samples_per_image: expected a value >= 1, got 0"),
 ])

@@ -39,7 +39,8 @@ def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> lis
     where = f"{params_path} + profile {profile}" if profile else params_path
 
     def problems(params: dict) -> list[str]:  # check-params names the files a source reads; a build needs them there
-        missing = [f"{where} sources.{name}.root: {block.get('root')!r} is not a folder"
+        missing = [f"{where} sources.{name}.root: {block.get('root')!r} is not a folder (point it at your download: "
+                   f"-S sources.{name}.root=DIR{'; make coco-val takes COCO=DIR' if name == 'coco' else ''})"
                    for name, block in sorted((params.get("sources") or {}).items())
                    if isinstance(block, dict) and not Path(str(block.get("root"))).is_dir()]
         return check(params, where) + missing
