@@ -212,6 +212,43 @@ def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
     assert lock_stages(root) == {"first", "slow"} and status(root) == {}
 
 
+def test_sigterm_ends_the_build_and_records_what_finished(tmp_path):
+    """SIGTERM to the runner alone: the command under way ends, the finished stage is written to dvc.lock at once
+    (no run cache needed), and the same command goes on from there."""
+    import signal
+    import time
+
+    import yaml
+
+    root, timings = tmp_path / "project", tmp_path / "timings"
+    stages = {"first": {"cmd": "foilforge params-doc --output first.md", "deps": ["seed.txt"], "outs": ["first.md"]},
+              "slow": {"cmd": "touch slow.started && sleep 120 && cp first.md slow.md", "deps": ["first.md"],
+                       "outs": ["slow.md"]}}
+    project(root, stages)
+    (root / "seed.txt").write_text("a dependency\n")
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
+    build = subprocess.Popen([str(BIN / "foilforge"), "repro", "--lock-every", "3600"], cwd=root, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (root / "slow.started").exists():
+        assert build.poll() is None and time.monotonic() < deadline, "the slow stage never started"
+        time.sleep(0.2)
+    began = time.monotonic()
+    build.send_signal(signal.SIGTERM)  # the runner only, as `kill PID` sends it
+    _, err = build.communicate(timeout=60)
+    assert time.monotonic() - began < 30  # not after the 120 s the slow command would take
+    assert build.returncode == 130 and "interrupted" in err
+    assert lock_stages(root) == {"first"} and not (root / "slow.md").exists()
+
+    stages["slow"]["cmd"] = "cp first.md slow.md"
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+    rerun = repro(root, timings)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Stage 'first' didn't change" in rerun.stderr and "restored from the run cache" not in rerun.stderr
+    assert len(stage_pids(timings)["params-doc"]) == 1
+    assert lock_stages(root) == {"first", "slow"} and status(root) == {}
+
+
 def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):
     """The worker takes each command's environment and directory as DVC gives them, not the previous command's;
     a failed command is that stage's failure and the worker lives on."""

@@ -15,7 +15,9 @@ dependencies and outputs, committing them to DVC's cache), and differs in three 
   has finished: DVC's plan, in parallel where the graph allows.
 * the dvc.lock entries of finished stages are written together, in a thread beside the build: at most every
   `--lock-every` seconds, at the end, and when a stage fails (then no new stage starts, the running ones finish
-  and are recorded, so a rerun starts after them).
+  and are recorded, so a rerun starts after them). Ctrl-C or SIGTERM ends the commands under way (a shell
+  command with what it started) and writes the entries of the stages that finished; after a SIGKILL, DVC's run
+  cache still restores a stage that finished since the last write instead of running it again.
 
 `dvc status` afterwards reads as after `dvc repro`, and either command can continue what the other began.
 """
@@ -154,10 +156,17 @@ class StageWorkers:
             self._pool = None
             return -9
 
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+    def close(self, stop: bool = False) -> None:
+        """Shut the workers down once their commands are done; `stop`: end the commands under way first (a build
+        interrupted: what they wrote is not recorded, and they run again next time)."""
+        if self._pool is None:
+            return
+        if stop:
+            # the pool has no public way to end a running call; its worker processes are in `_processes`
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.terminate()
+        self._pool.shutdown(wait=not stop, cancel_futures=True)
+        self._pool = None
 
 
 class LockWriter:
@@ -216,11 +225,40 @@ class LockWriter:
         dvc_api.write_lock(stages)
 
 
+#: the shell commands under way, ended when the build is interrupted
+_SHELLS: set = set()
+
+
 def shell_status(cmd: str, cwd: str, env: dict) -> int:
     """A command the shell must run, as DVC runs it (its shell, without rc files)."""
     import subprocess
 
-    return subprocess.run(dvc_api.shell_argv(cmd), cwd=cwd, env=env, check=False).returncode
+    # a group of its own, so that ending it (`stop_shells`) ends what the shell started too
+    process = subprocess.Popen(dvc_api.shell_argv(cmd), cwd=cwd, env=env, start_new_session=True)
+    _SHELLS.add(process)
+    try:
+        return process.wait()
+    finally:
+        _SHELLS.discard(process)
+
+
+def stop_shells() -> None:
+    """End every shell command under way, and what it started."""
+    import signal
+
+    for process in list(_SHELLS):
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C is: the build stops, and what finished is recorded."""
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(f"signal {signum}")
 
 
 class Build:
@@ -281,7 +319,11 @@ class Build:
         """Every stage of the plan whose dependencies finished, up to `jobs` at once; on a failure, no new stage
         starts, the running ones finish (and are recorded), and ReproductionError names the failed stages."""
         with ThreadPoolExecutor(max_workers=self.workers.jobs) as self.shell:
-            failed = self._run_plan()
+            try:
+                failed = self._run_plan()
+            except KeyboardInterrupt:
+                stop_shells()  # before the pool waits for the threads that wait on them
+                raise
         if failed:
             names = ", ".join(repr(stage.addressing) for stage in failed)
             raise dvc_api.reproduction_error(f"failed to reproduce {names}")
@@ -330,18 +372,30 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
     """DVC's reproduce of `targets` (None: the whole pipeline, dvc.yaml) with the `foilforge` commands in
     long-lived workers, up to `jobs` at once, and dvc.lock written in batches. Returns the addresses of the
     stages that ran; raises DVC's ReproductionError when a stage fails (after recording those that finished)."""
+    import signal
+    import threading
+
     repo = dvc_api.open_repo(root)
     workers, lock = StageWorkers(jobs or default_jobs()), LockWriter(lock_every)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         with repo.lock:
             graph, planned = dvc_api.plan(repo, targets)
             build = Build(graph, planned, force, workers, lock)
             try:
                 build.run()
+            except KeyboardInterrupt:
+                # interrupted (Ctrl-C, SIGTERM): the commands under way end unrecorded; the lock entries of the
+                # stages that finished are written below, so the next run starts after them
+                workers.close(stop=True)
+                raise
             finally:
                 workers.close()
                 lock.close()
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         repo.close()
     return [stage.addressing for stage in build.ran]
 

@@ -60,6 +60,10 @@ def main(args) -> int:
             return 1
     try:
         ran = reproduce(args.targets, args.force, args.lock_every, args.jobs)
+    except KeyboardInterrupt as stop:
+        print(f"foilforge repro: interrupted ({stop or 'Ctrl-C'}): the stages that finished are in dvc.lock; "
+              "the same command goes on from there", file=sys.stderr)
+        return 130
     except dvc_error_type() as err:
         cause = f": {err.__cause__}" if err.__cause__ else ""
         print(f"foilforge repro: error: {err}{cause}", file=sys.stderr)
