@@ -178,11 +178,10 @@ def test_a_failed_stage_keeps_what_finished_before_it(tmp_path):
     assert lock_stages(root) == {"first", "broken"} and status(root) == {}
 
 
-def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
-    import signal
+def build_stopped_in_a_slow_stage(tmp_path, stderr=subprocess.DEVNULL):
+    """(project root, timings dir, its stages, the `foilforge repro` process) once the build has finished `first`
+    and started `slow` (120 s); dvc.lock is not rewritten on the way (`--lock-every 3600`)."""
     import time
-
-    import yaml
 
     root, timings = tmp_path / "project", tmp_path / "timings"
     # DVC's run cache keeps a stage with dependencies (every stage of dvc.yaml has its code at least)
@@ -192,24 +191,36 @@ def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
     project(root, stages)
     (root / "seed.txt").write_text("a dependency\n")
     env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
-    # dvc.lock is not rewritten before the kill: only the run cache knows that `first` finished
     build = subprocess.Popen([str(BIN / "foilforge"), "repro", "--lock-every", "3600"], cwd=root, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                             stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True)
     deadline = time.monotonic() + 240
     while not (root / "slow.started").exists():
         assert build.poll() is None and time.monotonic() < deadline, "the slow stage never started"
         time.sleep(0.2)
-    os.killpg(build.pid, signal.SIGKILL)  # the build, its workers and the shell: all at once, nothing cleaned up
-    build.wait(30)
-    assert lock_stages(root) == set() and not (root / "slow.md").exists()
+    return root, timings, stages, build
+
+
+def rerun_with_a_quick_slow_stage(root: Path, timings: Path, stages: dict) -> subprocess.CompletedProcess:
+    import yaml
 
     stages["slow"]["cmd"] = "cp first.md slow.md"
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
     rerun = repro(root, timings)
     assert rerun.returncode == 0, rerun.stderr
-    assert "restored from the run cache" in rerun.stderr
-    assert len(stage_pids(timings)["params-doc"]) == 1  # what had finished was restored, not run again
+    assert len(stage_pids(timings)["params-doc"]) == 1  # what had finished was not run again
     assert lock_stages(root) == {"first", "slow"} and status(root) == {}
+    return rerun
+
+
+def test_a_killed_build_resumes_from_what_it_wrote(tmp_path):
+    import signal
+
+    root, timings, stages, build = build_stopped_in_a_slow_stage(tmp_path)
+    os.killpg(build.pid, signal.SIGKILL)  # the build and its workers: all at once, nothing cleaned up
+    build.wait(30)
+    # dvc.lock was not rewritten before the kill: only the run cache knows that `first` finished
+    assert lock_stages(root) == set() and not (root / "slow.md").exists()
+    assert "restored from the run cache" in rerun_with_a_quick_slow_stage(root, timings, stages).stderr
 
 
 def test_sigterm_ends_the_build_and_records_what_finished(tmp_path):
@@ -218,35 +229,15 @@ def test_sigterm_ends_the_build_and_records_what_finished(tmp_path):
     import signal
     import time
 
-    import yaml
-
-    root, timings = tmp_path / "project", tmp_path / "timings"
-    stages = {"first": {"cmd": "foilforge params-doc --output first.md", "deps": ["seed.txt"], "outs": ["first.md"]},
-              "slow": {"cmd": "touch slow.started && sleep 120 && cp first.md slow.md", "deps": ["first.md"],
-                       "outs": ["slow.md"]}}
-    project(root, stages)
-    (root / "seed.txt").write_text("a dependency\n")
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", FOILFORGE_STAGE_TIMINGS=str(timings))
-    build = subprocess.Popen([str(BIN / "foilforge"), "repro", "--lock-every", "3600"], cwd=root, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not (root / "slow.started").exists():
-        assert build.poll() is None and time.monotonic() < deadline, "the slow stage never started"
-        time.sleep(0.2)
+    root, timings, stages, build = build_stopped_in_a_slow_stage(tmp_path, stderr=subprocess.PIPE)
     began = time.monotonic()
     build.send_signal(signal.SIGTERM)  # the runner only, as `kill PID` sends it
     _, err = build.communicate(timeout=60)
     assert time.monotonic() - began < 30  # not after the 120 s the slow command would take
     assert build.returncode == 130 and "interrupted" in err
     assert lock_stages(root) == {"first"} and not (root / "slow.md").exists()
-
-    stages["slow"]["cmd"] = "cp first.md slow.md"
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
-    rerun = repro(root, timings)
-    assert rerun.returncode == 0, rerun.stderr
+    rerun = rerun_with_a_quick_slow_stage(root, timings, stages)
     assert "Stage 'first' didn't change" in rerun.stderr and "restored from the run cache" not in rerun.stderr
-    assert len(stage_pids(timings)["params-doc"]) == 1
-    assert lock_stages(root) == {"first", "slow"} and status(root) == {}
 
 
 def test_each_command_runs_with_its_own_environment_and_directory(tmp_path):

@@ -233,8 +233,7 @@ def shell_status(cmd: str, cwd: str, env: dict) -> int:
     """A command the shell must run, as DVC runs it (its shell, without rc files)."""
     import subprocess
 
-    # a group of its own, so that ending it (`stop_shells`) ends what the shell started too
-    process = subprocess.Popen(dvc_api.shell_argv(cmd), cwd=cwd, env=env, start_new_session=True)
+    process = subprocess.Popen(dvc_api.shell_argv(cmd), cwd=cwd, env=env)
     _SHELLS.add(process)
     try:
         return process.wait()
@@ -243,14 +242,20 @@ def shell_status(cmd: str, cwd: str, env: dict) -> int:
 
 
 def stop_shells() -> None:
-    """End every shell command under way, and what it started."""
-    import signal
+    """End every shell command under way, and what it started (psutil, which DVC requires, finds those)."""
+    import psutil
 
     for process in list(_SHELLS):
         try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+            shell = psutil.Process(process.pid)
+            started = [*shell.children(recursive=True), shell]
+        except psutil.NoSuchProcess:
+            continue
+        for child in started:
+            try:
+                child.terminate()
+            except psutil.NoSuchProcess:
+                pass
 
 
 class Interrupted(KeyboardInterrupt):
