@@ -4,8 +4,9 @@
 COCO caption, every pair of single-word adjectives (spaCy tag JJ, relation
 `amod`) whose nouns differ is a candidate when the adjectives differ, neither is
 part of a coordination ("black and white") or a contrastive/quantity word
-("other", "same", "many": `skip_adjectives`), and the nouns are not one noun's
-coordination. Only the two adjectives move; an indefinite article right before
+("other", "same", "many": `skip_adjectives`), neither heads a phrase of its own
+(it follows its noun, "a vase full of tulips", or has dependents, "very big",
+"a beach dry dock"), and the nouns are not one noun's coordination. Only the two adjectives move; an indefinite article right before
 either is fixed for its new neighbour ("an old car next to a red house" -> "a
 red car next to an old house", inflect). The foil is re-parsed and kept only
 when it shows no more agreement problems than the caption and its noun,
@@ -71,6 +72,11 @@ class SwapAttributeFoiler(SwapFoiler):
                 continue
             if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
                 stats["coordinated_adjective"] += 1
+                continue
+            # an adjective after its noun ("a vase full of tulips", "a shirt ready to hit") or with words of its own
+            # ("a beach dry dock", "ice cold", "very big") heads a phrase: moving the word alone breaks it
+            if token.i > token.head.i or any(True for _ in token.children):
+                stats["adjective_phrase"] += 1
                 continue
             out.append(token)
         return out

@@ -179,12 +179,18 @@ def test_swap_obj_refuses(caption):
     ("A red car next to a white house.", "A white car next to a red house."),
     ("An old man holding a yellow umbrella.", "A yellow man holding an old umbrella."),
     ("A small kitten resting on a brown leather couch", "A brown kitten resting on a small leather couch"),
+    # a COCO val 2017 caption: "full of ..." stays where it is ("fresh of full cut tulips" is no foil)
+    ("A clear, glass vase full of fresh cut tulips", "A fresh, glass vase full of clear cut tulips"),
 ])
 def test_swap_att_exact(caption, foil):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == [foil]
 
 
-@pytest.mark.parametrize("caption", ["A red double decker bus driving down a street.", "A black and white cat on a mat."])
+@pytest.mark.parametrize("caption", [
+    "A red double decker bus driving down a street.", "A black and white cat on a mat.",
+    # COCO val 2017 captions: "dry" heads "beach dry dock" (one noun), "full" follows its noun ("full of")
+    "A scooter and tiny truck at a beach dry dock.",
+])
 def test_swap_att_refuses(caption):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == []
 
