@@ -154,20 +154,25 @@ def task_template(kind: str) -> str:
     return (Path(__file__).resolve().parent / "templates" / f"mturk_{kind}.html").read_text(encoding="utf-8")
 
 
-def export_group_batch(records: list[dict], output, seed: int, image_url_prefix: str = "") -> tuple[Path, Path]:
-    """Write the group batch CSV (one row per grouped record) and its task template next to it (.html)."""
+def write_batch(output, columns: tuple, rows: list[list], kind: str) -> tuple[Path, Path]:
+    """A crowd batch: the CSV (`columns`, then `rows`) and the `kind` task page next to it (same name, .html)."""
     output = Path(output)
-    items = group_annotation_items(records, seed)
     with atomic_write(output) as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(GROUP_BATCH_COLUMNS)
-        for item in items:
-            writer.writerow([item["item_id"], item["image_file"], image_url_prefix + quote(item["image_file"]),
-                             item["image_file_b"], image_url_prefix + quote(item["image_file_b"]),
-                             item["text_1"], item["text_2"]])
+        writer.writerow(columns)
+        writer.writerows(rows)
     template = output.with_suffix(".html")
     with atomic_write(template) as handle:
-        handle.write(task_template("group"))
+        handle.write(task_template(kind))
+    return output, template
+
+
+def export_group_batch(records: list[dict], output, seed: int, image_url_prefix: str = "") -> tuple[Path, Path]:
+    """Write the group batch CSV (one row per grouped record) and its task template next to it (.html)."""
+    items = group_annotation_items(records, seed)
+    rows = [[item["item_id"], item["image_file"], image_url_prefix + quote(item["image_file"]), item["image_file_b"],
+             image_url_prefix + quote(item["image_file_b"]), item["text_1"], item["text_2"]] for item in items]
+    output, template = write_batch(output, GROUP_BATCH_COLUMNS, rows, "group")
     log.info("wrote %d groups to %s (record's image as A in %d, caption as text 1 in %d) and the task template %s",
              len(items), output, sum(i["image_first"] for i in items), sum(i["caption_first"] for i in items), template)
     return output, template
@@ -175,17 +180,10 @@ def export_group_batch(records: list[dict], output, seed: int, image_url_prefix:
 
 def export_batch(records: list[dict], output, seed: int, image_url_prefix: str = "") -> tuple[Path, Path]:
     """Write the batch CSV (one row per item) and the task template next to it (same name, .html)."""
-    output = Path(output)
     items = annotation_items(records, seed)
-    with atomic_write(output) as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(BATCH_COLUMNS)
-        for item in items:
-            url = image_url_prefix + quote(item["image_file"])
-            writer.writerow([item["item_id"], item["image_file"], url, item["text_1"], item["text_2"]])
-    template = output.with_suffix(".html")
-    with atomic_write(template) as handle:
-        handle.write(task_template("pair"))
+    rows = [[item["item_id"], item["image_file"], image_url_prefix + quote(item["image_file"]), item["text_1"],
+             item["text_2"]] for item in items]
+    output, template = write_batch(output, BATCH_COLUMNS, rows, "pair")
     share = sum(i["caption_first"] for i in items) / len(items) if items else 0.0
     log.info("wrote %d items to %s (caption first in %.0f%%) and the task template %s",
              len(items), output, 100 * share, template)
