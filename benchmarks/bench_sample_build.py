@@ -359,6 +359,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--compare", nargs=2, default=None, metavar=("LABEL", "LABEL"),
                         help="print the stages both labels ran side by side (LABEL+LABEL merges runs) and exit")
     args = parser.parse_args(argv)
+    if (args.profile or args.set) and (args.runner != "foilforge" or args.only):
+        parser.error("--profile and --set are foilforge repro's (make coco-val): not with --runner dvc or --only")
     results = json.loads(args.results.read_text()) if args.results.is_file() else {}
     if args.compare:
         print(compare(results, *args.compare))

@@ -347,7 +347,7 @@ class AdversarialSearch:
 
             steps = tqdm(steps, desc="adversarial filter", unit="round")
         for iteration in steps:
-            scores, worst = self.attack(kept_ids, js, iteration)
+            scores, worst, alternatives = self.attack(kept_ids, js, iteration)
             if worst is None or abs(worst - 0.5) <= self.settings["target"] - 0.5 + 1e-12:
                 stop = "target met"
                 break
@@ -355,7 +355,7 @@ class AdversarialSearch:
                 stop = (f"no progress: {self.settings['patience']} rounds came no closer to chance than round "
                         f"{self.closest.index}, whose kept set is returned")
                 break
-            stop = (self.aflite_cut(kept_ids, scores, worst) if self.settings["method"] == "aflite"
+            stop = (self.aflite_cut(kept_ids, alternatives, scores, worst) if self.settings["method"] == "aflite"
                     else self.balance_features(kept_ids, scores, iteration))
             if stop:
                 break
@@ -376,17 +376,17 @@ class AdversarialSearch:
                 self.closest.index
         return set(kept_ids), self.report(kept_ids, js, scores, stop, returned)
 
-    def attack(self, kept_ids, js: dict, iteration: int) -> tuple[dict, float | None]:
-        """(each kept pair's and alternative's predictability, the accuracy furthest from chance) of this round's
-        attackers on the kept set; the round goes into the history, and becomes the closest when it is."""
+    def attack(self, kept_ids, js: dict, iteration: int) -> tuple[dict, float | None, list[dict]]:
+        """(each kept pair's and alternative's predictability, the accuracy furthest from chance, the alternatives)
+        of this round's attackers on the kept set; the round goes into the history, and becomes the closest when it
+        is."""
         kept = [self.by_id[rid] for rid in sorted(kept_ids)]
         # every candidate not kept and not excluded: another foil of a kept caption, or one that may bring a
         # dropped caption back
-        self.alternatives = [self.by_id[rid] for rid in sorted(self.by_id)
-                             if rid not in kept_ids and rid not in self.excluded]
+        alternatives = [self.by_id[rid] for rid in sorted(self.by_id) if rid not in kept_ids and rid not in self.excluded]
         transfer = (transfer_training(kept, [self.by_id[rid] for rid in sorted(self.excluded)], self.pool)
                     if self.settings["transfer"] else [])
-        scores, accuracy, transferred = predictability(kept, self.alternatives, self.blocks, self.settings["folds"],
+        scores, accuracy, transferred = predictability(kept, alternatives, self.blocks, self.settings["folds"],
                                                        self.settings["rounds"], self.settings["seed"] + iteration,
                                                        self.runner, transfer, with_transfer=True)
         # the filter aims at chance from both sides: an attacker far below it (a set that leads to the foil) is as
@@ -402,9 +402,9 @@ class AdversarialSearch:
             self.since_closest = 0
         else:
             self.since_closest += 1
-        return scores, worst
+        return scores, worst, alternatives
 
-    def aflite_cut(self, kept_ids, scores: dict, worst: float) -> str | None:
+    def aflite_cut(self, kept_ids, alternatives: list[dict], scores: dict, worst: float) -> str | None:
         """AFLite's step: above chance, exclude the most predictable kept pairs; below it, the ones the attackers
         get most wrong. Why the search stops, when nothing is left to exclude."""
         sign = 1.0 if worst > 0.5 else -1.0
@@ -422,7 +422,7 @@ class AdversarialSearch:
         # in for it (other candidates stay: the refinement may need them as mirror partners)
         cut = min(sign * scores[rid] for rid in remove)
         removed_samples = {self.sample_of[rid] for rid in remove}
-        self.excluded |= set(remove) | {a["id"] for a in self.alternatives
+        self.excluded |= set(remove) | {a["id"] for a in alternatives
                                         if self.sample_of[a["id"]] in removed_samples and sign * scores[a["id"]] >= cut}
         self.prefer = {rid: 0.5 + sign * (value - 0.5) for rid, value in scores.items()}
         return None

@@ -6,7 +6,8 @@ COCO caption, every pair of single-word adjectives (spaCy tag JJ, relation
 part of a coordination ("black and white") or a contrastive/quantity word
 ("other", "same", "many": `skip_adjectives`), neither heads a phrase of its own
 (it follows its noun, "a vase full of tulips", or has dependents, "very big",
-"a beach dry dock"), and the nouns are not one noun's coordination. Only the two adjectives move; an indefinite article right before
+"a beach dry dock"), and the nouns are not one noun's coordination. Only the
+two adjectives move; an indefinite article right before
 either is fixed for its new neighbour ("an old car next to a red house" -> "a
 red car next to an old house", inflect). The foil is re-parsed and kept only
 when it shows no more agreement problems than the caption and its noun,
@@ -75,7 +76,7 @@ class SwapAttributeFoiler(SwapFoiler):
                 continue
             # an adjective after its noun ("a vase full of tulips", "a shirt ready to hit") or with words of its own
             # ("a beach dry dock", "ice cold", "very big") heads a phrase: moving the word alone breaks it
-            if token.i > token.head.i or any(True for _ in token.children):
+            if token.i > token.head.i or token.n_lefts or token.n_rights:
                 stats["adjective_phrase"] += 1
                 continue
             out.append(token)

@@ -269,7 +269,7 @@ def person_description(noun: str) -> dict[str, frozenset] | None:
 def people_compatible(old: str, new: str) -> bool:
     """Whether one person may fit both nouns, so that replacing one by the other contradicts nothing: either says
     nothing of who (people, person), one names a role the other does not ("tennis player" / "boy", "surfer" /
-    "man"), or both take one value on every axis they share ("boy" / "man": male). Two roles ("skier" /
+    "man"), or they agree on every axis where each takes one value ("man" / "gentleman": male, adult). Two roles ("skier" /
     "snowboarder") or an axis with one value each that differ ("child" / "man", "boy" / "woman") contradict."""
     a, b = person_description(old), person_description(new)
     if a is None or b is None:

@@ -130,29 +130,6 @@ def load_profile(name_or_path) -> dict:
     return load_params(profile_path(name_or_path), validate=False)
 
 
-def apply_overrides(params_path, overrides: list[str], check) -> list[str]:
-    """Write `overrides` (`dvc exp run --set-param` syntax, e.g. from `profile_overrides`) into the params file the
-    way `dvc exp run -S` does (DVC's own Hydra code: comments and layout kept), once `check(params)` found no
-    problem in the result. Returns the problems; with any, the file is left as it was."""
-    import os
-    import tempfile
-
-    from dvc.utils import hydra
-
-    path = Path(params_path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    try:
-        Path(temporary).write_bytes(path.read_bytes())
-        hydra.apply_overrides(temporary, overrides)
-        found = check(load_params(temporary, validate=False))
-        if not found:
-            os.replace(temporary, path)
-        return found
-    finally:
-        Path(temporary).unlink(missing_ok=True)
-
-
 def profile_overrides(overlay: dict, params: dict, prefix: str = "") -> list[str]:
     """The overlay as `dvc exp run --set-param` (Hydra) overrides: one per leaf, `+key=` for a key params lacks.
 

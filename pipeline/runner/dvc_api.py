@@ -83,6 +83,32 @@ def write_lock(stages: list) -> None:
         dvcfile.dump_stages(group, update_pipeline=False)
 
 
+def write_params(params_path, overrides: list[str], check) -> list[str]:
+    """Write `overrides` (`dvc exp run --set-param` syntax) into the params file as `dvc exp run -S` does (DVC's
+    Hydra code: comments and layout kept), once `check(params)` finds no problem in the result. Returns the
+    problems; with any, the file is left as it was."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from dvc.utils import hydra
+
+    from foilforge.params import load_params
+
+    path = Path(params_path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    try:
+        Path(temporary).write_bytes(path.read_bytes())
+        hydra.apply_overrides(temporary, overrides)
+        found = check(load_params(temporary, validate=False))
+        if not found:
+            os.replace(temporary, path)
+        return found
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
 def reproduction_error(message: str) -> Exception:
     from dvc.exceptions import ReproductionError
 

@@ -32,8 +32,9 @@ def add_arguments(parser) -> None:
 def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> list[str]:
     """params.yaml with the profile's overrides and then `sets`, when `foilforge check-params` finds nothing wrong
     with the result; else the problems, and the file untouched."""
-    from foilforge.params import apply_overrides, load_params, load_profile, profile_overrides
+    from foilforge.params import load_params, load_profile, profile_overrides
     from foilforge.pipeline.params_check import check
+    from foilforge.pipeline.runner.dvc_api import write_params
 
     overrides = profile_overrides(load_profile(profile), load_params(params_path, validate=False)) if profile else []
     where = f"{params_path} + profile {profile}" if profile else params_path
@@ -45,7 +46,7 @@ def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> lis
                    if isinstance(block, dict) and not Path(str(block.get("root"))).is_dir()]
         return check(params, where) + missing
 
-    return apply_overrides(params_path, overrides + list(sets), problems)
+    return write_params(params_path, overrides + list(sets), problems)
 
 
 def main(args) -> int:
