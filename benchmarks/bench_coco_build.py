@@ -224,7 +224,7 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "coco").mkdir()
-        (tmp / "coco" / "captions_val2017.json").symlink_to(captions)
+        (tmp / "coco" / "captions_val2017.json").symlink_to(Path(captions).resolve())
         threads = args.threads or None
         lm, without, only = args.lm, tuple(args.without), tuple(args.only)
         stages_run = tuple(s for s in STAGES if s in args.stages)

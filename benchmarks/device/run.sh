@@ -2,7 +2,11 @@
 # benchmarks/bench_coco_build.py on the device machine (16 cores, one GPU), from the repository root there, with
 # .devrun/ (benchmarks/device/prepare.sh) carried. Each benchmark runs under its own time limit and writes its
 # entry to $OUT/ray_scaling_device.json after every run, so a call cut short keeps the runs it finished.
-# Order: the GPU build, relations' profile (RELPROF), the CPU sweep, the torch.profiler build (PROFILE).
+# Order: GRUEN and NLI at the paper's shapes (FILTERS), the GPU build, relations' profile (RELPROF), the CPU sweep,
+# the torch.profiler build (PROFILE).
+#   FILTERS_N/FILTERS_NLI_N/FILTERS_S: benchmarks/bench_filters_paper.py on the GPU (bfloat16): GRUEN's two terms on
+#                        FILTERS_N captions and NLI on FILTERS_NLI_N pairs, one at a time against batched, written to
+#                        $OUT/filters_paper_cuda.json (off unless FILTERS_N is set)
 #   GPU_N/GPU_BATCH/GPU_S: the GPU build (every COCO instrument, local engine then GPU_WORKERS GPU actors: 2, 0 for
 #                        none), of GPU_STAGES (default: foil score; add select gate for the whole build);
 #                        GPU_EXTRA: more flags (--skip-local: the GPU actors only)
@@ -41,6 +45,11 @@ fi
 echo "ready after $(( $(date +%s) - T0 )) s"
 B="python3 -m benchmarks.bench_coco_build --captions /tmp/coco/captions_val2017.json --lm /tmp/smollm2-arch
    --without grammaticality --threads 1 --results $OUT/ray_scaling_device.json --profile"
+if [ "${FILTERS_N:-0}" != 0 ]; then
+  timeout "${FILTERS_S:-150}" python3 -m benchmarks.bench_filters_paper --device cuda --n "$FILTERS_N" --repeats 2 \
+    --captions /tmp/coco/captions_val2017.json --nli-n "${FILTERS_NLI_N:-64}" --output "$OUT/filters_paper_cuda.json" > "$OUT/filters.log" 2>&1
+  echo "filters rc $? after $(( $(date +%s) - T0 )) s"
+fi
 if [ "${GPU_S:-200}" != 0 ]; then
   timeout "${GPU_S:-200}" $B --key coco_build_gpu --device cuda --cuda-tuned --stages ${GPU_STAGES:-foil score} \
     --n "${GPU_N:-300}" --batch-size "${GPU_BATCH:-75}" --workers --gpu-workers "${GPU_WORKERS:-2}" ${GPU_EXTRA:-} > "$OUT/gpu.log" 2>&1
