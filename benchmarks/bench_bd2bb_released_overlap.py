@@ -49,9 +49,10 @@ def main(argv=None) -> dict:
     by_id = {s["id"]: s for s in samples}
     overlaps = [released_overlap(r, by_id[r["sample_id"]]) for r in records]
     decoys = sum(o["n"] for o in overlaps)
+    clustering = next((r["clustering"] for r in records if r.get("clustering")), {})  # every record carries it
     result = {
-        "csv": str(csv_path), "encoder": args.encoder, "k": foiler.clustering["k"],
-        "chosen_by": foiler.clustering["chosen_by"], "samples": len(samples), "records": len(records),
+        "csv": str(csv_path), "encoder": args.encoder, "k": clustering.get("k"),
+        "chosen_by": clustering.get("chosen_by"), "samples": len(samples), "records": len(records),
         "decoys": decoys,
         "same_type_share": sum(o["lan_same_type"] + o["vis_same_type"] for o in overlaps) / decoys if decoys else None,
         "lan_same_type_share": sum(o["lan_same_type"] for o in overlaps) / (decoys / 2) if decoys else None,

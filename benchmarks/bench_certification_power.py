@@ -22,8 +22,8 @@ label | blind).
 
 The binomial model checked against real attackers (`--real-sets` sets per row): the out-of-fold reading of the
 gate's word n-gram attacker (5 partitions averaged, as certify computes it) on random sentence pairs (no
-signal), and on the same pairs with a cue word inserted into a random 24% of the captions (it reads about 62%):
-its scatter against the binomial's, the share of readings the equivalence test passes and the share whose exact
+signal), and on the same pairs with a cue word inserted into a random 24% of the captions (what it reads there:
+the results' `real_readings`): its scatter against the binomial's, the share of readings the equivalence test passes and the share whose exact
 test excludes chance at alpha / readings (Holm's first step), beside what the binomial model says. Also the
 released pieces (benchmarks/results/certification.json): their stored readings judged by both rules.
 

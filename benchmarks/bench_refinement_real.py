@@ -50,15 +50,17 @@ VALSE_PIECES = {
 }
 
 
+#: an instrument's keys that say what it foils and from what (the rest are its filters, bias, gate, ...)
+FOILING_KEYS = ("foiler", "source", "args", "max_samples", "samples_per_image", "candidates_per_sample")
+
+
 def _params(work: Path, name: str, source: dict, instrument: dict, like: str) -> None:
-    """The repo's params.yaml with one source and one instrument, filtered and refined like `like`."""
+    """The repo's params.yaml with one source and one instrument, filtered and refined like `like`: the
+    instrument's own settings (filters, bias, adversarial filter, gate, ...) are `like`'s where it gives none."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    settings = {key: value for key, value in params["instruments"][like].items() if key not in FOILING_KEYS}
     params["sources"] = {name: source}
-    params["instruments"] = {name: instrument}
-    for block in ("run", "keep"):
-        params["filters"][block] = {name: params["filters"][block][like]}
-    bias = params["bias"].get("instruments") or {}
-    params["bias"]["instruments"] = {name: bias[like]} if like in bias else {}
+    params["instruments"] = {name: {**settings, **instrument}}
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 

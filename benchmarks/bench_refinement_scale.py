@@ -4,7 +4,7 @@
 
 The refinement (filters/refinement.py `refine`) solves a 0/1 program with one
 variable per candidate. A full-corpus instrument (25,014 COCO captions,
-several proposals each) gives tens of thousands of candidates (the H100 build of relations: 59,529), so this
+several proposals each) gives tens of thousands of candidates (relations_full_build.json: a full relations build), so this
 measures the solve on seeded synthetic pools of that shape: samples with 3
 proposals each, two scorers whose gaps lean to the caption (as text-only
 scorers do before refinement), and preposition-like edits whose foil side

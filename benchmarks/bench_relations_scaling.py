@@ -20,8 +20,8 @@ mean top-k overlap (|top-k reference & top-k default| / k); for relations also
 the variants without lookahead (the first-token pass alone) and
 with certified pruning. By default the relations candidates are the spans
 attested in every caption of the file (min count 2): what a full build
-proposes for each slot, and where pruning matters (58 spans for COCO val
-2017, against 25 in the first 300 captions). Writes
+proposes for each slot, and where pruning matters (more spans than the first
+--limit captions attest: the results' `candidates`). Writes
 benchmarks/results/relations_scaling.json.
 """
 

@@ -3,9 +3,10 @@
     .venv/bin/python -m benchmarks.bench_span_passes [--n 375 1500] [--score-chunk 4096] [--lm DIR]
                                                      [--max-batch-tokens 8192 32768] [--merge true false]
 
-On the H200 (ray_scaling.json `coco_build_device`) a batch of 375 captions took 8.0-8.9 s, far from what
-its FLOPs need. This counts, for the first --n COCO val captions foiled by relations in one engine batch
-with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`: max_batch_tokens 8192), every
+On a GPU a relations batch took far longer than its FLOPs need (ray_scaling.json `coco_build_device`;
+docs/performance.md, "Span scoring on a GPU"). This counts, for the first --n COCO val captions foiled by
+relations in one engine batch with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`,
+CUDA_TUNING; `--max-batch-tokens` here overrides its token budget), every
 forward pass of the span scorer: rows, padded and real tokens, the cached prefix length, for each
 `score_chunk` (relations' slots a scorer call: a call's passes hold only its slots), `max_batch_tokens`
 and `merge_prefix_lengths` (foilforge/scorers.py: one right-padded pass for prefixes of every length,
