@@ -68,7 +68,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n auto
 
 benchmarks: setup
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python -m benchmarks.suite
 
 clean-venv:
 	rm -rf $(VENV)

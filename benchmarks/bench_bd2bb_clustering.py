@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
-import platform
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "bd2bb_clustering.json"
-DEFAULT_CSVS = [ROOT.parent / "shared" / "data" / "real" / "bd2bb" / name for name in ("test.csv", "hard_unseen_test.csv")]
+from benchmarks.common import SHARED, result_path, write_result
+
+NAME = "bd2bb_clustering"
+DEFAULT_CSVS = [SHARED / "real" / "bd2bb" / name for name in ("test.csv", "hard_unseen_test.csv")]
 TARGET_SECONDS = 60.0
 VARIANT_SUFFIXES = ("today", "with my friend", "right now", "this afternoon")
 
@@ -51,7 +50,6 @@ def read_actions(paths, n: int) -> list[str]:
 def main(argv=None) -> dict:
     from foilforge.encoders import build_sentence_encoder
     from foilforge.foilers.lang.action_clusters import cluster_actions, write_elbow_report
-    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", nargs="+", default=[str(p) for p in DEFAULT_CSVS])
@@ -62,7 +60,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--k-min", type=int, default=10)
     parser.add_argument("--k-max", type=int, default=100)
     parser.add_argument("--k-step", type=int, default=10)
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
 
     actions = read_actions(args.csv, args.n)
@@ -91,9 +89,8 @@ def main(argv=None) -> dict:
         "target_seconds": TARGET_SECONDS,
         "meets_target": (clustered - start) < TARGET_SECONDS,
         "elbow": clustering,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
     }
-    write_json(output, result)
+    write_result(NAME, result, args, argv, path=output)
     write_elbow_report(clustering, output.with_name(output.stem + "_elbow.json"), output.with_name(output.stem + "_elbow.png"))
     print(f"{len(actions)} actions: encode {result['encode_seconds']} s, k-means elbow {result['kmeans_elbow_seconds']} s "
           f"(k={clustering['k']}), total {result['total_seconds']} s -> {output}")

@@ -1,7 +1,7 @@
 """Certification of released benchmarks: `foilforge refilter`'s filter and gate on every VALSE dev piece and both
 SugarCrepe files, before and after, with the repository's params.yaml.
 
-Each file is scored once by the filters of its foilforge instrument (bench_attackers_real.py `PIECES`, the same
+Each file is scored once by the filters of its foilforge instrument (benchmarks/common.py `PIECES`, the same
 `--keep` cache), its records get VALSE's votes as released (`mturk`), and it goes through `filter_scored`: records
 that cannot be foils refused, the filter choosing among the valid pairs, the gate's attackers within the kept set
 (each at the strongest setting of its grid, the hidden-state probes included) and fitted on the rejected pairs
@@ -21,9 +21,9 @@ import copy
 import sys
 import time
 
-from benchmarks.bench_attackers_real import ROOT, scored_pieces, start, write_results
+from benchmarks.common import scored_pieces, start_pieces, write_result
 
-RESULT = ROOT / "benchmarks" / "results" / "certification.json"
+NAME = "certification"
 
 
 def with_votes(scored: list[dict], path) -> list[dict]:
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=None, help="the gate's partitions per attacker (default: params)")
-    setup = start(parser, argv, RESULT)
+    setup = start_pieces(parser, argv, NAME)
     if setup is None:
         return 0
     args, params, results = setup
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         results["summary"] = {"pieces": len(pieces),
                               "certified_before": sum(bool(v["before"]["certified"]) for v in pieces.values()),
                               "certified_after": sum(bool(v["after"]["certified"]) for v in pieces.values())}
-        write_results(RESULT, results)
+        write_result(NAME, results, args, argv)
     return 0
 
 

@@ -22,8 +22,8 @@ label | blind).
 
 The binomial model checked against real attackers (`--real-sets` sets per row): the out-of-fold reading of the
 gate's word n-gram attacker (5 partitions averaged, as certify computes it) on random sentence pairs (no
-signal), and on the same pairs with a cue word inserted into a random 24% of the captions (it reads about 62%):
-its scatter against the binomial's, the share of readings the equivalence test passes and the share whose exact
+signal), and on the same pairs with a cue word inserted into a random 24% of the captions (what it reads there:
+the results' `real_readings`): its scatter against the binomial's, the share of readings the equivalence test passes and the share whose exact
 test excludes chance at alpha / readings (Holm's first step), beside what the binomial model says. Also the
 released pieces (benchmarks/results/certification.json): their stored readings judged by both rules.
 
@@ -33,12 +33,12 @@ Writes benchmarks/results/certification_power.json.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.common import committed_result, read_metrics, result_path, write_result
+
+NAME = "certification_power"
 SIZES = [50, 100, 150, 200, 250, 300, 350, 400, 500, 600, 800, 1000]
 #: the band of the rule the tests replaced
 OLD_LOWER, OLD_UPPER = 0.40, 0.60
@@ -192,9 +192,7 @@ def pieces(path: Path, margin: float, alpha: float) -> dict:
     from foilforge.metrics import wilson_interval
 
     out = {}
-    if not path.is_file():
-        return out
-    for name, piece in json.loads(path.read_text()).items():
+    for name, piece in read_metrics(path).items():
         if not isinstance(piece, dict) or "after" not in piece:
             continue
         after = piece["after"]
@@ -220,7 +218,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--margin", type=float, default=0.12)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--real-sets", type=int, default=400, help="sets per real-reading row (0: skip)")
-    parser.add_argument("--output", type=Path, default=RESULTS / "certification_power.json")
+    parser.add_argument("--output", type=Path, default=result_path(NAME))
     args = parser.parse_args(argv)
     m, margin, alpha = args.readings, args.margin, args.alpha
 
@@ -255,8 +253,8 @@ def main(argv=None) -> dict:
               "largest_size_every_n": {"what": "max over n = 1..2000 of P(one reading at chance + margin passes)",
                                        "size": round(worst_size, 4), "at_n": worst_n},
               "real_readings": real,
-              "pieces": pieces(RESULTS / "certification.json", margin, alpha)}
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+              "pieces": pieces(committed_result("certification"), margin, alpha)}
+    write_result(NAME, result, args, argv, path=args.output)
     print(f"{'n':>5} | certified blind: tests indep/corr, old indep/corr | one reading at "
           f"{100 * (0.5 + margin):.0f}%: tests bound, old bound | called | blind: tests indep/corr, old indep")
     for row in table:

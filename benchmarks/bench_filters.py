@@ -24,19 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-CAPTION_FILES = [ROOT.parent / "shared" / "data" / "real" / "coco" / "captions_val2017.json",
-                 ROOT / "data" / "sample" / "coco" / "captions_val2017.json"]
+from benchmarks.common import CAPTION_FILES, read_captions, result_path, write_result
+
+NAME = "filters"
 SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024,
          "vocab_size": 28996, "max_position_embeddings": 512}
-
-
-def read_captions(path, n: int) -> list[str]:
-    from foilforge.io import read_json
-
-    annotations = sorted(read_json(path)["annotations"], key=lambda a: a["id"])
-    return [a["caption"].strip() for a in annotations[:n]]
 
 
 def build_models(directory: Path, texts: list[str]) -> dict[str, Path]:
@@ -87,7 +79,6 @@ def main(argv=None) -> dict:
 
     from foilforge.filters.gruen import Gruen
     from foilforge.filters.nli import NLIModel
-    from foilforge.io import write_json
     from foilforge.models import ModelSpec, torch_device
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -100,7 +91,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--output", default=None, help="default: benchmarks/results/filters_<device>.json")
     args = parser.parse_args(argv)
 
-    texts = read_captions(args.captions, 2 * args.n)
+    texts = read_captions(args.captions, 2 * args.n, strip=True)
     premises, hypotheses = texts[: args.n], texts[args.n :]
     pairs = list(zip(premises, hypotheses))
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,8 +121,8 @@ def main(argv=None) -> dict:
         "machine": platform.machine(), "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
     }
     result["gruen_lm_term"]["diff_is"] = "relative (perplexity)"
-    output = args.output or RESULTS / f"filters_{device.type}.json"
-    write_json(output, result)
+    output = args.output or result_path(f"filters_{device.type}")
+    write_result(NAME, result, args, argv, path=output)
     print(result)
     return result
 

@@ -30,10 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_filters import CAPTION_FILES, read_captions
+from benchmarks.common import CAPTION_FILES, read_captions, result_path, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+NAME = "filters_paper"
 
 # bert-base-cased's config.json (GRUEN's LM term; the CoLA classifier is the same body with a 2-way head)
 BERT_BASE_CASED = {
@@ -130,7 +129,6 @@ def main(argv=None) -> dict:
 
     from foilforge.filters.gruen import Gruen
     from foilforge.filters.nli import NLIModel
-    from foilforge.io import write_json
     from foilforge.models import ModelSpec, torch_device
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,7 +144,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--output", default=None, help="default: benchmarks/results/filters_paper_<device>.json")
     args = parser.parse_args(argv)
 
-    texts = read_captions(args.captions, max(args.n, 2 * args.nli_n))
+    texts = read_captions(args.captions, max(args.n, 2 * args.nli_n), strip=True)
     sentences = texts[: args.n]
     pairs = list(zip(texts[: args.nli_n], texts[args.nli_n : 2 * args.nli_n]))
     probe = ModelSpec.from_params({"name_or_path": "x", "device": args.device}, "models.nli")
@@ -221,8 +219,8 @@ def main(argv=None) -> dict:
     result["load_average_1min_at_end"] = os.getloadavg()[0]
     if device.type == "cuda":
         result["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-    output = args.output or RESULTS / f"filters_paper_{device.type}.json"
-    write_json(output, result)
+    output = args.output or result_path(f"filters_paper_{device.type}")
+    write_result(NAME, result, args, argv, path=output)
     print(result)
     return result
 

@@ -44,10 +44,9 @@ import time
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-RESULT = ROOT / "benchmarks" / "results" / "group_evidence.json"
-GROUPS = ROOT / "benchmarks" / "results" / "group_evidence_groups"
+from benchmarks.common import ROOT, SHARED, read_metrics, result_path, write_result
+
+NAME = "group_evidence"
 #: the last commit with the rule that required only the foil's changed part
 BEFORE_COMMIT = "7255a89"
 INSTRUMENTS = ("foil_it", "plurals", "relations", "swap_obj", "swap_att",
@@ -310,7 +309,7 @@ def markdown(groups: dict[str, list[dict]], results: dict | None = None) -> str:
 
 
 def main(argv=None) -> int:
-    from foilforge.io import atomic_write, write_json
+    from foilforge.io import atomic_write
     from foilforge.params import load_params
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -331,8 +330,8 @@ def main(argv=None) -> int:
         return 0
     params = load_params(ROOT / "params.yaml")
     samples = coco_samples()
-    results = json.loads(RESULT.read_text()) if RESULT.exists() else {}
-    shown = json.loads(GROUPS.with_suffix(".json").read_text()) if GROUPS.with_suffix(".json").exists() else {}
+    result, groups = result_path(NAME), result_path(f"{NAME}_groups")
+    results, shown = read_metrics(result), read_metrics(groups)
     results["pool"] = {"captions": len(samples), "images": len({s["image_file"] for s in samples}),
                        "one_word_pairs": one_word_pairs(samples)}
     results["before_commit"] = BEFORE_COMMIT
@@ -350,13 +349,13 @@ def main(argv=None) -> int:
         instruments[instrument], shown[instrument] = run_instrument(params, instrument, samples, min(n, len(samples)),
                                                                     cache, before_cls, args.seed, parses)
         print(instrument, json.dumps(instruments[instrument]), flush=True)
-        write_json(RESULT, results)
-    write_json(RESULT, results)
+        write_result(NAME, results, args, argv, path=result)
+    write_result(NAME, results, args, argv, path=result)
     shown = {k: shown[k] for k in INSTRUMENTS if k in shown}
-    write_json(GROUPS.with_suffix(".json"), shown)
-    with atomic_write(GROUPS.with_suffix(".md")) as handle:
+    write_result(NAME, shown, args, argv, path=groups)
+    with atomic_write(groups.with_suffix(".md")) as handle:
         handle.write(markdown(shown, instruments))
-    print(f"written {RESULT}, {GROUPS}.json/.md")
+    print(f"written {result}, {groups} and {groups.with_suffix('.md')}")
     return 0
 
 

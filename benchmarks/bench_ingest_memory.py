@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import resource
 import shutil
@@ -29,8 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "ingest_memory.json"
+from benchmarks.common import ROOT, result_path, write_result
+
+NAME = "ingest_memory"
 LIMIT_MIB = 1536
 BOXES_PER_IMAGE = 8
 LABELS = [f"/m/0{n:05x}" for n in range(600)]  # the boxable vocabulary has 601 classes
@@ -83,13 +83,11 @@ def write_source(directory: Path, target_bytes: int, related_images: int, seed: 
 
 
 def main(argv=None) -> dict:
-    from foilforge.io import write_json
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=1.0, help="size of the boxes CSV in GiB (default 1.0)")
     parser.add_argument("--images-with-relationships", type=int, default=2000)
     parser.add_argument("--tmpdir", default=None, help="where the temporary data goes (default: the system temp dir)")
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
 
     directory = Path(tempfile.mkdtemp(prefix="foilforge-bench-ingest-", dir=args.tmpdir))
@@ -119,13 +117,13 @@ def main(argv=None) -> dict:
             "box_rows": info["box_rows"], "box_rows_per_s": round(info["box_rows"] / seconds) if seconds else None,
             "images": info["images"], "images_with_relationships": info["images_with_relationships"],
             "relationships": info["relationships"], "samples": samples, "returncode": proc.returncode,
-            "generate_s": round(generate_s, 1), "machine": platform.machine(), "python": platform.python_version(),
+            "generate_s": round(generate_s, 1),
         }
         if proc.returncode != 0:
             result["stderr_tail"] = proc.stderr[-2000:]
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    write_json(args.output, result)
+    write_result(NAME, result, args, argv, path=args.output)
     print(result)
     return result
 

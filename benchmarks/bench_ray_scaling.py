@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.common import coco_captions_file, read_captions, read_metrics, result_path, write_result
+
+NAME = "ray_scaling"
 FULL = {"coco_val2017": 25_014, "coco_train2017": 591_753, "cc3m": 3_318_333}
 
 
@@ -85,10 +86,8 @@ def steady_rates(folder: Path) -> dict:
 
 
 def records_from_coco(n: int) -> tuple[list[dict], str]:
-    from benchmarks.bench_filters import CAPTION_FILES, read_captions
-
-    path = next(p for p in CAPTION_FILES if p.is_file())
-    captions = read_captions(path, n + 1)
+    path = coco_captions_file()
+    captions = read_captions(path, n + 1, strip=True)
     return [{"id": f"coco:{k:06d}", "caption": captions[k], "foil": captions[k + 1]} for k in range(len(captions) - 1)], str(path)
 
 
@@ -172,11 +171,10 @@ def main(argv=None) -> dict:
     best = max(r["captions_per_s"] for r in result["runs"])
     result["projected_hours_at_best_throughput"] = {name: round(n / best / 3600, 2) for name, n in FULL.items()}
     result["local_captions_per_s"] = base
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "ray_scaling.json"
-    if path.exists():   # the whole-build run (benchmarks/bench_coco_build.py) keeps its entry
-        result = {**{k: v for k, v in json.loads(path.read_text()).items() if k == "coco_build"}, **result}
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path = result_path(NAME)
+    # the entries benchmarks/bench_coco_build.py wrote here before it had a file of its own are kept
+    result = {**{k: v for k, v in read_metrics(path).items() if k.startswith("coco_build")}, **result}
+    write_result(NAME, result, args, argv, path=path)
     return result
 
 

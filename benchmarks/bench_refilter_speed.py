@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "refilter_speed.json"
+from benchmarks.common import ROOT, read_metrics, result_path, write_result
+
+NAME = "refilter_speed"
 PYTHON = sys.executable
 
 #: runs the refilter command with its three phases timed (wall and this process's CPU), written to argv[1]
@@ -163,7 +164,7 @@ def main(argv=None) -> dict:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-refilter-"))
     base = checkout(args.base_ref, workdir)
     part = subset(args.input, args.first, workdir)
-    results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+    results = read_metrics(result_path(NAME))
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "omp_threads": 1}
     old = run_side(base, part, args.like, workdir / "old")
     new = run_side(ROOT, part, args.like, workdir / "new")
@@ -179,8 +180,7 @@ def main(argv=None) -> dict:
         full = run_side(ROOT, subset(args.input, 0, workdir / "full"), args.like, workdir / "new-full")
         results["full"] = {"input": f"{args.input.name}, all records", "like": args.like, "machine": machine,
                            "new": brief(full)}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_result(NAME, results, args, argv)
     print(json.dumps(results, indent=2))
     return results
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-RESULT = ROOT / "benchmarks" / "results" / "refinement_real.json"
+from benchmarks.common import ROOT, SHARED, read_metrics, result_path, write_result
+
+NAME = "refinement_real"
 
 #: released VALSE file -> (the foilforge instrument whose filters and refinement it gets, its phenomenon).
 #: counting-hard is VALSE's "balanced" counting piece, coreference-hard its "clean" one.
@@ -50,15 +50,17 @@ VALSE_PIECES = {
 }
 
 
+#: an instrument's keys that say what it foils and from what (the rest are its filters, bias, gate, ...)
+FOILING_KEYS = ("foiler", "source", "args", "max_samples", "samples_per_image", "candidates_per_sample")
+
+
 def _params(work: Path, name: str, source: dict, instrument: dict, like: str) -> None:
-    """The repo's params.yaml with one source and one instrument, filtered and refined like `like`."""
+    """The repo's params.yaml with one source and one instrument, filtered and refined like `like`: the
+    instrument's own settings (filters, bias, adversarial filter, gate, ...) are `like`'s where it gives none."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    settings = {key: value for key, value in params["instruments"][like].items() if key not in FOILING_KEYS}
     params["sources"] = {name: source}
-    params["instruments"] = {name: instrument}
-    for block in ("run", "keep"):
-        params["filters"][block] = {name: params["filters"][block][like]}
-    bias = params["bias"].get("instruments") or {}
-    params["bias"]["instruments"] = {name: bias[like]} if like in bias else {}
+    params["instruments"] = {name: {**settings, **instrument}}
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
@@ -134,14 +136,14 @@ def measure(work: Path, name: str, source: dict, instrument: dict, like: str, sa
     }
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", type=int, default=1000, help="real COCO captions to foil for coco_relations")
     parser.add_argument("--only", action="append", default=None, help="run only these (repeatable)")
     parser.add_argument("--keep", default=None, help="keep each run's files under this directory (default: a temp dir)")
     parser.add_argument("--reuse-scores", action="store_true",
                         help="with --keep: where a run's scored.jsonl exists, rerun only select and later (params changes)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found (the shared real data)")
         return 0
@@ -163,7 +165,7 @@ def main() -> int:
                               {**params["instruments"]["relations"], "source": "coco_relations"}, "relations",
                               first_captions)
     # an earlier file's figures of runs not rerun now stay; entries of runs that no longer exist go
-    old = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    old = read_metrics(result_path(NAME))
     results = {k: v for k, v in old.items() if k in runs}
     results.update({"params": "params.yaml of the repository (filters, refinement scorers, blind_check.held_out)",
                     "coco_captions": args.captions})
@@ -176,8 +178,7 @@ def main() -> int:
             print(f"{name} ...", flush=True)
             results[name] = measure(work, name, source, instrument, like, samples_from, args.reuse_scores)
             print(json.dumps(results[name], indent=1), flush=True)
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_result(NAME, results, args, argv)
     return 0
 
 

@@ -4,7 +4,7 @@
 
 The refinement (filters/refinement.py `refine`) solves a 0/1 program with one
 variable per candidate. A full-corpus instrument (25,014 COCO captions,
-several proposals each) gives tens of thousands of candidates (the H100 build of relations: 59,529), so this
+several proposals each) gives tens of thousands of candidates (relations_full_build.json: a full relations build), so this
 measures the solve on seeded synthetic pools of that shape: samples with 3
 proposals each, two scorers whose gaps lean to the caption (as text-only
 scorers do before refinement), and preposition-like edits whose foil side
@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "refinement_scale.json"
+from benchmarks.common import result_path, write_result
+
+NAME = "refinement_scale"
 ITEMS = ("on", "in", "at", "with", "near", "under", "above", "behind", "beside", "inside", "outside", "across",
          "along", "through", "over", "below", "against", "around", "between", "beneath", "toward", "into")
 PROPOSALS = 3
@@ -61,11 +62,9 @@ def measure(candidates: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    from foilforge.io import write_json
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 22000, 60000])
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
     runs = []
     for size in args.sizes:
@@ -73,7 +72,7 @@ def main(argv=None) -> dict:
         print(runs[-1], flush=True)
     result = {"what": "refine() on seeded synthetic pools: 3 proposals a sample, 2 scorers, bins 2, max_js_rise 0.05",
               "runs": runs}
-    write_json(args.output, result)
+    write_result(NAME, result, args, argv, path=args.output)
     return result
 
 

@@ -19,9 +19,10 @@ overlap go to benchmarks/results/relations_cuda.json, with the device name.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "relations_cuda.json"
+from benchmarks.common import REAL_COCO, result_path, write_result
+
+NAME = "relations_cuda"
 
 VARIANTS = {
     "float32_default": {},
@@ -34,18 +35,17 @@ VARIANTS = {
 def main(argv=None) -> dict:
     import torch
 
-    from benchmarks.bench_relations_scaling import REAL_CAPTIONS, agreement, relations_setup, timed
+    from benchmarks.bench_relations_scaling import agreement, relations_setup, timed
     from foilforge.foilers.relations import rank_fills
-    from foilforge.io import write_json
     from foilforge.scorers import build_span_scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--captions", default=str(REAL_CAPTIONS))
+    parser.add_argument("--captions", default=str(REAL_COCO))
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--min-count", type=int, default=2)
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("bench_relations_cuda needs a CUDA device")
@@ -76,7 +76,7 @@ def main(argv=None) -> dict:
                  **agreement(reference, ranked, args.top_k)}
         result["variants"][label] = entry
         print(label, entry, flush=True)
-    write_json(args.output, result)
+    write_result(NAME, result, args, argv, path=args.output)
     return result
 
 

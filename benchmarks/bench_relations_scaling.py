@@ -20,21 +20,21 @@ mean top-k overlap (|top-k reference & top-k default| / k); for relations also
 the variants without lookahead (the first-token pass alone) and
 with certified pruning. By default the relations candidates are the spans
 attested in every caption of the file (min count 2): what a full build
-proposes for each slot, and where pruning matters (58 spans for COCO val
-2017, against 25 in the first 300 captions). Writes
+proposes for each slot, and where pruning matters (more spans than the first
+--limit captions attest: the results' `candidates`). Writes
 benchmarks/results/relations_scaling.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "relations_scaling.json"
-REAL_CAPTIONS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real" / "coco" / "captions_val2017.json"
+from benchmarks.common import REAL_COCO, read_captions, result_path, write_result
+
+NAME = "relations_scaling"
 
 
 def agreement(reference: list[list[tuple[str, float]]], candidate: list[list[tuple[str, float]]], k: int) -> dict:
@@ -82,12 +82,6 @@ def compare(name: str, block: dict, run, k: int, param_key: str, variants: dict 
     return result
 
 
-def read_captions(path, limit: int) -> list[str]:
-    from benchmarks.bench_span_scoring import read_captions as read
-
-    return read(path, limit)
-
-
 def relations_setup(args):
     from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilforge.foilers.relations import Slot, candidate_spans
@@ -127,10 +121,9 @@ def action_setup(args):
 def main(argv=None) -> dict:
     from foilforge.foilers.action_replacement import ScorerProposer
     from foilforge.foilers.relations import rank_fills
-    from foilforge.io import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--captions", default=str(REAL_CAPTIONS))
+    parser.add_argument("--captions", default=str(REAL_COCO))
     parser.add_argument("--limit", type=int, default=300, help="captions to use (default 300)")
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--top-k", type=int, default=10, help="k of the top-k overlap (default 10, relations' top_k)")
@@ -140,7 +133,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--min-count", type=int, default=2, help="with --attested-from file: spans seen this often")
     parser.add_argument("--skip-masked", action="store_true")
     parser.add_argument("--skip-actions", action="store_true")
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
     if not Path(args.captions).exists():
         raise SystemExit(f"{args.captions} not found: give --captions (a COCO captions json)")
@@ -184,8 +177,8 @@ def main(argv=None) -> dict:
                         "instruments.action_replacement.args.proposer")
         entry.update(slots=len(verb_slots), verbs=len(verbs))
         result["action_replacement_swig_sample"] = entry
-    result.update(machine=platform.machine(), python=platform.python_version(), torch_threads=torch.get_num_threads())
-    write_json(args.output, result)
+    result.update(torch_threads=torch.get_num_threads())
+    write_result(NAME, result, args, argv, path=args.output)
     print(result)
     return result
 

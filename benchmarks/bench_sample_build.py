@@ -37,8 +37,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "sample_build.json"
+from benchmarks.common import ROOT, read_metrics, result_path, write_result
+
+NAME = "sample_build"
 # stage kinds in pipeline order (dvc.yaml); check-params is `make repro`'s first command
 KINDS = ("check-params", "ingest", "foil", "score", "pair", "select", "validate", "bias", "baseline", "export", "evaluate")
 TIMES = ("wall_s", "cpu_s", "startup_s", "import_s", "model_load_s", "work_s")
@@ -351,7 +352,7 @@ def main(argv=None) -> dict:
                              "command again; the results say which stages each run ran")
     parser.add_argument("--warm-gguf", action="store_true", help="use the user's GGUF conversion cache")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its outputs) after the run")
-    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--results", type=Path, default=result_path(NAME))
     parser.add_argument("--table", nargs="*", default=None, metavar="LABEL",
                         help="print the table of these labels (all when none given) from the results file and exit")
     parser.add_argument("--from-timings", type=Path, default=None,
@@ -361,7 +362,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if (args.profile or args.set) and (args.runner != "foilforge" or args.only):
         parser.error("--profile and --set are foilforge repro's (make coco-val): not with --runner dvc or --only")
-    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    results = read_metrics(args.results)
     if args.compare:
         print(compare(results, *args.compare))
         return {}
@@ -372,7 +373,7 @@ def main(argv=None) -> dict:
                   "stage_processes": len(stages), "kinds": kind_totals(stages), "stages": stages,
                   "steps": {}, "total_wall_s": None}
         results[args.label] = result
-        args.results.write_text(json.dumps(results, indent=1) + "\n")
+        write_result(NAME, results, args, argv, path=args.results)
         return result
     if args.table is not None:
         labels = args.table or list(results)
@@ -380,12 +381,9 @@ def main(argv=None) -> dict:
         return {label: results[label] for label in labels}
     result = build(args)
     # read again: another run may have written its label meanwhile
-    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    results = read_metrics(args.results)
     results[args.label] = result
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.results.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    tmp.replace(args.results)
+    write_result(NAME, results, args, argv, path=args.results)
     print(table(results, [args.label]))
     print(f"outs compared {result['outs']['compared']}, differ: {result['outs']['differ'] or 'none'}, "
           f"missing: {result['outs']['missing'] or 'none'}")

@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "score_memory.json"
+from benchmarks.common import ROOT, write_result
+
+NAME = "score_memory"
 CHILD = """
 import resource, sys, time
 sys.argv = ["foilforge"] + sys.argv[1:]
@@ -34,7 +33,8 @@ from foilforge.pipeline.stages.cli import main
 start = time.perf_counter()
 code = main()
 import foilforge.pipeline
-print("RESULT", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - start, pipeline.__file__,
+print("RESULT", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - start,
+      foilforge.pipeline.__file__,
       flush=True)
 sys.exit(code)
 """
@@ -100,14 +100,13 @@ def main(argv=None) -> dict:
                     out = tmp / f"{filters}.{name}.jsonl"
                     runs.append({"records": records, "input_bytes": size, "filters": filters, "run": name,
                                  **run_score(code, tmp / f"{filters}.yaml", tmp / "foils.jsonl", out)})
-    result = {"benchmark": "score_memory", "date": time.strftime("%Y-%m-%d"),
-              "machine": {"platform": platform.platform()}, "batch_size": args.batch_size, "filter_sets": FILTER_SETS,
+    result = {"batch_size": args.batch_size, "filter_sets": FILTER_SETS,
               "plausibility_scorers": "the n-gram prior only (params.yaml's ngram scorers)", "runs": runs}
     if args.reference:
         result["identical_outputs"] = all(
             len({r["output_sha256"] for r in runs if (r["records"], r["filters"]) == key}) == 1
             for key in {(r["records"], r["filters"]) for r in runs})
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(NAME, result, args, argv)
     return result
 
 

@@ -3,9 +3,10 @@
     .venv/bin/python -m benchmarks.bench_span_passes [--n 375 1500] [--score-chunk 4096] [--lm DIR]
                                                      [--max-batch-tokens 8192 32768] [--merge true false]
 
-On the H200 (ray_scaling.json `coco_build_device`) a batch of 375 captions took 8.0-8.9 s, far from what
-its FLOPs need. This counts, for the first --n COCO val captions foiled by relations in one engine batch
-with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`: max_batch_tokens 8192), every
+On a GPU a relations batch took far longer than its FLOPs need (ray_scaling.json `coco_build_device`;
+docs/performance.md, "Span scoring on a GPU"). This counts, for the first --n COCO val captions foiled by
+relations in one engine batch with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`,
+CUDA_TUNING; `--max-batch-tokens` here overrides its token budget), every
 forward pass of the span scorer: rows, padded and real tokens, the cached prefix length, for each
 `score_chunk` (relations' slots a scorer call: a call's passes hold only its slots), `max_batch_tokens`
 and `merge_prefix_lengths` (foilforge/scorers.py: one right-padded pass for prefixes of every length,
@@ -23,8 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_coco_build import CAPTIONS, coco_params
-from benchmarks.bench_ray_scaling import RESULTS
+from benchmarks.bench_coco_build import coco_params
+from benchmarks.common import coco_captions_file, write_result
+
+NAME = "span_passes"
 
 
 def tiny_lm(folder: Path) -> Path:
@@ -52,7 +55,7 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int, max_batch_tok
     root = workdir / "coco"
     root.mkdir(exist_ok=True)
     if not (root / "captions_val2017.json").exists():
-        (root / "captions_val2017.json").symlink_to(next(p for p in CAPTIONS if p.is_file()))
+        (root / "captions_val2017.json").symlink_to(coco_captions_file())
     params = coco_params(n, n, "cpu", {}, root, 1, 1, lm, ("grammaticality",), cuda_tuned=True)
     params["instruments"]["relations"]["args"]["score_chunk"] = score_chunk
     params["instruments"]["relations"]["args"]["scorer"].update(max_batch_tokens=max_batch_tokens,
@@ -101,10 +104,8 @@ def main(argv=None) -> dict:
         lm = args.lm or str(tiny_lm(tmp / "lm"))
         runs = [count_passes(n, lm, tmp, chunk, tokens, merge == "true") for chunk in args.score_chunk
                 for tokens in args.max_batch_tokens for merge in args.merge for n in args.n]
-    result = {"benchmark": "span_passes", "date": time.strftime("%Y-%m-%d"),
-              "model": args.lm or "SmolLM2's tokenizer and vocabulary, one layer of width 64", "runs": runs}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "span_passes.json").write_text(json.dumps(result, indent=2) + "\n")
+    result = {"model": args.lm or "SmolLM2's tokenizer and vocabulary, one layer of width 64", "runs": runs}
+    write_result(NAME, result, args, argv)
     return result
 
 

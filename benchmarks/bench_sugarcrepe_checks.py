@@ -13,14 +13,14 @@ pairs that reach it and pass it.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SUGARCREPE = ROOT.parent / "shared" / "data" / "real" / "sugarcrepe"
-RESULT = ROOT / "benchmarks" / "results" / "sugarcrepe_checks.json"
+from benchmarks.common import SHARED, write_result
+
+NAME = "sugarcrepe_checks"
+SUGARCREPE = SHARED / "real" / "sugarcrepe"
 FILES = (("replace_rel.json", "replace_rel"), ("swap_obj.json", "swap_obj"),
          ("unrefined/replace_rel.json", "replace_rel"), ("unrefined/swap_obj.json", "swap_obj"))
 EXAMPLES = 4
@@ -70,9 +70,7 @@ def main(argv=None) -> int:
             result["files"][name] = check_file(path, type_, nlp, args.limit)
             entry = result["files"][name]
             print(name, entry["pairs"], "accepted", entry["accepted"], entry["refused"], flush=True)
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    print(f"wrote {RESULT}")
+    print(f"wrote {write_result(NAME, result, args, argv)}")
     return 0
 
 

@@ -26,9 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SUGARCREPE = ROOT.parent / "shared" / "data" / "real" / "sugarcrepe"
-RESULT = ROOT / "benchmarks" / "results" / "sugarcrepe_refilter.json"
+from benchmarks.common import ROOT, SHARED, read_metrics, result_path, write_result
+
+NAME = "sugarcrepe_refilter"
+SUGARCREPE = SHARED / "real" / "sugarcrepe"
 
 
 def readings(gate: dict | None) -> dict:
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--types", default="replace_rel,swap_obj")
     parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--output", default=str(RESULT))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     parser.add_argument("--workers", type=int, default=None, help="processes for the model passes and attackers' "
                                                                   "fits (default: the CPUs this process may use)")
     args = parser.parse_args(argv)
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
     params = load_params(ROOT / "params.yaml")
     workers = args.workers or default_workers()
     output = Path(args.output)
-    result = json.loads(output.read_text()) if output.is_file() else {}
+    result = read_metrics(output)
     result["limit"] = args.limit
     for type_ in args.types.split(","):
         with tempfile.TemporaryDirectory() as scratch:
@@ -103,8 +104,7 @@ def main(argv=None) -> int:
             (folder / "released").mkdir()
             result[type_] = run_type(params, type_, args.limit, folder, workers)
         print(type_, json.dumps(result[type_])[:2000], flush=True)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        write_result(NAME, result, args, argv, path=output)
     print(f"wrote {output}")
     return 0
 

@@ -24,9 +24,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-COCO = ROOT.parent / "shared" / "data" / "real" / "coco" / "captions_val2017.json"
-RESULT = ROOT / "benchmarks" / "results" / "sugarcrepe_types.json"
+from benchmarks.common import REAL_COCO, ROOT, read_metrics, result_path, write_result
+
+NAME = "sugarcrepe_types"
 TYPES = ("replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att", "add_obj", "add_att")
 CHEAP_ATTACKERS = ("word_ngram", "char_ngram", "edit_tokens", "length")
 
@@ -125,17 +125,17 @@ def main(argv=None) -> int:
     parser.add_argument("--max-sites", type=int, default=None, help="sites a caption (default: the params block's)")
     parser.add_argument("--skip-gate", action="store_true")
     parser.add_argument("--progress", action="store_true")
-    parser.add_argument("--output", default=str(RESULT))
+    parser.add_argument("--output", default=str(result_path(NAME)))
     args = parser.parse_args(argv)
-    if not COCO.is_file():
-        print(f"{COCO} is absent: nothing to measure")
+    if not REAL_COCO.is_file():
+        print(f"{REAL_COCO} is absent: nothing to measure")
         return 0
     from foilforge.params import load_params
 
     params = load_params(ROOT / "params.yaml")
-    samples = coco_samples(COCO, args.images)
+    samples = coco_samples(REAL_COCO, args.images)
     output = Path(args.output)
-    result = json.loads(output.read_text()) if output.is_file() else {}
+    result = read_metrics(output)
     result.update({"captions_file": "captions_val2017.json", "images": args.images, "captions": len(samples),
                    "proposer": args.proposer, "scorer": args.scorer, "device": args.device or "cpu",
                    "dtype": args.dtype})
@@ -144,8 +144,7 @@ def main(argv=None) -> int:
         entry = run_type(params, type_, samples, args)
         result["types"][type_] = entry
         print(type_, json.dumps({k: v for k, v in entry.items() if k not in ("examples", "proposer")}), flush=True)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        write_result(NAME, result, args, argv, path=output)
     print(f"wrote {output}")
     return 0
 

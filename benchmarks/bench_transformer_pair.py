@@ -3,7 +3,7 @@ VALSE dev piece as released: out-of-fold accuracy at picking the caption without
 caption, with its 95% Wilson interval.
 
 The records are the released piece less what cannot be a foil (foilforge/validity.py), read through the scored
-cache the other real-data benchmarks share (`--keep`, bench_attackers_real.py). One fresh grouped partition
+cache the other real-data benchmarks share (`--keep`, benchmarks/common.py). One fresh grouped partition
 (`--repeats`, default 1) and params.yaml's epochs unless `--epochs` lowers them for a slow machine; the results
 say which were used. Pieces already in the results file are skipped (`--again` reruns them), so a run stopped
 half-way resumes. Written to benchmarks/results/transformer_pair.json after every piece.
@@ -18,9 +18,9 @@ import copy
 import sys
 import time
 
-from benchmarks.bench_attackers_real import ROOT, scored_pieces, start, write_results
+from benchmarks.common import scored_pieces, start_pieces, write_result
 
-RESULT = ROOT / "benchmarks" / "results" / "transformer_pair.json"
+NAME = "transformer_pair"
 ATTACKER = "minilm_pair"
 
 
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=1, help="fresh grouped partitions, averaged")
     parser.add_argument("--again", action="store_true", help="rerun pieces already in the results")
-    started = start(parser, argv, RESULT)
+    started = start_pieces(parser, argv, NAME)
     if started is None:
         return 0
     args, params, results = started
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         results[relative] = {"records": len(records), "seconds": round(time.perf_counter() - begun, 1),
                              **{k: figures[k] for k in ("accuracy", "n", "ties", "ci95") if k in figures}}
         print(relative, results[relative], flush=True)
-        write_results(RESULT, results)
+        write_result(NAME, results, args, argv)
     return 0
 
 

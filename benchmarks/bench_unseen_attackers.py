@@ -10,9 +10,9 @@ how well the filtered sets hold against learners of other kinds, which appear no
   training texts) plus lengths and the plausibility scorers' numbers; margin f(d) - f(-d).
 
 Every one is fitted out of fold with folds grouped by caption (foilforge/attacker.py `grouped_folds`), over three
-partitions. Each released file is scored by the filters of its instrument (cached under `--keep`, the same cache
-as bench_attackers_real.py), filtered by params.yaml's adversarial filter, and attacked before (every released
-record) and after (the kept ones). Written to benchmarks/results/unseen_attackers.json.
+partitions. Each released file is scored by the filters of its instrument (cached under `--keep`, the cache the
+benchmarks over the released pieces share: benchmarks/common.py), filtered by params.yaml's adversarial filter, and
+attacked before (every released record) and after (the kept ones). Written to benchmarks/results/unseen_attackers.json.
 
     python -m benchmarks.bench_unseen_attackers [--only existence.json] [--keep DIR]
 """
@@ -24,9 +24,9 @@ import json
 import sys
 import time
 
-from benchmarks.bench_attackers_real import ROOT, scored_pieces, start, write_results
+from benchmarks.common import scored_pieces, start_pieces, write_result
 
-RESULT = ROOT / "benchmarks" / "results" / "unseen_attackers.json"
+NAME = "unseen_attackers"
 PARTITIONS = 3
 
 
@@ -107,7 +107,7 @@ def attack(records: list[dict]) -> dict:
 def main(argv=None) -> int:
     from foilforge.pipeline.refiltering import filter_scored
 
-    setup = start(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv, RESULT)
+    setup = start_pieces(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv, NAME)
     if setup is None:
         return 0
     args, params, results = setup
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         entry["seconds"] = round(time.perf_counter() - started, 1)
         print(relative, json.dumps(entry), flush=True)
         results[relative] = entry
-        write_results(RESULT, results)
+        write_result(NAME, results, args, argv)
     return 0
 
 
