@@ -126,11 +126,15 @@ def measure(work: Path, name: str, source: dict, instrument: dict, like: str, sa
         "held_out": check["held_out"],
         "js_before_one_candidate_per_sample": _js(work, name, "before.jsonl"),
         "js_after": _js(work, name, "kept.jsonl"),
-        # the refinement's JS bound (filters.keep...plausibility.max_js_rise): JS of the largest balanced set,
-        # the item weight / L1 budget it took, and how many records it dropped to stay within the bound
-        "js_bound": {k: refinement.get(k) for k in ("max_js_rise", "js_before", "js_matched", "js_after",
-                                                      "dropped_for_js", "imbalance_weight", "imbalance_l1",
-                                                      "js_bound_met", "js_noise_floor")},
+        # the refinement's JS bound (filters.keep...plausibility.max_js_rise; with the adversarial filter the stricter
+        # of it and adversarial.max_js_rise): JS of the largest balanced set, the item weight / L1 budget it took, and
+        # how many records it dropped to stay within the bound. `bounded` false (the data card's "not bounded"): no
+        # bound applied and the other fields null; the adversarial filter's max_js_rise null switches it off
+        # (existence: its negation balance instead)
+        "js_bound": {"bounded": "js_after" in refinement,
+                     **{k: refinement.get(k) for k in ("max_js_rise", "js_before", "js_matched", "js_after",
+                                                         "dropped_for_js", "imbalance_weight", "imbalance_l1",
+                                                         "js_bound_met", "js_noise_floor")}},
         "text_baseline_after": {"model": baseline["model"], "acc_r": baseline["acc_r"], "n": baseline["n"]},
         "seconds": round(time.perf_counter() - started, 1),
     }
