@@ -77,9 +77,9 @@ def main(argv=None) -> int:
     run_params = copy.deepcopy(params)
     if args.repeats:
         run_params["gate"]["repeats"] = args.repeats
-    from foilforge.filters.adversarial import GATE_DEFAULTS
+    from foilforge.schema import GateBlock
 
-    gate_settings = {**GATE_DEFAULTS, **run_params["gate"]}
+    gate_settings = GateBlock.model_validate(run_params["gate"]).model_dump()
     results["params"] = ("params.yaml of the repository (filters, refinement, adversarial, gate with its grids, "
                          f"probes and transfer); gate repeats {gate_settings['repeats']}")
     for relative, like, path, scored, scoring in scored_pieces(params, args.only, args.keep):

@@ -242,18 +242,19 @@ def evidence_row(record: dict, partner, texts: dict, judge: Judge) -> dict:
 
 
 def run_instrument(params, instrument, samples, n, cache, before_cls, seed, parses) -> tuple[dict, list[dict]]:
-    from foilforge.groups import Refusals, pairing_settings
+    from foilforge.groups import Refusals
     from foilforge.pairing import PAIRERS, find_candidates, instrument_pairer, search_partners
+    from foilforge.settings import instrument_settings
 
     records, foil_seconds = foil(params, instrument, samples, n, cache)
-    settings = pairing_settings(params, instrument)
+    settings = instrument_settings(params, instrument).pairing
     started = time.perf_counter()
     after_pairer = instrument_pairer(params, instrument)
     parses.install(type(after_pairer))
-    after, refusals = search_partners(after_pairer, records, samples, settings["min_support"])
+    after, refusals = search_partners(after_pairer, records, samples, settings.min_support)
     judge = Judge(after_pairer)
     result = {"captions_in": n, "records": len(records), "captions_foiled": len({r["sample_id"] for r in records}),
-              "pairer": settings["pairer"], "min_support": settings["min_support"],
+              "pairer": settings.pairer, "min_support": settings.min_support,
               "ranked_by": getattr(after_pairer, "ranked_by", None), "foil_seconds": foil_seconds}
     if instrument.startswith("swap"):
         old = find_candidates(PAIRERS.build("record_pairs.v1", {}), records, samples)
@@ -271,7 +272,7 @@ def run_instrument(params, instrument, samples, n, cache, before_cls, seed, pars
     if hasattr(lenient, "_splits_a_noun"):
         lenient._splits_a_noun = lambda name, edit: False
         lenient._vector = after_pairer._vector   # the same encoder: its vectors once
-        spread, spread_refusals = search_partners(lenient, records, samples, settings["min_support"])
+        spread, spread_refusals = search_partners(lenient, records, samples, settings.min_support)
         without, _ = measure(records, spread, spread_refusals, Judge(lenient), refuse_foils=True)
         result["without_one_caption_rule"] = {"groups": without["choice_on"]["groups"],
                                               "coverage": without["choice_on"]["coverage"]}

@@ -54,8 +54,7 @@ import re
 from dataclasses import dataclass
 
 from foilforge.errors import ConfigError
-from foilforge.params import instrument_part
-from foilforge.schema import GATE_BAND_KEYS, AdversarialBlock, GateBlock
+from foilforge.settings import InstrumentAdversarial, InstrumentSettings
 
 log = logging.getLogger(__name__)
 
@@ -69,74 +68,41 @@ def negation_count(text: str) -> int:
 #: side features that `balance` may name: text -> count
 SIDE_FEATURES = {"negation": negation_count}
 
-#: the `adversarial` block's defaults: the schema's (foilforge/schema.py AdversarialBlock)
-DEFAULTS = AdversarialBlock().model_dump()
 
-
-def settings_for(params: dict, instrument: str) -> dict | None:
-    """The adversarial filter's settings for an instrument (params.yaml `adversarial`, then `instruments.<I>.adversarial`).
-
-    None when the instrument has it switched off (`instruments.<I>.adversarial: {enabled: false}`) or there is no block.
-    """
-    block = params.get("adversarial")
-    if block is None:
-        return None
-    own = instrument_part(params, instrument, "adversarial", {})
-    merged = {**DEFAULTS, **block, **{k: v for k, v in own.items() if v is not None or k == "max_js_rise"}}
-    if not merged.pop("enabled", True):
-        return None
-    unknown_sides = [b for b in merged["balance"] or [] if b not in SIDE_FEATURES]
-    if unknown_sides:
+def check_side_features(settings: InstrumentAdversarial, instrument: str) -> None:
+    unknown = [name for name in settings.balance if name not in SIDE_FEATURES]
+    if unknown:
         raise ConfigError(f"params.yaml adversarial (instrument {instrument}): balance names unknown side feature(s) "
-                          f"{', '.join(unknown_sides)}; known: {', '.join(SIDE_FEATURES)}")
-    attackers = params.get("attackers") or {}
-    merged["attacker_blocks"] = {name: attackers[name] for name in merged["attackers"]}
-    return merged
+                          f"{', '.join(unknown)}; known: {', '.join(SIDE_FEATURES)}")
 
 
-#: the `gate` block's defaults: the schema's (foilforge/schema.py GateBlock)
-GATE_DEFAULTS = GateBlock().model_dump()
+def adversarial_settings(settings: InstrumentSettings) -> InstrumentAdversarial | None:
+    """The instrument's adversarial filter settings (None: it has none), once its side features are known."""
+    if settings.adversarial is not None:
+        check_side_features(settings.adversarial, settings.name)
+    return settings.adversarial
 
 
-def gate_settings(params: dict, instrument: str | None = None) -> dict | None:
-    """The release gate's settings (params.yaml `gate`), with the instrument's mode (`instruments.<I>.gate`:
-    report or fail, the schema's default when unset) and its attackers' blocks; None when there is no `gate` block.
-
-    Checks that the gate keeps apart from the filter: another seed, and at least one attacker family the
-    adversarial filter did not use.
-    """
+def gate_apart(settings: InstrumentSettings) -> dict[str, str] | None:
+    """The families of the instrument's gate attackers ({name: family}; None without a gate), once checked to keep
+    apart from its adversarial filter: another seed, and at least one family the filter did not use."""
     from foilforge.filters.attackers import build_attacker
-    from foilforge.schema import InstrumentBlock
 
-    block = params.get("gate")
-    if block is None:
+    gate, filtering = settings.gate, settings.adversarial
+    if gate is None:
         return None
-    where = "params.yaml gate"
-    if {"lower", "upper"} & set(block):  # a block that never went through load_params: the schema's message
-        raise ConfigError(f"{where}: {GATE_BAND_KEYS}")
-    merged = {**GATE_DEFAULTS, **block}
-    default_mode = InstrumentBlock.model_fields["gate"].default
-    mode = instrument_part(params, instrument, "gate", default_mode) if instrument else default_mode
-    attackers = params.get("attackers") or {}
-    grid = merged.get("grid") or {}
-    stray = sorted(set(grid) - set(merged["attackers"]))
-    if stray:
-        raise ConfigError(f"{where}.grid: {', '.join(stray)} not among gate.attackers ({', '.join(merged['attackers'])})")
-    # a gate attacker with a grid is certified at its strongest setting (nested CV inside the training folds)
-    blocks = {name: {**attackers[name], **({"grid": grid[name]} if grid.get(name) else {})}
-              for name in merged["attackers"]}
-    families = {name: build_attacker(b, f"params.yaml attackers.{name}").family for name, b in blocks.items()}
-    filtering = settings_for(params, instrument) if instrument else None
+    families = {name: build_attacker(b, f"params.yaml attackers.{name}").family for name, b in gate.attacker_blocks.items()}
     if filtering is not None:
-        used = {build_attacker(b, f"params.yaml attackers.{n}").family for n, b in filtering["attacker_blocks"].items()}
+        used = {build_attacker(b, f"params.yaml attackers.{n}").family for n, b in filtering.attacker_blocks.items()}
         if not set(families.values()) - used:
-            raise ConfigError(f"{where}.attackers: every family ({', '.join(sorted(set(families.values())))}) is one "
-                              f"the adversarial filter of {instrument} used; add an attacker of another family "
-                              f"(e.g. ngram_bayes.v1 or transformer_pair.v1) so the gate certifies with one it never met")
-        if merged["seed"] == filtering["seed"]:
-            raise ConfigError(f"{where}.seed equals adversarial.seed ({merged['seed']}): the gate's folds must be fresh")
-    return {**merged, "attacker_blocks": blocks, "families": families, "mode": mode}
-
+            raise ConfigError(f"params.yaml gate.attackers: every family ({', '.join(sorted(set(families.values())))}) "
+                              f"is one the adversarial filter of {settings.name} used; add an attacker of another "
+                              f"family (e.g. ngram_bayes.v1 or transformer_pair.v1) so the gate certifies with one it "
+                              f"never met")
+        if gate.seed == filtering.seed:
+            raise ConfigError(f"params.yaml gate.seed equals adversarial.seed ({gate.seed}): the gate's folds must be "
+                              f"fresh")
+    return families
 
 def pool_records(paths: list[str], where: str) -> list[dict]:
     """The pairs of the released files a `pool` names (VALSE JSON, SugarCrepe JSON, foilforge JSONL; read as
@@ -144,7 +110,6 @@ def pool_records(paths: list[str], where: str) -> list[dict]:
     the ones people judged invalid. Training material for transfer attackers only: never kept, never scored."""
     from pathlib import Path
 
-    from foilforge.errors import ConfigError
     from foilforge.released import read_released, to_records
     from foilforge.validity import has_votes, refuse_invalid, valid_only
 
@@ -299,15 +264,15 @@ class AdversarialSearch:
 
     `runner`: where each round's fold fits run (`predictability`); the stage passes the engine's."""
 
-    def __init__(self, candidates: list[dict], settings: dict, refine_args: dict, path="<records>", runner=None):
+    def __init__(self, candidates: list[dict], settings: InstrumentAdversarial, refine_args: dict, path="<records>", runner=None):
         from foilforge.filters.attackers import build_attacker
         from foilforge.filters.refinement import candidate_order
 
         self.settings, self.path, self.runner = settings, path, runner
-        self.blocks = settings["attacker_blocks"]
+        self.blocks = settings.attacker_blocks
         for name, block in self.blocks.items():
             build_attacker(block, f"params.yaml attackers.{name}")  # configuration errors before any fitting
-        self.pool = pool_records(settings["pool"], "params.yaml adversarial") if settings["transfer"] else []
+        self.pool = pool_records(settings.pool, "params.yaml adversarial") if settings.transfer else []
         self.candidates = candidates
         self.by_id = {r["id"]: r for r in candidates}
         self.samples: dict[str, list[str]] = {}
@@ -315,16 +280,16 @@ class AdversarialSearch:
             self.samples.setdefault(str(record.get("sample_id", record["id"])), []).append(record["id"])
         unrefined = [ids[0] for ids in self.samples.values()]
         self.sample_of = {rid: sid for sid, ids in self.samples.items() for rid in ids}
-        self.base_balance = side_balances(candidates, list(settings["balance"] or []), unrefined)
+        self.base_balance = side_balances(candidates, list(settings.balance), unrefined)
         # the JS bound: the stricter of the refinement's and this filter's; null here: no JS bound (an instrument
         # whose class balance is a side feature instead, existence)
-        rise = settings["max_js_rise"]
+        rise = settings.max_js_rise
         self.refine_args = {**refine_args, "js_floor_aware": True,
                             "max_js_rise": None if rise is None else rise if refine_args.get("max_js_rise") is None
                             else min(rise, refine_args["max_js_rise"])}
         self.excluded: set[str] = set()
         self.prefer: dict | None = None
-        self.share, self.previous_sign = settings["slice"], None
+        self.share, self.previous_sign = settings.slice, None
         self.balanced_features: list[str] = []
         self.history: list[dict] = []
         self.closest: Round | None = None  # the round whose worst attacker came closest to chance
@@ -339,23 +304,23 @@ class AdversarialSearch:
         # instrument would export); a share of the raw candidates would stop it before its first round wherever the
         # fixed-scorer refinement alone already keeps fewer (sample swap_obj: 68 of some 300 captions)
         self.refined = len(kept_ids)
-        self.floor = math.ceil(self.settings["min_keep"] * self.refined)
+        self.floor = math.ceil(self.settings.min_keep * self.refined)
         scores: dict = {}
-        steps = range(self.settings["max_iterations"])
+        steps = range(self.settings.max_iterations)
         if progress:
             from tqdm import tqdm
 
             steps = tqdm(steps, desc="adversarial filter", unit="round")
         for iteration in steps:
             scores, worst, alternatives = self.attack(kept_ids, js, iteration)
-            if worst is None or abs(worst - 0.5) <= self.settings["target"] - 0.5 + 1e-12:
+            if worst is None or abs(worst - 0.5) <= self.settings.target - 0.5 + 1e-12:
                 stop = "target met"
                 break
-            if self.since_closest >= self.settings["patience"]:
-                stop = (f"no progress: {self.settings['patience']} rounds came no closer to chance than round "
+            if self.since_closest >= self.settings.patience:
+                stop = (f"no progress: {self.settings.patience} rounds came no closer to chance than round "
                         f"{self.closest.index}, whose kept set is returned")
                 break
-            stop = (self.aflite_cut(kept_ids, alternatives, scores, worst) if self.settings["method"] == "aflite"
+            stop = (self.aflite_cut(kept_ids, alternatives, scores, worst) if self.settings.method == "aflite"
                     else self.balance_features(kept_ids, scores, iteration))
             if stop:
                 break
@@ -368,7 +333,7 @@ class AdversarialSearch:
                 break
             kept_ids, js = trial, trial_js
         else:
-            stop = f"max_iterations ({self.settings['max_iterations']}) reached"
+            stop = f"max_iterations ({self.settings.max_iterations}) reached"
         returned = len(self.history) - 1
         if stop != "target met" and self.closest is not None and self.closest.kept != set(kept_ids):
             # short of the target: the kept set of the round closest to chance, not whatever the last cut left
@@ -385,9 +350,9 @@ class AdversarialSearch:
         # dropped caption back
         alternatives = [self.by_id[rid] for rid in sorted(self.by_id) if rid not in kept_ids and rid not in self.excluded]
         transfer = (transfer_training(kept, [self.by_id[rid] for rid in sorted(self.excluded)], self.pool)
-                    if self.settings["transfer"] else [])
-        scores, accuracy, transferred = predictability(kept, alternatives, self.blocks, self.settings["folds"],
-                                                       self.settings["rounds"], self.settings["seed"] + iteration,
+                    if self.settings.transfer else [])
+        scores, accuracy, transferred = predictability(kept, alternatives, self.blocks, self.settings.folds,
+                                                       self.settings.rounds, self.settings.seed + iteration,
                                                        self.runner, transfer, with_transfer=True)
         # the filter aims at chance from both sides: an attacker far below it (a set that leads to the foil) is as
         # much a failure as one far above it
@@ -431,13 +396,13 @@ class AdversarialSearch:
         """The balance_features step: the heaviest n-gram features of the first attacker become constraints.
         Why the search stops, when no feature is left."""
         kept = [self.by_id[rid] for rid in sorted(kept_ids)]
-        first = self.blocks[self.settings["attackers"][0]]
-        fresh = [f for f in heaviest_features(kept, first, self.settings["features_per_round"]
-                                              + len(self.balanced_features), self.settings["seed"] + iteration)
+        first = self.blocks[self.settings.attackers[0]]
+        fresh = [f for f in heaviest_features(kept, first, self.settings.features_per_round
+                                              + len(self.balanced_features), self.settings.seed + iteration)
                  if f not in self.balanced_features]
         if not fresh:
             return "no predictive feature left to balance"
-        self.balanced_features += fresh[:self.settings["features_per_round"]]
+        self.balanced_features += fresh[:self.settings.features_per_round]
         self.prefer = scores
         return None
 
@@ -445,7 +410,7 @@ class AdversarialSearch:
         """The side features the next refinement balances: the settings' own, then the balanced n-gram features."""
         if not self.balanced_features:
             return list(self.base_balance)
-        return self.base_balance + feature_balance(self.candidates, self.blocks[self.settings["attackers"][0]],
+        return self.base_balance + feature_balance(self.candidates, self.blocks[self.settings.attackers[0]],
                                                    self.balanced_features)
 
     def report(self, kept_ids, js: dict, scores: dict, stop: str, returned: int) -> dict:
@@ -454,29 +419,29 @@ class AdversarialSearch:
         # pairs the attackers get confidently wrong (they pick the foil in most predictions): without votes, the
         # likeliest to be foils people would accept as true (hard examples are disproportionately mislabelled);
         # the select stage marks them and the annotation batch shows them first
-        suspects = sorted((rid for rid in kept_ids if scores.get(rid, 0.5) <= settings["suspect_below"] + 1e-12),
+        suspects = sorted((rid for rid in kept_ids if scores.get(rid, 0.5) <= settings.suspect_below + 1e-12),
                           key=lambda rid: (scores[rid], rid))
         # why the target was missed: the features a word/char attacker fitted on the kept set leans on most
         shortcuts = [] if stop == "target met" else remaining_shortcuts(
-            [self.by_id[rid] for rid in sorted(kept_ids)], blocks, settings["seed"])
+            [self.by_id[rid] for rid in sorted(kept_ids)], blocks, settings.seed)
         return {
-            "method": settings["method"], "attackers": {n: blocks[n] for n in blocks}, "target": settings["target"],
-            "min_keep": settings["min_keep"], "samples": len(self.samples), "refined": self.refined,
+            "method": settings.method, "attackers": {n: blocks[n] for n in blocks}, "target": settings.target,
+            "min_keep": settings.min_keep, "samples": len(self.samples), "refined": self.refined,
             "floor": self.floor, "kept": len(kept_ids),
             "target_met": stop == "target met", "stopped": stop, "rounds": len(self.history),
             "returned_round": returned,
             "accuracy_before": self.history[0]["accuracy"] if self.history else {}, "accuracy_after": final,
             "excluded": len(self.excluded), "balanced_features": self.balanced_features, "shortcuts": shortcuts,
-            "suspect_below": settings["suspect_below"], "suspects": suspects,
+            "suspect_below": settings.suspect_below, "suspects": suspects,
             # per side feature: kept captions' count minus kept foils' count, and the most the program allowed
             "balance": {name: {"caption_minus_foil": sum(counts.get(rid, 0) for rid in kept_ids),
                                "allowed": round(slack + rate * len(kept_ids), 2)}
-                        for name, (counts, rate, slack) in zip(settings["balance"] or [], self.base_balance)},
+                        for name, (counts, rate, slack) in zip(settings.balance, self.base_balance)},
             "history": self.history, "refinement": js,
         }
 
 
-def adversarial_filter(candidates: list[dict], settings: dict, refine_args: dict, path="<records>",
+def adversarial_filter(candidates: list[dict], settings: InstrumentAdversarial, refine_args: dict, path="<records>",
                        progress: bool = False, runner=None) -> tuple[set[str], dict]:
     """(kept ids, report): the refinement with AFLite (or feature balancing) in the loop; see the module doc and
     `AdversarialSearch`."""

@@ -166,13 +166,13 @@ class Plausibility(Filter):
     @classmethod
     def keep_subset(cls, records: list[dict], path="<records>", *, scorers: list | None = None, bins: int = 2,
                     choose: bool = True, max_js_rise: float | None = DEFAULT_MAX_JS_RISE,
-                    item_mode: str = "direct", adversarial: dict | None = None,
+                    item_mode: str = "direct", adversarial=None,
                     progress: bool = False, runner=None) -> tuple[set[str], dict]:
         """(ids kept, report) for the candidates that passed every other filter.
 
         `item_mode`: how the bias stage counts this instrument's changed items (select passes
         params.yaml `bias...items`), so the JS bound bounds the JS the bias report shows.
-        `adversarial`: the adversarial filter's settings (filters/adversarial.py `settings_for`; select passes
+        `adversarial`: the adversarial filter's settings (foilforge/settings.py `InstrumentSettings.adversarial`; select passes
         them): trained attackers in the loop of the refinement; its report is under `adversarial`.
         `runner`: where the adversarial filter's fold fits run (select passes the engine's).
         """

@@ -38,8 +38,8 @@ from __future__ import annotations
 from foilforge.errors import ConfigError, config_errors
 from foilforge.io import require
 from foilforge.models import MODEL_BLOCK_KEYS, ModelSpec
-from foilforge.params import instrument_part
 from foilforge.registry import Registry, check_args
+from foilforge.schema import InstrumentFilters
 
 #: every module of this package is a filter plug-in; filters of other packages: the `foilforge.filters` entry points
 FILTERS = Registry("filter", packages=("foilforge.filters",), skip=("gruen", "linkgrammar", "ngram"), entry_points="foilforge.filters")
@@ -155,9 +155,11 @@ def filters_block(params: dict) -> dict:
     return block
 
 
-def instrument_filters(params: dict, instrument: str) -> dict:
-    """params.yaml `instruments.<I>.filters`: {run: [filter names], keep: {filter name: rule or null}}."""
-    return instrument_part(params, instrument, "filters", {})
+def instrument_filters(params: dict, instrument: str) -> InstrumentFilters:
+    """params.yaml `instruments.<I>.filters`: `run` (filter names) and `keep` ({filter name: rule or null})."""
+    from foilforge.settings import instrument_settings
+
+    return instrument_settings(params, instrument).filters
 
 
 def filter_settings(params: dict, name: str) -> dict:
@@ -187,7 +189,7 @@ def has_batch_part(f: Filter) -> bool:
 
 def scored_filters(params: dict, instrument: str) -> list[str]:
     """The filters that score an instrument (`instruments.<I>.filters.run`), cheapest first."""
-    names = instrument_filters(params, instrument).get("run") or []
+    names = instrument_filters(params, instrument).run
     where = f"params.yaml instruments.{instrument}.filters.run"
     unknown = sorted(set(names) - set(filter_names()))
     if unknown:
@@ -198,7 +200,7 @@ def scored_filters(params: dict, instrument: str) -> list[str]:
 def keep_rules(params: dict, instrument: str) -> dict[str, dict]:
     """{filter name: thresholds} applied to an instrument: its scored filters less those whose rule is null."""
     where = f"params.yaml instruments.{instrument}.filters.keep"
-    rules = instrument_filters(params, instrument).get("keep") or {}
+    rules = instrument_filters(params, instrument).keep
     unknown = sorted(set(rules) - set(filter_names()))
     if unknown:
         raise ConfigError(f"{where}: unknown filter(s) {', '.join(unknown)}; registered: {', '.join(filter_names())}")

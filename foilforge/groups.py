@@ -22,19 +22,6 @@ IMAGE_TAKEN = "every partner image went to another record"
 HELD_BY_OTHER = "its pair's group is held by the other member"
 
 
-def pairing_settings(params: dict, instrument: str) -> dict:
-    """The instrument's pairing block over the defaults (the schema's, and the top-level `pairing` block):
-    {pairer, args, why, prefer_pairable, min_support}."""
-    from foilforge.params import typed_params
-    from foilforge.schema import InstrumentPairing
-
-    block = ((params.get("instruments") or {}).get(instrument) or {}).get("pairing") or {}
-    settings = {**InstrumentPairing().model_dump(), "prefer_pairable": typed_params(params).pairing.prefer_pairable}
-    settings["min_support"] = typed_params(params).pairing.min_support
-    settings.update({k: v for k, v in block.items() if not (k in ("prefer_pairable", "min_support") and v is None)})
-    return settings
-
-
 #: what a claim's support was read from: the partner's captions (matched by the rule), or a structured annotation
 #: whose reading *is* the claim (true by construction)
 CAPTIONS = "captions"

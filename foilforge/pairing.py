@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from foilforge.groups import Pairing, Partner, Refusals, assign, pairing_settings, text_key, unsupported_reason
+from foilforge.groups import Pairing, Partner, Refusals, assign, text_key, unsupported_reason
 from foilforge.registry import Registry
 
 #: every module of foilers/pairers/ is a pairer plug-in; other packages register through the entry-point group
@@ -99,10 +99,12 @@ def own_image_check(name: str | None) -> str:
 
 def instrument_pairer(params: dict, instrument: str) -> Pairer | None:
     """The instrument's pairer, built and validated from params (None when it has none)."""
-    settings = pairing_settings(params, instrument)
-    if not settings["pairer"]:
+    from foilforge.settings import instrument_settings
+
+    settings = instrument_settings(params, instrument).pairing
+    if not settings.pairer:
         return None
-    return build_pairer(settings["pairer"], settings.get("args") or {}, f"params.yaml instruments.{instrument}.pairing.args")
+    return build_pairer(settings.pairer, settings.args, f"params.yaml instruments.{instrument}.pairing.args")
 
 
 def _sample_index(samples: Iterable[dict]) -> dict[str, dict]:

@@ -85,21 +85,6 @@ def block(params: dict, dotted: str, required: bool = True):
     return node
 
 
-def instrument_part(params: dict, name: str, key: str, default=None):
-    """One key of an instrument's block (`filters`, `bias`, `gate`, ...); absent (or no such block): `default`.
-
-    Lenient about a missing block, so a stage run on records of an instrument that params.yaml does not
-    name (`foilforge bias x` on a released file) gets the defaults; the foil stage requires the block.
-    """
-    spec = (params.get("instruments") or {}).get(name)
-    if spec is None:
-        return default
-    if not isinstance(spec, dict):
-        raise ConfigError(f"params.yaml instruments.{name} must be a mapping, got {type(spec).__name__}")
-    value = spec.get(key)
-    return default if value is None else value
-
-
 # ---------------------------------------------------------------- profiles
 PROFILES_DIR = "profiles"
 

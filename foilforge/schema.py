@@ -123,7 +123,8 @@ class BiasSettings(Block):
 
 
 class AdversarialOverrides(Block):
-    """`adversarial`'s keys, each optional (an instrument's overrides; null: the top-level value), plus `enabled`."""
+    """`adversarial`'s keys, each optional (an instrument's overrides: a key written wins, null included; a key left out
+    takes the top-level value; foilforge/settings.py), plus `enabled`."""
 
     enabled: bool = Field(True, description="false: no adversarial filter for this instrument")
     attackers: Annotated[list[str], Field(min_length=1)] | None = None
@@ -159,8 +160,8 @@ class InstrumentPairing(Block):
                                                  "nothing about another image, say `why`")
     args: dict[str, Any] = Field({}, description="the pairer's arguments (checked against its signature)")
     why: str | None = Field(None, description="printed by the data card when pairer is null")
-    prefer_pairable: bool | None = Field(None, description="null: the top-level `pairing.prefer_pairable`")
-    min_support: Share | None = Field(None, description="null: the top-level `pairing.min_support`")
+    prefer_pairable: bool | None = Field(None, description="left out: the top-level `pairing.prefer_pairable`")
+    min_support: Share | None = Field(None, description="left out: the top-level `pairing.min_support`")
 
 
 class InstrumentBlock(Block):

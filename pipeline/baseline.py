@@ -119,7 +119,6 @@ def group_blindness(params: dict, instrument: str, kept: list[dict], lm_rows: li
     text LM and of every gate attacker fitted on all the kept pairs: each reads only the text, so each gives both
     images the same order of the two texts, and its text / image / group scores are 0 and its pair accuracy 50%
     by construction. Measured, not assumed. None when no kept record has a group."""
-    from foilforge.filters.adversarial import gate_settings
     from foilforge.filters.attackers import build_attacker, pairs_from_records
     from foilforge.metrics import group_pair_accuracy, winoground_scores
 
@@ -134,9 +133,11 @@ def group_blindness(params: dict, instrument: str, kept: list[dict], lm_rows: li
     if lm_rows:
         scores["text_lm"] = summary([(lm_rows[k]["caption_score"], lm_rows[k]["foil_score"],
                                       lm_rows[k]["caption_score"], lm_rows[k]["foil_score"]) for k in grouped])
-    settings = gate_settings(params, instrument)
+    from foilforge.settings import instrument_settings
+
+    gate = instrument_settings(params, instrument).gate
     pairs = pairs_from_records(kept)
-    for name, block in ((settings or {}).get("attacker_blocks") or {}).items():
+    for name, block in (gate.attacker_blocks if gate is not None else {}).items():
         if len({p.caption for p in pairs}) < 2:
             break
         attacker = build_attacker(block, f"params.yaml attackers.{name}").set_params(random_state=0).fit(pairs)

@@ -33,15 +33,15 @@ from pathlib import Path
 
 from foilforge.io import atomic_write, write_json
 from foilforge.metrics import js_divergence, majority
-from foilforge.pipeline.bias_settings import instrument_settings
 from foilforge.records import frequencies, is_valid
 from foilforge.records import read_record_file as read_records
+from foilforge.settings import InstrumentBias, instrument_settings
 
 log = logging.getLogger(__name__)
 
 
-def bias_report(records, instrument: str, settings: dict, path="<records>") -> tuple[dict, Counter, Counter]:
-    mode, base = settings["items"], settings["log_base"]
+def bias_report(records, instrument: str, settings: InstrumentBias, path="<records>") -> tuple[dict, Counter, Counter]:
+    mode, base = settings.items, settings.log_base
     caption_counts, foil_counts = frequencies(records, mode, path)
     valid = [(rid, r) for rid, r in records if is_valid(r)]
     has_votes = any(is_valid(r) is not None for _, r in records)
@@ -60,22 +60,22 @@ def bias_report(records, instrument: str, settings: dict, path="<records>") -> t
         "class_balance": {"caption_majority": majority(caption_counts), "foil_majority": majority(foil_counts)},
     }
     report["violations"] = threshold_violations(report, settings)
-    report["status"] = "ok" if not report["violations"] else ("warn" if settings["on_exceed"] == "warn" else "fail")
+    report["status"] = "ok" if not report["violations"] else ("warn" if settings.on_exceed == "warn" else "fail")
     return report, caption_counts, foil_counts
 
 
-def threshold_violations(report: dict, settings: dict) -> list[str]:
+def threshold_violations(report: dict, settings: InstrumentBias) -> list[str]:
     problems = []
 
     def above(value, limit, name):
         if limit is not None and value is not None and value > limit:
             problems.append(f"{name} {value:.3f} > {limit}")
 
-    above(report["js"], settings["js_max"], "js")
-    above(report["js_valid"], settings["js_valid_max"], "js_valid")
+    above(report["js"], settings.js_max, "js")
+    above(report["js_valid"], settings.js_valid_max, "js_valid")
     for side in ("caption_majority", "foil_majority"):
-        above(report["class_balance"][side]["share"], settings["max_majority_share"], f"{side} share")
-    minimum = settings["min_lexical_items"]
+        above(report["class_balance"][side]["share"], settings.max_majority_share, f"{side} share")
+    minimum = settings.min_lexical_items
     if minimum is not None and report["n_lexical_items"] < minimum:
         problems.append(f"n_lexical_items {report['n_lexical_items']} < {minimum}")
     return problems
@@ -129,11 +129,11 @@ def write_frequency_plot(path, rows: list[dict], instrument: str, js: float | No
 
 
 def run(params: dict, instrument: str, input_path, output_dir) -> dict:
-    settings = instrument_settings(params, instrument)
+    settings = instrument_settings(params, instrument).bias
     records = read_records(input_path)
     report, caption_counts, foil_counts = bias_report(records, instrument, settings, path=input_path)
     output_dir = Path(output_dir)
-    rows = frequency_rows(caption_counts, foil_counts, settings["plot_top_k"])
+    rows = frequency_rows(caption_counts, foil_counts, settings.plot_top_k)
     write_json(output_dir / "bias.json", report)
     write_frequency_csv(output_dir / "frequencies.csv", rows)
     write_frequency_plot(output_dir / "frequencies.png", rows, instrument, report["js"])

@@ -39,16 +39,6 @@ def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
     return [first[k] for k in sorted(first)]
 
 
-def instrument_pool(params: dict, instrument: str) -> list[str]:
-    """The released files of the instrument's phenomenon that transfer attackers learn from (params.yaml
-    `instruments.<I>.adversarial.pool`, else `adversarial.pool`), whether or not its adversarial filter runs."""
-    from foilforge.params import instrument_part
-
-    own = instrument_part(params, instrument, "adversarial", {}) or {}
-    adversarial = typed_params(params).adversarial
-    return list(own.get("pool") or (adversarial.pool if adversarial else []))
-
-
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict], runner=None) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
     records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
@@ -59,34 +49,36 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     gate.alpha; else `status` solvable, over-balanced or inconclusive (`needed`: about the pairs that would
     decide), `why` in words, and per reading its `standing`. None without a `gate` block. `runner`: where the
     fold fits run (filters/attackers/runs.py; default the engine's of params.yaml)."""
-    from foilforge.filters.adversarial import gate_settings, pool_records, transfer_training
+    from foilforge.filters.adversarial import gate_apart, pool_records, transfer_training
     from foilforge.filters.attackers import certify, certify_transfer
     from foilforge.pipeline.engine import engine_settings, job_runner
+    from foilforge.settings import instrument_settings
 
-    settings = gate_settings(params, instrument)
-    if settings is None:
+    resolved = instrument_settings(params, instrument)
+    if gate_apart(resolved) is None:
         return None
+    settings = resolved.gate
     from foilforge.validity import has_votes, refuse_invalid, valid_only
 
     kept, refused = refuse_invalid(kept)
     if has_votes(kept):  # where people voted, only the pairs they judged valid are certified
         kept = valid_only(kept)
     with (nullcontext(runner) if runner is not None else job_runner(engine_settings(params))) as runner:
-        args = dict(blocks=settings["attacker_blocks"], folds=settings["folds"], seed=settings["seed"],
-                    repeats=settings["repeats"], max_accuracy=settings["max_accuracy"], runner=runner)
+        args = dict(blocks=settings.attacker_blocks, folds=settings.folds, seed=settings.seed,
+                    repeats=settings.repeats, max_accuracy=settings.max_accuracy, runner=runner)
         after = certify(kept, **args)
         before = certify(unrefined(kept, rejected), **args) if rejected else after
     transfer = {}
-    if settings["transfer"]:
+    if settings.transfer:
         # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
-        train = transfer_training(kept, rejected, pool_records(instrument_pool(params, instrument),
+        train = transfer_training(kept, rejected, pool_records(resolved.transfer_pool,
                                                                f"params.yaml instruments.{instrument}.adversarial"))
-        transfer = certify_transfer(kept, train, settings["attacker_blocks"], settings["seed"],
-                                    settings["max_accuracy"])
-    return {"max_accuracy": settings["max_accuracy"], "mode": settings["mode"], "folds": settings["folds"],
-            "repeats": settings["repeats"], "seed": settings["seed"],
+        transfer = certify_transfer(kept, train, settings.attacker_blocks, settings.seed,
+                                    settings.max_accuracy)
+    return {"max_accuracy": settings.max_accuracy, "mode": settings.mode, "folds": settings.folds,
+            "repeats": settings.repeats, "seed": settings.seed,
             "passed": all(a["passed"] for a in after.values()),
-            **certify_readings(after, transfer, settings["margin"], settings["alpha"]), "refused": refused,
+            **certify_readings(after, transfer, settings.margin, settings.alpha), "refused": refused,
             # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
             "transfer": transfer,
             "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}

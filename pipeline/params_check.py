@@ -34,13 +34,17 @@ def instrument_problems(params: dict) -> list[str]:
 
 def pairing_problems(params: dict) -> list[str]:
     """Every instrument's pairer is registered and takes its args; a null pairer says why."""
-    from foilforge.groups import pairing_settings
     from foilforge.pairing import instrument_pairer
+    from foilforge.settings import instrument_settings
 
     found = config_errors(partial(instrument_pairer, params, name) for name in sorted(params.get("instruments") or {}))
     for name in sorted(params.get("instruments") or {}):
-        settings = pairing_settings(params, name)
-        if not settings["pairer"] and not settings.get("why"):
+        try:
+            settings = instrument_settings(params, name).pairing
+        except ConfigError as err:
+            found.append(str(err))
+            continue
+        if not settings.pairer and not settings.why:
             found.append(f"params.yaml instruments.{name}.pairing: pairer is null and `why` is not given (the data "
                          "card prints why an instrument has no Winoground groups)")
     return found
@@ -49,13 +53,15 @@ def pairing_problems(params: dict) -> list[str]:
 def attacker_problems(params: dict) -> list[str]:
     """Every attacker block builds; the adversarial filter's and the gate's settings hold for every instrument
     (the gate keeps a family the filter did not use, and fresh seeds)."""
-    from foilforge.filters.adversarial import gate_settings, settings_for
+    from foilforge.filters.adversarial import adversarial_settings, gate_apart
     from foilforge.filters.attackers import build_attacker
+    from foilforge.settings import instrument_settings
 
     attackers = sorted((params.get("attackers") or {}).items())
     instruments = sorted(params.get("instruments") or {})
     return config_errors([*(partial(build_attacker, block, f"params.yaml attackers.{name}") for name, block in attackers),
-                          *(partial(check, params, name) for name in instruments for check in (settings_for, gate_settings))])
+                          *(partial(check, instrument_settings(params, name)) for name in instruments
+                            for check in (adversarial_settings, gate_apart))])
 
 
 def blind_check_problems(params: dict) -> list[str]:

@@ -33,28 +33,29 @@ log = logging.getLogger(__name__)
 
 
 def find(params: dict, instrument: str, input_path, samples_path, output_path, metrics_path) -> dict:
-    from foilforge.groups import Refusals, candidate_file_rows, pairing_settings
+    from foilforge.groups import Refusals, candidate_file_rows
     from foilforge.pairing import search_partners
     from foilforge.records import read_instrument
+    from foilforge.settings import instrument_settings
 
-    settings = pairing_settings(params, instrument)
+    settings = instrument_settings(params, instrument).pairing
     records = read_instrument(Path(input_path))
     pairer = instrument_pairer(params, instrument)
     if pairer is None:
-        if not settings.get("why"):
+        if not settings.why:
             raise ConfigError(f"params.yaml instruments.{instrument}.pairing: pairer is null; say `why` (the card "
                               "prints it: what the source cannot tell about another image)")
         candidates, refusals = {str(r["id"]): [] for r in records}, Refusals()
     else:
         samples = read_jsonl(samples_path, allow_empty=True) if samples_path else []
-        candidates, refusals = search_partners(pairer, records, samples, settings["min_support"])
+        candidates, refusals = search_partners(pairer, records, samples, settings.min_support)
     rows = candidate_file_rows(candidates, refusals)
     write_jsonl(output_path, rows, sort_by_id=False)
     holders = [r for r in rows if r["holds_group"]]
-    metrics = {"pairer": settings["pairer"], "why": None if pairer else settings.get("why"),
+    metrics = {"pairer": settings.pairer, "why": None if pairer else settings.why,
                "evidence": getattr(pairer, "evidence", None), "records": len(rows),
                "with_partners": sum(1 for r in holders if r["partners"]),
-               "held_by_other_member": len(rows) - len(holders), "min_support": settings["min_support"],
+               "held_by_other_member": len(rows) - len(holders), "min_support": settings.min_support,
                "ranked_by": getattr(pairer, "ranked_by", None),
                "records_refused": dict(sorted(Counter(refusals.records.values()).items())),
                # refused as foils (select never keeps them): their own image's captions state the foil's part
@@ -85,16 +86,17 @@ def released_records(path) -> list[dict]:
 
 
 def mine(params: dict, path, like: str, output_dir) -> dict:
-    from foilforge.groups import NO_CANDIDATE, mine_released, pairing_settings, text_key
+    from foilforge.groups import NO_CANDIDATE, mine_released, text_key
     from foilforge.pairing import PAIRERS
+    from foilforge.settings import instrument_settings
 
-    settings = pairing_settings(params, like)
+    settings = instrument_settings(params, like).pairing
     if like not in (params.get("instruments") or {}):
         raise ConfigError(f"--like {like!r}: not an instrument of params.yaml; instruments: "
                           f"{', '.join(sorted(params.get('instruments') or {}))}")
-    if not settings["pairer"]:
-        raise ConfigError(f"--like {like}: instrument {like} has no pairer ({settings.get('why') or 'pairer: null'})")
-    key = getattr(PAIRERS.get(PAIRERS.newest(settings["pairer"])), "text_key", text_key)
+    if not settings.pairer:
+        raise ConfigError(f"--like {like}: instrument {like} has no pairer ({settings.why or 'pairer: null'})")
+    key = getattr(PAIRERS.get(PAIRERS.newest(settings.pairer)), "text_key", text_key)
     records = released_records(path)
     refused = [r for r in records if not text_key(r["foil"]) or text_key(r["foil"]) == text_key(r["caption"])]
     usable = [r for r in records if r not in refused]
@@ -112,7 +114,7 @@ def mine(params: dict, path, like: str, output_dir) -> dict:
     write_jsonl(output_dir / "groups.jsonl", groups, sort_by_id=False)
     report = pairing.report(len(records))
     report["unpaired"] = {**report["unpaired"], **({"foil empty or equal to its caption": len(refused)} if refused else {})}
-    report.update({"file": str(path), "like": like, "pairer": settings["pairer"],
+    report.update({"file": str(path), "like": like, "pairer": settings.pairer,
                    "no_partner_meaning": f"{NO_CANDIDATE}: no other image's caption in the file is the foil "
                                          "(or that image also states the caption)"})
     write_json(output_dir / "report.json", report)

@@ -129,17 +129,17 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
     """(kept records, report without file names): the keep rules, adversarial filter and gate of `like`; their
     attackers' fold fits on `workers` processes (the same figures with any number)."""
     from foilforge.filter import keep_rules
-    from foilforge.filters.adversarial import settings_for
+    from foilforge.filters.adversarial import adversarial_settings
     from foilforge.filters.attackers.runs import ForkedRunner
-    from foilforge.pipeline.bias_settings import instrument_settings
     from foilforge.pipeline.gate import release_gate
     from foilforge.pipeline.selection import select
+    from foilforge.settings import instrument_settings
 
-    item_mode = instrument_settings(params, like)["items"]
+    settings = instrument_settings(params, like)
     entailed = [r for r in scored if EDIT_REFUSED in r]
     checked = [r for r in scored if EDIT_REFUSED not in r]
-    kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=item_mode,
-                                     adversarial=settings_for(params, like), progress=progress,
+    kept, rejected, metrics = select(checked, keep_rules(params, like), path, item_mode=settings.bias.items,
+                                     adversarial=adversarial_settings(settings), progress=progress,
                                      runner=ForkedRunner(workers),
                                      refused_foils=edit_refusals_like(params, like, checked))
     refinement = (metrics.get("refinement") or {}).get("plausibility") or {}
@@ -158,7 +158,8 @@ def filter_scored(params: dict, like: str, scored: list[dict], path, progress: b
         "gate": release_gate(params, like, kept, rejected, runner=ForkedRunner(workers)),
         "adversarial": refinement.get("adversarial"),
         "refinement": {k: v for k, v in refinement.items() if k != "adversarial"},
-        "balance": {"before": class_balance(scored, item_mode, path), "after": class_balance(kept, item_mode, path)},
+        "balance": {"before": class_balance(scored, settings.bias.items, path),
+                    "after": class_balance(kept, settings.bias.items, path)},
     }
 
 

@@ -40,6 +40,7 @@ from foilforge.errors import ConfigError, GateError, InputError
 from foilforge.filter import filter_funnel
 from foilforge.io import atomic_write, file_sha256, read_json, write_json, write_jsonl
 from foilforge.metrics import MIN_JUDGED_PAIRS
+from foilforge.params import typed_params
 from foilforge.pipeline.card import datacard_text, failing_attackers
 from foilforge.records import is_valid, passed_all, read_instrument
 
@@ -237,17 +238,18 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     """winoground/<I>.jsonl (Winoground's layout, image paths as rows/ gives them) and the groups as two items each
     in the harness formats (instrument name `<I>_groups`); returns the manifest entry. `select_pairing`: the
     select stage's pairing report (why the rest stayed unpaired)."""
-    from foilforge.groups import group_row, pairing_settings
+    from foilforge.groups import group_row
     from foilforge.pipeline.loadable import canonical_rows
+    from foilforge.settings import instrument_settings
 
-    pairing = pairing_settings(params, instrument)
+    pairing = instrument_settings(params, instrument).pairing
     select_report = select_pairing or {}
-    entry = {"pairer": pairing["pairer"], "why": None if pairing["pairer"] else pairing.get("why"),
+    entry = {"pairer": pairing.pairer, "why": None if pairing.pairer else pairing.why,
              "kept_pairs": exported, "groups": 0, "coverage": None, "valid_groups": None, "file": None,
              "unpaired": select_report.get("unpaired"),
              "set_aside_for_a_pairable_candidate": select_report.get("set_aside_for_a_pairable_candidate"),
              "foils_refused": select_report.get("foils_refused")}
-    if not pairing["pairer"]:
+    if not pairing.pairer:
         return entry
     image_root = settings["image_root"]
     groups = [group_row(r, lambda name: posixpath.join(image_root, name)) for r in kept if isinstance(r.get("group"), dict)]
@@ -256,7 +258,7 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
     write_jsonl(path, groups, sort_by_id=False)
     entry.update(groups=len(groups), coverage=round(len(groups) / exported, 4) if exported else None,
                  valid_groups=sum(v is True for v in validity) if any(v is not None for v in validity) else None,
-                 min_support=pairing["min_support"], fully_supported=sum(g["support"] == 1.0 for g in groups),
+                 min_support=pairing.min_support, fully_supported=sum(g["support"] == 1.0 for g in groups),
                  file=f"{GROUPS_DIR}/{path.name}", sha256=file_sha256(path))
     if groups:
         rows = canonical_rows(f"{instrument}_groups", group_items(groups), "")
@@ -277,17 +279,15 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     keeps only the records voted valid; `all` keeps every record (with its votes). Without votes
     nothing changes.
     """
-    from foilforge.pipeline.validation import settings_from_params
-
-    settings = settings_from_params(params)
-    mode = settings["export"]
+    settings = typed_params(params).validation
+    mode = settings.export
     metrics = _optional_json(Path(validation_dir) / f"{instrument}.json") if validation_dir else None
     table5 = {k: metrics.get(k) for k in TABLE5_KEYS if k in metrics} if metrics and metrics.get("has_votes") else None
     voted = [r for r in kept if isinstance(r.get("mturk"), dict)]
     if not voted:
         return kept, {"counts": {}, "table5": table5}
     # a released VALSE file carries votes without the validate stage's verdict: the votes decide
-    valid = [r for r in voted if is_valid(r, settings["valid_min_caption"])]
+    valid = [r for r in voted if is_valid(r, settings.valid_min_caption)]
     counts = {"human_voted": len(voted), "human_valid": len(valid)}
     if table5 is not None:
         table5["export"] = mode
@@ -295,8 +295,6 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
 
 
 def export_settings(params: dict) -> dict:
-    from foilforge.params import typed_params
-
     return typed_params(params).export.model_dump()
 
 

@@ -191,19 +191,20 @@ def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[d
                candidates: dict, choice: dict | None, position: dict, refusals=None) -> tuple[list[dict], list[dict], dict]:
     """Each kept record's partner image (at most one; an image at most once): `group` on the record, and the
     pairing metrics (coverage of the kept pairs, why the rest stayed unpaired, partners refused by reason)."""
-    from foilforge.groups import attach_groups, pairing_settings
+    from foilforge.groups import attach_groups
+    from foilforge.settings import instrument_settings
 
-    settings = pairing_settings(params, instrument)
+    settings = instrument_settings(params, instrument).pairing
     kept, pairing = attach_groups(kept, candidates, refusals)
     rejected = sorted([*rejected, *set_aside], key=lambda r: position[str(r["id"])])  # input order, as select's
     foils = refusals.foils if refusals is not None else {}
-    report = {"pairer": settings["pairer"], "why": None if settings["pairer"] else settings.get("why"),
-              "prefer_pairable": bool(choice is not None), "min_support": settings["min_support"],
+    report = {"pairer": settings.pairer, "why": None if settings.pairer else settings.why,
+              "prefer_pairable": bool(choice is not None), "min_support": settings.min_support,
               **pairing.report(len(kept)),
               # of select's input, the records the pairer refused as foils (also under metrics `refused`)
               "foils_refused": dict(sorted(Counter(foils[rid] for rid in position if rid in foils).items())),
               **({"set_aside_for_a_pairable_candidate": choice["set_aside"]} if choice is not None else {})}
-    if not settings["pairer"]:  # no pairer: no partner was looked for, and the report says so
+    if not settings.pairer:  # no pairer: no partner was looked for, and the report says so
         report.update(coverage=None, unpaired={"no pairer for this instrument": len(kept)} if kept else {})
     return kept, rejected, report
 
@@ -211,14 +212,14 @@ def group_kept(params: dict, instrument: str, kept: list[dict], rejected: list[d
 def run(params: dict, instrument: str, input_path, output_path, rejected_path, metrics_path, funnel_path=None,
         progress: bool = False, partners_path=None) -> dict:
     from foilforge.filter import keep_rules
-    from foilforge.filters.adversarial import settings_for
-    from foilforge.groups import pairing_settings
+    from foilforge.filters.adversarial import adversarial_settings
     from foilforge.io import read_jsonl
-    from foilforge.pipeline.bias_settings import instrument_settings
     from foilforge.pipeline.engine import engine_settings, job_runner
+    from foilforge.settings import instrument_settings
 
+    settings = instrument_settings(params, instrument)
     enabled = keep_rules(params, instrument)
-    item_mode = instrument_settings(params, instrument)["items"]  # as the bias stage counts them
+    item_mode = settings.bias.items  # as the bias stage counts them
     records = read_jsonl(input_path, allow_empty=True)
     candidates, refusals = read_partners(partners_path) if partners_path else (None, None)
     # records refused as foils before any rule: a SugarCrepe-type record that is not exactly the edit of its type
@@ -229,11 +230,11 @@ def run(params: dict, instrument: str, input_path, output_path, rejected_path, m
     refused_foils.update(refusals.foils if refusals is not None else {})
     position = {str(r.get("id")): i for i, r in enumerate(records)}
     set_aside, choice = [], None
-    if candidates is not None and pairing_settings(params, instrument)["prefer_pairable"]:
+    if candidates is not None and settings.pairing.prefer_pairable:
         records, set_aside, choice = choose_pairable(records, candidates, enabled, refused_foils)
     with job_runner(engine_settings(params)) as runner:
         kept, rejected, metrics = select(records, enabled, input_path, item_mode=item_mode,
-                                         adversarial=settings_for(params, instrument), progress=progress,
+                                         adversarial=adversarial_settings(settings), progress=progress,
                                          runner=runner, refused_foils=refused_foils)
     if candidates is not None:
         metrics["input"] = len(position)

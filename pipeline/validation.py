@@ -29,9 +29,8 @@ image and the foil to the partner image, `swapped` when the other way round,
 `other` otherwise; the group is valid when at least `valid_min_caption`
 annotators matched (workers the gold check excluded are left out here too).
 
-The annotate stage (and the export) read from here too: the validation settings, and the seeded coins
-that order an item's texts and a group's images and texts, so the page an annotator saw and the votes read back
-agree."""
+The annotate stage reads from here too: the seeded coins that order an item's texts and a group's images and
+texts, so the page an annotator saw and the votes read back agree."""
 
 from __future__ import annotations
 
@@ -43,28 +42,10 @@ from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.io import write_json, write_jsonl
-from foilforge.params import instrument_part, typed_params
 from foilforge.records import valid_by_votes
-from foilforge.schema import InstrumentValidation
+from foilforge.settings import InstrumentValidationSettings, instrument_settings
 
 log = logging.getLogger(__name__)
-
-#: an instrument's own keys (instruments.<I>.validation): the schema's
-INSTRUMENT_KEYS = tuple(InstrumentValidation.model_fields)
-
-
-def settings_from_params(params: dict) -> dict:
-    """params.yaml `validation` merged over the defaults, with every instrument's gold items and votes file
-    (`instruments.<I>.validation`) as `gold` / `votes` {instrument: value} (shapes: foilforge/schema.py)."""
-    settings = typed_params(params).validation.model_dump()
-    settings["gold"], settings["votes"] = {}, {}
-    for instrument in sorted(params.get("instruments") or {}):
-        own = instrument_part(params, instrument, "validation", {})
-        for key in INSTRUMENT_KEYS:
-            if own.get(key):
-                settings[key][instrument] = own[key]
-    return settings
-
 
 def caption_first(item_id: str, seed: int = 0) -> bool:
     """Whether text 1 is the caption: a seeded coin per item, stable when other items come and go."""
@@ -86,8 +67,8 @@ GROUP_CHOICES = ("A", "B", "both", "neither", "cannot_tell")
 GROUP_VOTE_COLUMNS = ("Input.item_id", "WorkerId", "Answer.text_1", "Answer.text_2")
 #: what a group vote means once decoded with the group's orders: what alpha is computed on
 GROUP_CATEGORIES = ("matched", "swapped", "other")
-def votes_path(settings: dict, instrument: str) -> Path:
-    return Path(settings["votes"].get(instrument) or f"data/annotations/{instrument}.csv")
+def votes_path(settings: InstrumentValidationSettings, instrument: str) -> Path:
+    return Path(settings.votes or f"data/annotations/{instrument}.csv")
 
 
 def group_votes_path(votes_file) -> Path:
@@ -230,24 +211,25 @@ def nominal_alpha(votes: list[dict], item_ids: list[str], categories=CATEGORIES)
     return None if math.isnan(alpha) else alpha
 
 
-def validate_records(records: list[dict], votes: list[dict] | None, settings: dict, instrument: str) -> dict:
+def validate_records(records: list[dict], votes: list[dict] | None, settings: InstrumentValidationSettings,
+                     instrument: str) -> dict:
     """Set `mturk`/`valid` on the records (in place); return the Table 5 metrics."""
     metrics = {"instrument": instrument, "items": len(records), "has_votes": votes is not None,
-               "annotators_per_item": settings["annotators_per_item"],
-               "valid_min_caption": settings["valid_min_caption"]}
+               "annotators_per_item": settings.annotators_per_item,
+               "valid_min_caption": settings.valid_min_caption}
     if votes is None:
         for record in records:
             record["mturk"] = None
             record.pop("valid", None)
         return metrics
     ids = {str(r["id"]) for r in records}
-    gold_ids = {str(g) for g in (settings["gold"].get(instrument) or [])}
+    gold_ids = {str(g) for g in settings.gold}
     unknown_gold = sorted(gold_ids - ids)
     if unknown_gold:
         raise ConfigError(f"params.yaml instruments.{instrument}.validation.gold: item(s) not in the instrument: {', '.join(unknown_gold)}")
     for vote in votes:
-        vote["relative"] = relative_choice(vote["choice"], caption_first(vote["item_id"], settings["seed"]))
-    excluded, excluded_report, unchecked = gold_check(votes, gold_ids, settings["gold_threshold"])
+        vote["relative"] = relative_choice(vote["choice"], caption_first(vote["item_id"], settings.seed))
+    excluded, excluded_report, unchecked = gold_check(votes, gold_ids, settings.gold_threshold)
     kept = [v for v in votes if v["worker"] not in excluded]
     counts: dict[str, dict] = {}
     for vote in kept:
@@ -260,7 +242,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
         if entry is None:
             record.pop("valid", None)
             continue
-        record["valid"] = valid_by_votes(entry, settings["valid_min_caption"])
+        record["valid"] = valid_by_votes(entry, settings.valid_min_caption)
         if record["valid"]:
             valid_ids.append(str(record["id"]))
         unanimous += entry["caption"] == sum(entry.values())
@@ -270,8 +252,8 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
     metrics.update({
         "items_voted": n_voted,
         "items_without_votes": len(records) - n_voted,
-        "items_incomplete": sum(n < settings["annotators_per_item"] for n in per_item),
-        "items_over_quota": sum(n > settings["annotators_per_item"] for n in per_item),
+        "items_incomplete": sum(n < settings.annotators_per_item for n in per_item),
+        "items_over_quota": sum(n > settings.annotators_per_item for n in per_item),
         "valid": len(valid_ids),
         "valid_pct": 100 * len(valid_ids) / n_voted if n_voted else None,
         "unanimous": unanimous,
@@ -284,7 +266,7 @@ def validate_records(records: list[dict], votes: list[dict] | None, settings: di
         "annotators_excluded": excluded_report,
         "annotators_without_gold": unchecked,
         "gold_items": len(gold_ids),
-        "gold_threshold": settings["gold_threshold"],
+        "gold_threshold": settings.gold_threshold,
     })
     return metrics
 
@@ -294,7 +276,8 @@ def grouped(records: list[dict]) -> list[dict]:
     return [r for r in records if isinstance(r.get("group"), dict)]
 
 
-def validate_groups(records: list[dict], votes: list[dict] | None, settings: dict, excluded=frozenset()) -> dict:
+def validate_groups(records: list[dict], votes: list[dict] | None, settings: InstrumentValidationSettings,
+                    excluded=frozenset()) -> dict:
     """Set `group.valid` and `group.votes` = {matched, swapped, other} on the voted groups (in place); return the
     `groups` metrics block. Without votes the records are left as they are."""
     groups = grouped(records)
@@ -302,7 +285,7 @@ def validate_groups(records: list[dict], votes: list[dict] | None, settings: dic
     if votes is None:
         return block
     for vote in votes:
-        vote["relative"] = group_relative(vote["text_1"], vote["text_2"], *group_orders(vote["item_id"], settings["seed"]))
+        vote["relative"] = group_relative(vote["text_1"], vote["text_2"], *group_orders(vote["item_id"], settings.seed))
     kept = [v for v in votes if v["worker"] not in excluded]
     counts: dict[str, dict] = {}
     for vote in kept:
@@ -314,7 +297,7 @@ def validate_groups(records: list[dict], votes: list[dict] | None, settings: dic
         if entry is None:
             continue
         group["votes"] = entry
-        group["valid"] = entry["matched"] >= settings["valid_min_caption"]
+        group["valid"] = entry["matched"] >= settings.valid_min_caption
         valid += group["valid"]
         unanimous += entry["matched"] == sum(entry.values())
     voted = len(counts)
@@ -336,7 +319,7 @@ def validate_groups(records: list[dict], votes: list[dict] | None, settings: dic
 def validate(params: dict, instrument: str, input_path, output_path, metrics_path, votes=None, group_votes=None) -> dict:
     from foilforge.records import read_instrument
 
-    settings = settings_from_params(params)
+    settings = instrument_settings(params, instrument).validation
     records = read_instrument(Path(input_path))
     votes_file = Path(votes) if votes else votes_path(settings, instrument)
     group_votes_file = Path(group_votes) if group_votes else group_votes_path(votes_file)

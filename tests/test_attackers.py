@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from foilforge.errors import ConfigError, GateError, InputError
-from foilforge.filters.adversarial import adversarial_filter, negation_count, settings_for
+from foilforge.filters.adversarial import adversarial_filter, gate_apart, negation_count
 from foilforge.filters.attackers import (
     ATTACKERS,
     Attacker,
@@ -20,6 +20,7 @@ from foilforge.filters.attackers import (
     out_of_fold_margins,
     pairs_from_records,
 )
+from foilforge.settings import instrument_settings
 
 NOUNS = ["dog", "cat", "man", "woman", "horse", "bus", "train", "bird", "child", "car", "boat", "girl", "boy",
          "table", "chair", "kite", "plate", "bench", "truck", "cow"]
@@ -164,7 +165,7 @@ def scored(records: list[dict]) -> list[dict]:
 def filter_settings(**over) -> dict:
     params = {"attackers": {"word": {"attacker": "word_ngram.v1"}},
               "adversarial": {"attackers": ["word"], "rounds": 3, "slice": 0.1, "max_js_rise": None, **over}}
-    return settings_for(params, "x")
+    return instrument_settings(params, "x").adversarial
 
 
 REFINE = dict(scorers=["lm"], bins=1, choose=True, max_js_rise=None, item_mode="direct")
@@ -233,19 +234,17 @@ def test_alternative_foils_are_chosen_before_a_caption_is_dropped():
 
 
 def test_gate_must_use_a_family_the_filter_did_not():
-    from foilforge.filters.adversarial import gate_settings
-
     params = {"instruments": {"x": {}},
               "attackers": {"word": {"attacker": "word_ngram.v1"}, "bayes": {"attacker": "ngram_bayes.v1"}},
               "adversarial": {"attackers": ["word"], "seed": 0},
               "gate": {"attackers": ["word"], "seed": 1}}
     with pytest.raises(ConfigError, match="every family .* the adversarial filter of x used"):
-        gate_settings(params, "x")
+        gate_apart(instrument_settings(params, "x"))
     params["gate"] = {"attackers": ["word", "bayes"], "seed": 0}
     with pytest.raises(ConfigError, match="seed equals adversarial.seed"):
-        gate_settings(params, "x")
+        gate_apart(instrument_settings(params, "x"))
     params["gate"]["seed"] = 5
-    assert gate_settings(params, "x")["families"] == {"word": "word n-grams", "bayes": "naive Bayes on single texts"}
+    assert gate_apart(instrument_settings(params, "x")) == {"word": "word n-grams", "bayes": "naive Bayes on single texts"}
 
 
 def test_certify_multiple_choice_at_chance_and_with_a_shortcut():

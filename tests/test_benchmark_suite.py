@@ -78,7 +78,7 @@ def test_ingest_memory_quick_writes_the_one_result_shape(tmp_path, capsys):
     assert result["argv"] == list(suite.BENCHMARKS["ingest_memory"].quick)
     assert result["params"]["gib"] == 0.002 and result["params"]["images_with_relationships"] == 20
     metrics = result["metrics"]
-    assert metrics["ok"] is True and metrics["samples"] == 20 and metrics["peak_rss_mib"] > 0
+    assert metrics["ok"] is True and metrics["samples"] == 20 and metrics["peak_rss_mib"] > 0, metrics
     assert result["machine"]["cpus"] >= 1 and result["machine"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert datetime.datetime.fromisoformat(result["date"]).tzinfo is not None
     assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", result["commit"])

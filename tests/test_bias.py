@@ -61,7 +61,7 @@ def _records(pairs, votes=None):
 
 def test_report_counts_balance_and_valid_subset():
     records = _records([("on", "under"), ("under", "on"), ("on", "near"), ("on", "under")], votes=[3, 2, 1, 0])
-    settings = bias.instrument_settings({}, "relations")
+    settings = bias.instrument_settings({}, "relations").bias
     report, _, _ = bias.bias_report(records, "relations", settings)
     assert report["n_records"] == 4
     assert report["n_lexical_items"] == 3
@@ -74,7 +74,7 @@ def test_report_counts_balance_and_valid_subset():
 
 
 def test_no_votes_means_no_valid_subset():
-    report, _, _ = bias.bias_report(_records([("a", "b")]), "x", bias.instrument_settings({}, "x"))
+    report, _, _ = bias.bias_report(_records([("a", "b")]), "x", bias.instrument_settings({}, "x").bias)
     assert report["n_valid"] is None and report["js_valid"] is None
 
 
@@ -82,19 +82,19 @@ def test_thresholds_fail_or_warn():
     records = _records([("a", "b"), ("a", "c")])
     params = {"bias": {"defaults": {"js_max": 0.5}},
               "instruments": {"x": {"bias": {"max_majority_share": 0.9, "min_lexical_items": 5}}}}
-    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x"))
+    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x").bias)
     assert report["violations"] == ["js 1.000 > 0.5", "caption_majority share 1.000 > 0.9", "n_lexical_items 3 < 5"]
     assert report["status"] == "fail"
     params["bias"]["on_exceed"] = "warn"
-    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x"))
+    report, _, _ = bias.bias_report(records, "x", bias.instrument_settings(params, "x").bias)
     assert report["status"] == "warn"
 
 
 def test_an_instrument_overrides_the_defaults_and_items_default_to_direct():
     params = {"bias": {"defaults": {"js_max": 0.5, "items": "swap"}}, "instruments": {"x": {"bias": {"js_max": 0.9}}}}
-    assert bias.instrument_settings(params, "x")["js_max"] == 0.9
-    assert bias.instrument_settings(params, "x")["items"] == "swap"
-    assert bias.instrument_settings({}, "x")["items"] == "direct"
+    assert bias.instrument_settings(params, "x").bias.js_max == 0.9
+    assert bias.instrument_settings(params, "x").bias.items == "swap"
+    assert bias.instrument_settings({}, "x").bias.items == "direct"
 
 
 def test_settings_reject_unknown_keys_and_values():
@@ -155,7 +155,7 @@ def test_js_divergence_on_released_valse_dev_files(capsys):
     for name, (table_name, table_js) in TABLE5_JS.items():
         path = shared_path("data", "valse-dev", f"{name}.json")
         records = bias.read_records(path)
-        settings = bias.instrument_settings({"instruments": {"actant-swap": {"bias": {"items": "swap"}}}}, name)
+        settings = bias.instrument_settings({"instruments": {"actant-swap": {"bias": {"items": "swap"}}}}, name).bias
         report, _, _ = bias.bias_report(records, name, settings, path=path)
         rows.append((name, report["n_records"], report["n_lexical_items"], report["js"], report["js_valid"], table_name, table_js))
         assert 0.0 <= report["js"] <= 1.0

@@ -421,15 +421,16 @@ def test_nested_cross_validation_never_sees_the_scored_fold():
 
 def test_a_grid_names_its_key_when_it_is_wrong():
     from foilforge.errors import ConfigError
-    from foilforge.filters.adversarial import gate_settings
+    from foilforge.filters.adversarial import gate_apart
+    from foilforge.settings import instrument_settings
 
     params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
               "gate": {"attackers": ["word"], "grid": {"word": {"ngram_range": [[2, 1]]}}}}
     with pytest.raises(ConfigError, match=r"attackers.word.*ngram_range must be \[low, high\]"):
-        gate_settings(params)
+        gate_apart(instrument_settings(params, "x"))
     params["gate"]["grid"] = {"char": {"C": [1.0]}}
     with pytest.raises(ConfigError, match=r"params.yaml gate.grid: char not among gate.attackers \(word\)"):
-        gate_settings(params)
+        gate_apart(instrument_settings(params, "x"))
 
 
 # ---------------------------------------------------------------------------------------- representation probes

@@ -167,7 +167,7 @@ def test_closure_follows_function_level_imports_and_registries():
     closure = import_closure("foilforge.pipeline.stages.export")  # its library, pipeline/release.py, with it
     assert Path("filters/nli.py") in closure
     assert Path("foilers/relations.py") in closure
-    assert Path("pipeline/validation.py") in closure  # `from pipeline.validation import settings_from_params` in a function
+    assert Path("foilforge/settings.py") in closure  # `from foilforge.settings import instrument_settings` in a function
     # evaluate reaches the LM through baseline, inside a function
     assert Path("foilforge/lm.py") in import_closure("foilforge.pipeline.stages.evaluate")
 

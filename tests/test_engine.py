@@ -510,7 +510,7 @@ def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, l
 
 
 def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ray(released_pairs, local_ray):
-    from foilforge.filters.adversarial import adversarial_filter, settings_for
+    from foilforge.filters.adversarial import adversarial_filter
     from foilforge.filters.attackers import certify
 
     ray_runner = engine.job_runner(RAY_JOBS)
@@ -528,8 +528,11 @@ def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ra
                "filters": {"plausibility": {"scores": {"lm": {"caption": float(k % 5) - 2, "foil": 0.0,
                                                                "gap": float(k % 5) - 2}}}}}
               for k, r in enumerate(released_pairs)]
-    settings = settings_for({"attackers": ATTACKER_BLOCKS, "adversarial": {
-        "attackers": ["word", "boosted"], "rounds": 2, "slice": 0.1, "max_js_rise": None, "max_iterations": 3}}, "x")
+    from foilforge.settings import instrument_settings
+
+    settings = instrument_settings({"attackers": ATTACKER_BLOCKS, "adversarial": {
+        "attackers": ["word", "boosted"], "rounds": 2, "slice": 0.1, "max_js_rise": None, "max_iterations": 3}},
+        "x").adversarial
     refine_args = dict(scorers=["lm"], bins=1, choose=True, max_js_rise=None, item_mode="direct")
     kept, report = adversarial_filter(scored, settings, refine_args)
     kept_ray, report_ray = adversarial_filter(scored, settings, refine_args, runner=ray_runner)

@@ -13,9 +13,10 @@ from foilforge.errors import InputError
 from foilforge.pipeline import annotation as annotate
 from foilforge.pipeline import validation as validate
 from foilforge.pipeline.stages.annotate_app import db
+from foilforge.settings import instrument_settings
 from tests.annotation_helpers import foilforge, grouped_records, write_jsonl, write_params
 
-SETTINGS = validate.settings_from_params({})
+SETTINGS = instrument_settings({}, "relations").validation
 GROUP_HEADER = ("HITId", "Input.item_id", "WorkerId", "Answer.text_1", "Answer.text_2")
 
 
@@ -109,7 +110,7 @@ def test_validity_unanimity_and_alpha_by_hand():
         "items": 4, "has_votes": True, "voted": 4, "valid": 2, "valid_pct": 50.0, "unanimous": 1,
         "unanimous_pct": 25.0, "votes": 13, "votes_counted": 12, "annotators": 4, "annotators_excluded": ["cheat"]}
     strict = grouped_records(4, ungrouped=1)
-    validate.validate_groups(strict, votes, {**SETTINGS, "valid_min_caption": 3}, excluded={"cheat"})
+    validate.validate_groups(strict, votes, SETTINGS.model_copy(update={"valid_min_caption": 3}), excluded={"cheat"})
     assert [r["group"]["valid"] for r in strict[:4]] == [True, False, False, False]
 
 

@@ -10,9 +10,10 @@ import pytest
 from foilforge.errors import ConfigError, InputError
 from foilforge.pipeline import annotation as annotate
 from foilforge.pipeline import validation as validate
+from foilforge.settings import instrument_settings
 from tests.annotation_helpers import foil_records, write_jsonl
 
-SETTINGS = validate.settings_from_params({})
+SETTINGS = instrument_settings({}, "relations").validation
 
 
 def _choice_for(item_id: str, wanted: str) -> str:
@@ -91,7 +92,7 @@ def test_alpha_is_one_for_perfect_agreement_and_matches_the_package():
 def test_gold_items_exclude_an_annotator_below_the_threshold():
     records = foil_records(4)
     ids = [r["id"] for r in records]
-    settings = validate.settings_from_params({"instruments": {"relations": {"validation": {"gold": ids[:3]}}}})
+    settings = instrument_settings({"instruments": {"relations": {"validation": {"gold": ids[:3]}}}}, "relations").validation
     votes = []
     for item in ids:
         votes.append({"line": 0, "item_id": item, "worker": "good", "choice": _choice_for(item, "caption")})
@@ -104,8 +105,9 @@ def test_gold_items_exclude_an_annotator_below_the_threshold():
     assert records[0]["mturk"] == {"caption": 1, "foil": 0, "other": 0}      # bad's foil votes are not counted
     assert records[3]["mturk"] == {"caption": 1, "foil": 0, "other": 1}
     with pytest.raises(ConfigError, match="instruments.relations.validation.gold: item"):
-        validate.validate_records(records, votes, validate.settings_from_params(
-            {"instruments": {"relations": {"validation": {"gold": ["relations:nope"]}}}}), "relations")
+        validate.validate_records(records, votes, instrument_settings(
+            {"instruments": {"relations": {"validation": {"gold": ["relations:nope"]}}}}, "relations").validation,
+            "relations")
 
 
 def test_no_votes_file_keeps_mturk_null_and_succeeds(tmp_path, caplog):

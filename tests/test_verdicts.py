@@ -223,8 +223,8 @@ def test_the_card_opens_with_the_verdict_table():
 
 def test_the_band_keys_of_the_gate_get_a_message_naming_margin_and_alpha():
     from foilforge.errors import ConfigError
-    from foilforge.filters.adversarial import gate_settings
     from foilforge.schema import validate
+    from foilforge.settings import gate_settings
 
     with pytest.raises(ConfigError, match=r"params.yaml gate: lower and upper are not gate keys: certification tests "
                                           r"every reading within chance \+- margin at level alpha; write margin"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foilforge.errors import ConfigError, InputError
-from foilforge.params import load_params
+from foilforge.params import load_params, typed_params
 from foilforge.pipeline.annotation import (
     DEFAULT_DB,
     add_annotator,
@@ -17,11 +17,10 @@ from foilforge.pipeline.annotation import (
     export_group_batch,
     load_items,
 )
-from foilforge.pipeline.validation import settings_from_params
 
 
 def _seed(args) -> int:
-    return settings_from_params(load_params(args.params))["seed"]
+    return typed_params(load_params(args.params)).validation.seed
 
 
 def _cmd_export(args) -> int:
@@ -51,7 +50,7 @@ def _cmd_serve(args) -> int:
     if args.image_root and not Path(args.image_root).is_dir():
         raise InputError(args.image_root, "image root is not a directory")
     server.serve(args.db, args.image_root, args.host, args.port,
-                 settings_from_params(load_params(args.params))["annotators_per_item"])
+                 typed_params(load_params(args.params)).validation.annotators_per_item)
     return 0
 
 
