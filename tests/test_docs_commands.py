@@ -122,8 +122,9 @@ def dvc_stages() -> set[str]:
 
 
 def export_formats() -> set[str]:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    return set(params["export"]["formats"])
+    from foilforge.params import load_params
+
+    return set(load_params(ROOT / "params.yaml").export.formats)
 
 
 def parse_exit(parser, argv: list[str]) -> str | None:

@@ -104,6 +104,9 @@ def test_repro_profile_writes_the_checked_params_as_dvc_exp_run_would(tmp_path):
     expected["sources"]["coco"]["root"] = sample
     assert yaml.safe_load(copy.read_text()) == expected
     assert "# foilforge parameters." in copy.read_text()  # DVC's writer keeps the comments
+    # a key params.yaml leaves out (it takes the schema's default) is added with `+`, as in `dvc exp run -S`
+    assert apply_profile(str(copy), "coco-val", [f"sources.coco.root={sample}", "+gate.margin=0.1"]) == []
+    assert yaml.safe_load(copy.read_text())["gate"]["margin"] == 0.1
 
 
 @pytest.mark.parametrize(("sets", "problem"), [
@@ -111,6 +114,9 @@ def test_repro_profile_writes_the_checked_params_as_dvc_exp_run_would(tmp_path):
          "download: -S sources.coco.root=DIR; make coco-val takes COCO=DIR)"),
     (["sources.coco.root=data/sample/coco", "instruments.plurals.samples_per_image=0"],
      "params.yaml + profile coco-val instruments.plurals.samples_per_image: expected a value >= 1, got 0"),
+    (["sources.coco.root=data/sample/coco", "gate.margin=0.1"],
+     "params.yaml: gate.margin is not written in the file (left out, it takes the schema's default; docs/params.md); "
+     "add it with -S +gate.margin=0.1"),
 ])
 def test_repro_profile_with_a_problem_names_it_and_leaves_params_yaml_as_it_was(tmp_path, monkeypatch, capsys, sets,
                                                                                 problem):

@@ -78,5 +78,5 @@ def test_every_shipped_instrument_resolves():
     for name in params["instruments"]:
         settings = instrument_settings(params, name)
         assert settings.bias.items in ("direct", "swap")
-        assert settings.pairing.min_support == params["pairing"]["min_support"]
+        assert settings.pairing.min_support == params.pairing.min_support == 1.0
         settings.gate, settings.adversarial, settings.validation, settings.filters

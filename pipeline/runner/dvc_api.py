@@ -96,6 +96,10 @@ def write_params(params_path, overrides: list[str], check) -> list[str]:
     from foilforge.params import load_params
 
     path = Path(params_path)
+    left_out = [o for o in overrides if _sets_a_key_left_out(load_params(path, validate=False), o)]
+    if left_out:  # Hydra's own message ("Invalid `--set-param` value") does not say why
+        return [f"{path}: {o.split('=', 1)[0]} is not written in the file (left out, it takes the schema's default; "
+                f"docs/params.md); add it with -S +{o}" for o in left_out]
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
     try:
@@ -107,6 +111,18 @@ def write_params(params_path, overrides: list[str], check) -> list[str]:
         return found
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def _sets_a_key_left_out(params: dict, override: str) -> bool:
+    """Whether `override` (`a.b=value`, not `+a.b=...` or `~a.b`) names a key the params mapping does not have."""
+    if override[:1] in "+~" or "=" not in override:
+        return False
+    node = params
+    for part in override.split("=", 1)[0].split("."):
+        if not isinstance(node, dict) or part not in node:
+            return True
+        node = node[part]
+    return False
 
 
 def reproduction_error(message: str) -> Exception:
