@@ -99,7 +99,7 @@ def merged_over(top: BaseModel, own: BaseModel, into: type[BaseModel], where: st
         if value is None and not _admits_none(type(top), key):
             raise ConfigError(f"{where}.{key}: null is not a value here; leave the key out to take the top-level "
                               f"value ({getattr(top, key)!r})")
-    return _validated(into, {**top.model_dump(), **written, **extra}, where)
+    return _validated(into, {**dict(top), **written, **extra}, where)
 
 
 def _admits_none(model: type[BaseModel], key: str) -> bool:
@@ -149,7 +149,7 @@ class InstrumentSettings:
             return None
         where = f"params.yaml instruments.{self.name}.adversarial"
         merged = merged_over(top, own, AdversarialBlock, where)
-        return _validated(InstrumentAdversarial, {**merged.model_dump(), "attacker_blocks": attacker_blocks(
+        return _validated(InstrumentAdversarial, {**dict(merged), "attacker_blocks": attacker_blocks(
             self.params, merged.attackers, where)}, where)
 
     @cached_property
@@ -174,7 +174,7 @@ class InstrumentSettings:
     @cached_property
     def validation(self) -> InstrumentValidationSettings:
         own = self._own("validation", InstrumentValidation)
-        return _validated(InstrumentValidationSettings, {**self._top("validation").model_dump(), "gold": own.gold,
+        return _validated(InstrumentValidationSettings, {**dict(self._top("validation")), "gold": own.gold,
                                                          "votes": own.votes}, "params.yaml validation")
 
     @cached_property
@@ -214,5 +214,5 @@ def gate_settings(params: dict, mode: str | None = None) -> InstrumentGate | Non
     # a gate attacker with a grid is certified at its strongest setting (nested CV inside the training folds)
     blocks = {name: {**written[name], **({"grid": block.grid[name]} if block.grid.get(name) else {})}
               for name in block.attackers}
-    return _validated(InstrumentGate, {**block.model_dump(), "attacker_blocks": blocks,
+    return _validated(InstrumentGate, {**dict(block), "attacker_blocks": blocks,
                                        "mode": mode or InstrumentBlock.model_fields["gate"].default}, where)

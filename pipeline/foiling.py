@@ -30,6 +30,7 @@ from foilforge.errors import InputError
 from foilforge.io import iter_jsonl, write_json
 from foilforge.params import typed_params
 from foilforge.pipeline.plugins import build_instrument, instrument_spec
+from foilforge.schema import EngineBlock
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class EngineProposer:
 
     `finish()`, once the stage's output is written, drops the batch journal (a killed run's resume point)."""
 
-    def __init__(self, foiler, params: dict, instrument: str, settings: dict, cache_dir=None):
+    def __init__(self, foiler, params: dict, instrument: str, settings: EngineBlock, cache_dir=None):
         self.foiler, self.params, self.instrument, self.settings = foiler, params, instrument, settings
         self.cache_dir = cache_dir
         self.journal = None
@@ -73,9 +74,9 @@ class EngineProposer:
             return foiler.propose(samples, context)
         corpus = foiler.corpus_pass(samples, context)
         fields = {f.name: getattr(context, f.name) for f in dataclass_fields(context) if f.name not in ("samples", "stats")}
-        local = settings["name"] == "local"
+        local = settings.name == "local"
         # a bar inside each batch only when there is one batch: bars from many batches or actors would interleave
-        fields["progress"] = context.progress and local and len(samples) <= settings["batch_size"]
+        fields["progress"] = context.progress and local and len(samples) <= settings.batch_size
         if self.cache_dir is not None:
             # what decides a batch's candidates; not the progress bar, which differs between the engines
             decisive = {k: v for k, v in fields.items() if k != "progress"}
@@ -129,7 +130,7 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
     settings = engine_settings(params)
     propose = EngineProposer(foiler, params, instrument, settings, cache_dir)
     records = foiler.run(samples, context=context, propose=propose)
-    count = write_records(output_path, records, settings["shard_rows"])
+    count = write_records(output_path, records, settings.shard_rows)
     if metrics_path is not None:
         write_json(metrics_path, {"instrument": instrument, "foiler": foiler.registry_name, **context.stats})
     propose.finish()

@@ -43,6 +43,7 @@ from foilforge.metrics import MIN_JUDGED_PAIRS
 from foilforge.params import typed_params
 from foilforge.pipeline.card import datacard_text, failing_attackers
 from foilforge.records import is_valid, passed_all, read_instrument
+from foilforge.schema import ExportBlock
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ def export(params: dict, filtered_dir, bias_dir, baseline_dir, output_dir, rejec
             raise InputError(path, "duplicate record ids")
         out_path = output_dir / f"{instrument}.json"
         write_json(out_path, benchmark)
-        rows = write_loadable_rows(output_dir, instrument, benchmark, settings["image_root"])
+        rows = write_loadable_rows(output_dir, instrument, benchmark, settings.image_root)
         bias = _optional_json(Path(bias_dir) / instrument / "bias.json") if bias_dir else None
         baseline = _optional_json(Path(baseline_dir) / f"{instrument}.json") if baseline_dir else None
         selected = (_optional_json(Path(select_metrics_dir) / f"{instrument}.json") if select_metrics_dir else None) or {}
@@ -233,7 +234,7 @@ def group_items(groups: list[dict]) -> dict:
     return items
 
 
-def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str, kept: list[dict], exported: int,
+def write_groups(params: dict, settings: ExportBlock, output_dir: Path, instrument: str, kept: list[dict], exported: int,
                  select_pairing: dict | None = None) -> dict:
     """winoground/<I>.jsonl (Winoground's layout, image paths as rows/ gives them) and the groups as two items each
     in the harness formats (instrument name `<I>_groups`); returns the manifest entry. `select_pairing`: the
@@ -251,7 +252,7 @@ def write_groups(params: dict, settings: dict, output_dir: Path, instrument: str
              "foils_refused": select_report.get("foils_refused")}
     if not pairing.pairer:
         return entry
-    image_root = settings["image_root"]
+    image_root = settings.image_root
     groups = [group_row(r, lambda name: posixpath.join(image_root, name)) for r in kept if isinstance(r.get("group"), dict)]
     validity = [r["group"].get("valid") for r in kept if isinstance(r.get("group"), dict)]
     path = output_dir / GROUPS_DIR / f"{instrument}.jsonl"
@@ -294,8 +295,8 @@ def human_validation(params: dict, kept: list[dict], validation_dir, instrument:
     return (valid if mode == "valid" else kept), {"counts": counts, "table5": table5}
 
 
-def export_settings(params: dict) -> dict:
-    return typed_params(params).export.model_dump()
+def export_settings(params: dict) -> ExportBlock:
+    return typed_params(params).export
 
 
 def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, image_root: str) -> list[dict]:
@@ -307,13 +308,13 @@ def write_loadable_rows(output_dir: Path, instrument: str, benchmark: dict, imag
     return rows
 
 
-def emit_formats(settings: dict, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
+def emit_formats(settings: ExportBlock, output_dir: Path, instrument: str, rows: list[dict], formats=None) -> dict:
     """Each harness format's files and left-out records for one instrument ({format: Emitted.as_manifest()});
     `settings`: the export block (export_settings), `formats` when not its own list."""
     from foilforge.pipeline.emitters import emit
 
     return {name: emit(name, output_dir, instrument, rows, settings).as_manifest()
-            for name in (settings["formats"] if formats is None else formats)}
+            for name in (settings.formats if formats is None else formats)}
 
 
 def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
@@ -330,7 +331,7 @@ def emit_again(params: dict, output_dir, formats: list[str]) -> dict:
     settings = export_settings(params)
     written = {}
     for instrument, (_, benchmark) in read_benchmark(output_dir).items():
-        rows = canonical_rows(instrument, benchmark, settings["image_root"])
+        rows = canonical_rows(instrument, benchmark, settings.image_root)
         written[instrument] = emit_formats(settings, output_dir, instrument, rows, formats)
         if manifest is not None and instrument in manifest.get("instruments", {}):
             manifest["instruments"][instrument].setdefault("formats", {}).update(written[instrument])

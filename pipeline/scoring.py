@@ -120,7 +120,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
     per_record = [name for name, f in filters.items() if not f.corpus_level]
     corpus = [f for f in filters.values() if f.corpus_level]
     engine = engine_settings(params)
-    size = engine["batch_size"]
+    size = engine.batch_size
     # first pass: every record's texts are checked before any model loads; a corpus-level filter keeps its texts
     texts = sorted({field for f in corpus for field in f.fields})
     corpus_records, count = [], 0
@@ -153,7 +153,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
         return reason is not None
 
     if not corpus:
-        with RecordWriter(output_path, engine["shard_rows"]) as out:
+        with RecordWriter(output_path, engine.shard_rows) as out:
             for part, result in mapped:
                 for record, _ in checked(result, part, ScoreWorker):
                     if not refused_here(record):
@@ -171,7 +171,7 @@ def run(params: dict, instrument: str, input_path, output_path, progress: bool =
                         for name in batch_part_names:
                             parts[name].append(values[name])
             results = {f.name: filter_results(f, corpus_records, progress, parts.get(f.name)) for f in corpus}
-            with RecordWriter(output_path, engine["shard_rows"]) as out:
+            with RecordWriter(output_path, engine.shard_rows) as out:
                 for k, record in enumerate(iter_jsonl(spill, allow_empty=True)):
                     for f in corpus:
                         add_result(record, f, results[f.name][k])

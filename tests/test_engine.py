@@ -13,11 +13,12 @@ from foilforge.errors import ConfigError
 from foilforge.pipeline import engine
 from foilforge.pipeline import scoring as score
 from foilforge.pipeline.engine import jobs, ray_data
+from foilforge.schema import EngineBlock, RayEngineBlock
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    engine.start_ray({"address": None, "num_cpus": 2})
+    engine.start_ray(RayEngineBlock(num_cpus=2))
     yield
     ray.shutdown()
 
@@ -29,6 +30,11 @@ def real_pairs(shared):
     return [{"id": f"relations:{key}", "caption": r["caption"], "foil": r["foil"]}
             for key, r in sorted(released.items())[:30]]
 
+
+
+def E(settings: dict) -> EngineBlock:
+    """An engine block as params.yaml's `engine` would give it (foilforge/schema.py)."""
+    return EngineBlock.model_validate(settings)
 
 def _params(tiny_models, batch_size):
     return {"models": {"grammar_lm": {"name_or_path": str(tiny_models.bert_mlm()), "batch_size": 4},
@@ -105,7 +111,7 @@ def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, loca
     records = [{"id": f"r{k}", "value": k} for k in range(40)]
     settings = {"name": "ray", "batch_size": 6, "ray": {"address": None, "num_cpus": 2, "workers": 2,
                                                            "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}}
-    out = engine.map_batches(records, DiesOnce, (1,), settings)
+    out = engine.map_batches(records, DiesOnce, (1,), E(settings))
     assert sentinel.exists()  # an actor did die
     assert out == [{"id": f"r{k}", "value": 2 * k + 1} for k in range(40)]   # every record once, in order
 
@@ -131,11 +137,11 @@ def test_every_worker_sums_with_the_same_torch_threads(local_ray):
     records = [{"id": k} for k in range(4)]
     ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
     ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": None, "ray": ray_settings}
-    assert engine.map_batches(records, _Threads, (), ray_engine) == [stage] * 4
-    assert engine.map_batches(records, _Threads, (), {**ray_engine, "threads_per_worker": 3}) == [3] * 4
+    assert engine.map_batches(records, _Threads, (), E(ray_engine)) == [stage] * 4
+    assert engine.map_batches(records, _Threads, (), E({**ray_engine, "threads_per_worker": 3})) == [3] * 4
     try:
         local = {"name": "local", "batch_size": 2, "threads_per_worker": 3, "ray": ray_settings}
-        assert engine.map_batches(records, _Threads, (), local) == [3] * 4
+        assert engine.map_batches(records, _Threads, (), E(local)) == [3] * 4
     finally:
         torch.set_num_threads(stage)
 
@@ -156,11 +162,11 @@ def test_every_actor_tokenizes_on_its_share_of_the_cores(local_ray):
     records = [{"id": k} for k in range(4)]
     ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
     ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": 1, "ray": ray_settings}
-    assert engine.map_batches(records, _TokenizerThreads, (), ray_engine) == ["1"] * 4
+    assert engine.map_batches(records, _TokenizerThreads, (), E(ray_engine)) == ["1"] * 4
     half = {**ray_engine, "ray": {**ray_settings, "cpus_per_worker": 0.5}}
-    assert engine.map_batches(records, _TokenizerThreads, (), half) == ["1"] * 4
+    assert engine.map_batches(records, _TokenizerThreads, (), E(half)) == ["1"] * 4
     two = {**ray_engine, "ray": {**ray_settings, "workers": 1, "cpus_per_worker": 2.0}}
-    assert engine.map_batches(records, _TokenizerThreads, (), two) == ["2"] * 4
+    assert engine.map_batches(records, _TokenizerThreads, (), E(two)) == ["2"] * 4
 
 
 def test_a_worker_that_drops_records_is_an_error(local_ray):
@@ -170,15 +176,15 @@ def test_a_worker_that_drops_records_is_an_error(local_ray):
 
     settings = {"name": "local", "batch_size": 4, "ray": {}}
     with pytest.raises(RuntimeError, match="Drops returned 3 results for a batch of 4"):
-        engine.map_batches([{"id": k, "value": k} for k in range(8)], Drops, (0,), settings)
+        engine.map_batches([{"id": k, "value": k} for k in range(8)], Drops, (0,), E(settings))
 
 
 def test_the_engine_comes_from_params_and_the_environment(monkeypatch):
     monkeypatch.delenv(engine.ENGINE_ENV, raising=False)
-    assert engine.engine_settings({})["name"] == "local"
-    assert engine.engine_settings({"engine": {"name": "ray"}})["name"] == "ray"
+    assert engine.engine_settings({}).name == "local"
+    assert engine.engine_settings({"engine": {"name": "ray"}}).name == "ray"
     monkeypatch.setenv(engine.ENGINE_ENV, "ray")
-    assert engine.engine_settings({})["name"] == "ray"
+    assert engine.engine_settings({}).name == "ray"
     monkeypatch.setenv(engine.ENGINE_ENV, "spark")
     with pytest.raises(ConfigError, match=r"\$FOILFORGE_ENGINE is 'spark'; expected one of local, ray"):
         engine.engine_settings({})
@@ -303,7 +309,7 @@ def test_a_journal_written_under_other_torch_threads_is_not_reused(tmp_path):
 
     def run(threads):
         journal = engine.BatchJournal(path, "identity")
-        return engine.map_batches(records, Counted, (0,), {**settings, "threads_per_worker": threads}, journal=journal)
+        return engine.map_batches(records, Counted, (0,), E({**settings, "threads_per_worker": threads}), journal=journal)
 
     import torch
 
@@ -451,7 +457,7 @@ def test_attackers_fit_their_folds_on_ray_with_the_local_bits(released_pairs, lo
     pairs = pairs_from_records(released_pairs[::2])
     extra = pairs_from_records(released_pairs[1::2])
     local = out_of_fold_runs(ATTACKER_BLOCKS, pairs, 5, [3, 4], extra, runner=run_here)
-    on_ray = out_of_fold_runs(ATTACKER_BLOCKS, pairs, 5, [3, 4], extra, runner=engine.job_runner(RAY_JOBS))
+    on_ray = out_of_fold_runs(ATTACKER_BLOCKS, pairs, 5, [3, 4], extra, runner=engine.job_runner(E(RAY_JOBS)))
     assert sorted(on_ray) == sorted(local) == sorted((name, s) for name in ATTACKER_BLOCKS for s in (3, 4))
     for key, (margins, extra_margins) in local.items():
         assert np.array_equal(on_ray[key][0], margins) and np.array_equal(on_ray[key][1], extra_margins), key
@@ -475,7 +481,7 @@ class _Where:
 def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
     """The adversarial filter calls its runner once a round: the actors stay (no pool start-up a round), each
     builds the round's worker once from that call's args, and close() gives their CPUs back."""
-    with engine.job_runner(RAY_JOBS) as runner:
+    with engine.job_runner(E(RAY_JOBS)) as runner:
         first = runner(list(range(16)), _Where, ("a",))
         second = runner(list(range(16, 40)), _Where, ("b",))
         assert [job for job, *_ in first + second] == list(range(40))         # every job once, in order
@@ -489,21 +495,21 @@ def test_a_job_runner_keeps_its_actors_from_call_to_call(local_ray):
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actors[0].run.remote(0, _Where, [ray.put(("c",))], [0]), timeout=60)
     # a Ray Data map after a runner left open: the pool is stopped first, so its CPUs are free for the map's
-    runner = engine.job_runner(RAY_JOBS)
+    runner = engine.job_runner(E(RAY_JOBS))
     runner([1, 2], _Where, ("d",))
     records = [{"id": f"r{k}", "value": k} for k in range(4)]
-    assert engine.map_batches(records, _doubler(), (0,), {**RAY_JOBS, "batch_size": 2}) == \
+    assert engine.map_batches(records, _doubler(), (0,), E({**RAY_JOBS, "batch_size": 2})) == \
         [{"id": f"r{k}", "value": 2 * k} for k in range(4)]
     assert jobs._live_pool is None
     # more workers than the local Ray's 2 CPUs hold: 2 actors, and every job still runs
-    with engine.job_runner({**RAY_JOBS, "ray": {**RAY_JOBS["ray"], "workers": 5}}) as runner:
+    with engine.job_runner(E({**RAY_JOBS, "ray": {**RAY_JOBS["ray"], "workers": 5}})) as runner:
         assert [job for job, *_ in runner(list(range(12)), _Where, ("e",))] == list(range(12))
         assert len(jobs._live_pool.actors) == 2
 
 
 def test_a_job_actor_killed_mid_call_is_restarted_and_no_job_is_lost(tmp_path, local_ray):
     sentinel = tmp_path / "killed-once"
-    with engine.job_runner(RAY_JOBS) as runner:
+    with engine.job_runner(E(RAY_JOBS)) as runner:
         out = runner(list(range(30)), _dies_once(_Where, sentinel), ("x",))
     assert sentinel.exists()
     assert [job for job, *_ in out] == list(range(30))
@@ -513,7 +519,7 @@ def test_the_release_gate_and_the_adversarial_filter_give_the_same_figures_on_ra
     from foilforge.filters.adversarial import adversarial_filter
     from foilforge.filters.attackers import certify
 
-    ray_runner = engine.job_runner(RAY_JOBS)
+    ray_runner = engine.job_runner(E(RAY_JOBS))
     gate = dict(blocks=ATTACKER_BLOCKS, folds=5, seed=101, repeats=2, max_accuracy=0.55)
     assert json.dumps(certify(released_pairs, **gate, runner=ray_runner)) == json.dumps(certify(released_pairs, **gate))
     # multiple choice (BD2BB's shape): each caption among its record's texts and two other captions
@@ -555,7 +561,7 @@ def test_the_local_engine_reads_the_next_batch_only_after_yielding_the_last():
             events.append(f"ran {part[0]}")
             return [2 * x for x in part]
 
-    settings = {**engine.engine_settings({}), "batch_size": 2}
+    settings = engine.engine_settings({}).model_copy(update={"batch_size": 2})
     for part, result in engine.map_stream(batches(), Double, (), settings):
         events.append(f"got {part[0]}: {result}")
     assert events == ["read 0", "ran 0", "got 0: [0, 0]", "read 1", "ran 1", "got 1: [2, 2]",
@@ -572,7 +578,7 @@ def test_a_stage_whose_batches_are_all_in_the_journal_builds_no_worker(tmp_path)
         def __call__(self, part):
             return [x + 1 for x in part]
 
-    settings = {**engine.engine_settings({}), "batch_size": 2, "threads_per_worker": 1}
+    settings = engine.engine_settings({}).model_copy(update={"batch_size": 2, "threads_per_worker": 1})
     journal = engine.BatchJournal(tmp_path / "j.pickle", "identity")
     first = list(engine.map_stream(iter([[1, 2], [3]]), Worker, (), settings, journal=journal))
     again = list(engine.map_stream(iter([[1, 2], [3]]), Worker, (), settings,

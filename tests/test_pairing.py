@@ -530,7 +530,7 @@ def exported_groups(tmp_path) -> list[dict]:
     kept = [{**r, "group": group_of(r, pairing.partners[r["id"]])} if r["id"] in pairing.partners else r
             for r in records]
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    entry = write_groups(params, {**export_settings(params), "formats": []}, tmp_path, "existence", kept, len(kept))
+    entry = write_groups(params, export_settings(params).model_copy(update={"formats": []}), tmp_path, "existence", kept, len(kept))
     assert entry["groups"] == 3 and entry["coverage"] == 0.5  # 3 of the 6 records
     assert (entry["min_support"], entry["fully_supported"]) == (1.0, 3)
     return [json.loads(line) for line in (tmp_path / entry["file"]).read_text().splitlines()]

@@ -462,7 +462,7 @@ def test_any_text_only_function_scores_zero_on_the_new_group_files(tmp_path):
         record = sugar_record(type_, caption, foil)
         pairing = pair_records(PAIRERS.build("coco_captions.v1", {"spacy_model": SPACY}), [record], samples)
         kept = [{**record, "group": group_of(record, pairing.partners[record["id"]])}]
-        entry = write_groups(params, {**export_settings(params), "formats": []}, tmp_path, type_, kept, 1)
+        entry = write_groups(params, export_settings(params).model_copy(update={"formats": []}), tmp_path, type_, kept, 1)
         groups = [json.loads(line) for line in (tmp_path / entry["file"]).read_text().splitlines()]
         assert entry["groups"] == 1 and groups[0]["caption_1"] == foil
         for score in text_only.values():

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from foilforge.registry import Registry
+from foilforge.schema import ExportBlock
 
 # lmms_eval_task_utils is a file the lmms_eval format copies out, not an emitter
 EMITTERS = Registry("export format", packages=("foilforge.pipeline.emitters",), skip=("lmms_eval_task_utils",))
@@ -29,7 +30,7 @@ class Emitted:
         return {"files": sorted(self.files), "records": self.records, "left_out": dict(sorted(self.left_out.items()))}
 
 
-def emit(name: str, output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+def emit(name: str, output_dir, instrument: str, rows: list[dict], settings: ExportBlock) -> Emitted:
     return EMITTERS.get(EMITTERS.newest(name))(output_dir, instrument, rows, settings)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from foilforge.io import atomic_write
 from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.schema import ExportBlock
 
 FOLDER = "lmms_eval"
 UTILS = Path(__file__).with_name("lmms_eval_task_utils.py")
@@ -50,7 +51,7 @@ def task_yaml(instrument: str, dataset_path: str) -> str:
 
 
 @EMITTERS.register("lmms_eval.v1")
-def emit_lmms_eval(output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+def emit_lmms_eval(output_dir, instrument: str, rows: list[dict], settings: ExportBlock) -> Emitted:
     pairs, left_out = image_pairs(rows)
     if len(pairs) != len(rows):
         # the task reads the instrument's whole config: it cannot leave a record out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from foilforge.io import atomic_write
 from foilforge.pipeline.emitters import EMITTERS, Emitted
+from foilforge.schema import ExportBlock
 
 FOLDER = "parquet"
 
@@ -24,7 +25,7 @@ def arrow_table(rows: list[dict]):
 
 
 @EMITTERS.register("parquet.v1")
-def emit_parquet(output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+def emit_parquet(output_dir, instrument: str, rows: list[dict], settings: ExportBlock) -> Emitted:
     import pyarrow.parquet as pq
 
     relative = f"{FOLDER}/{instrument}.parquet"

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from foilforge.io import atomic_write
 from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.schema import ExportBlock
 
 FOLDER = "sugarcrepe"
 
 
 @EMITTERS.register("sugarcrepe.v1")
-def emit_sugarcrepe(output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+def emit_sugarcrepe(output_dir, instrument: str, rows: list[dict], settings: ExportBlock) -> Emitted:
     pairs, left_out = image_pairs(rows)
     if not pairs:
         return Emitted(left_out=left_out)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from foilforge.io import atomic_write
 from foilforge.pipeline.emitters import EMITTERS, Emitted, image_pairs
+from foilforge.schema import ExportBlock
 
 FOLDER = "vlmevalkit"
 HEADER = ("index", "id", "image_path", "question", "A", "B", "answer", "category")
@@ -20,7 +21,7 @@ QUESTION = "Which caption describes the image?"
 
 
 @EMITTERS.register("vlmevalkit.v1")
-def emit_vlmevalkit(output_dir, instrument: str, rows: list[dict], settings: dict) -> Emitted:
+def emit_vlmevalkit(output_dir, instrument: str, rows: list[dict], settings: ExportBlock) -> Emitted:
     pairs, left_out = image_pairs(rows)
     if not pairs:
         return Emitted(left_out=left_out)

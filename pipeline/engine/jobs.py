@@ -3,14 +3,13 @@ long-lived Ray actors kept from call to call."""
 
 from __future__ import annotations
 
-import json
-
 from foilforge.pipeline.engine.local import map_batches
 from foilforge.pipeline.engine.ray_data import start_ray, worker_process
 from foilforge.pipeline.engine.settings import checked, worker_threads
+from foilforge.schema import EngineBlock
 
 
-def job_runner(settings: dict) -> "JobRunner":
+def job_runner(settings: EngineBlock) -> "JobRunner":
     """A runner for work cut into independent jobs (filters/attackers/: one fold fit a job) on this engine."""
     return JobRunner(settings)
 
@@ -27,12 +26,12 @@ class JobRunner:
     `close()` (or leaving a `with` block) stops the actors; so does the next Ray Data map, which may need
     their CPUs."""
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: EngineBlock):
         self.settings = settings
 
     def __call__(self, jobs: list, worker_class, args: tuple) -> list:
-        if self.settings["name"] != "ray":
-            return map_batches(jobs, worker_class, args, {**self.settings, "batch_size": 1})
+        if self.settings.name != "ray":
+            return map_batches(jobs, worker_class, args, self.settings.model_copy(update={"batch_size": 1}))
         if not jobs:
             return []
         return _job_pool(self.settings).run(jobs, worker_class, args)
@@ -63,17 +62,17 @@ class _JobActor:
 
 
 class _JobPool:
-    def __init__(self, settings: dict, threads):
+    def __init__(self, settings: EngineBlock, threads):
         import ray
 
-        ray_settings = settings["ray"]
+        ray_settings = settings.ray
         self.identity = _pool_identity(settings, threads)
-        actor = ray.remote(_JobActor).options(num_cpus=ray_settings["cpus_per_worker"], num_gpus=0,
+        actor = ray.remote(_JobActor).options(num_cpus=ray_settings.cpus_per_worker, num_gpus=0,
                                               max_restarts=-1, max_task_retries=-1)
         # no more actors than the cluster's CPUs hold: a chunk handed to an actor that cannot start would wait forever
-        fits = int(ray.cluster_resources().get("CPU", 1) // ray_settings["cpus_per_worker"])
-        self.actors = [actor.remote(threads, ray_settings["cpus_per_worker"])
-                       for _ in range(max(1, min(ray_settings["workers"], fits)))]
+        fits = int(ray.cluster_resources().get("CPU", 1) // ray_settings.cpus_per_worker)
+        self.actors = [actor.remote(threads, ray_settings.cpus_per_worker)
+                       for _ in range(max(1, min(ray_settings.workers, fits)))]
         self.calls = 0
 
     def run(self, jobs: list, worker_class, args: tuple) -> list:
@@ -111,18 +110,18 @@ class _JobPool:
 _live_pool: _JobPool | None = None   # the one job pool of this process, while a runner uses it
 
 
-def _pool_identity(settings: dict, threads) -> tuple:
+def _pool_identity(settings: EngineBlock, threads) -> tuple:
     """What a job pool was started for: the Ray session, the pool settings and the workers' torch threads."""
     import ray
 
-    return ray.get_runtime_context().get_job_id(), json.dumps(settings["ray"], sort_keys=True), threads
+    return ray.get_runtime_context().get_job_id(), settings.ray, threads
 
 
-def _job_pool(settings: dict) -> _JobPool:
+def _job_pool(settings: EngineBlock) -> _JobPool:
     """The live job pool for these settings, started if there is none (or only one of another Ray session or
     other settings, which is stopped first)."""
     global _live_pool
-    start_ray(settings["ray"])
+    start_ray(settings.ray)
     threads = worker_threads(settings)
     if _live_pool is not None and _live_pool.identity != _pool_identity(settings, threads):
         release_job_pool()

@@ -9,26 +9,27 @@ from foilforge.pipeline.engine import ray_data
 from foilforge.pipeline.engine.journal import BatchJournal, log_reused
 from foilforge.pipeline.engine.reader import JsonlBatches
 from foilforge.pipeline.engine.settings import batches, checked, progress_bar, set_torch_threads, worker_threads
+from foilforge.schema import EngineBlock
 
 
-def map_batches(records: list[dict], worker_class, args: tuple, settings: dict,
+def map_batches(records: list[dict], worker_class, args: tuple, settings: EngineBlock,
                 journal: BatchJournal | None = None, progress: str | None = None) -> list[dict]:
-    """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; one result per
+    """worker_class(*args)(batch) over `records` cut into batches of settings.batch_size; one result per
     record, in input order."""
-    parts = batches(records, settings["batch_size"])
+    parts = batches(records, settings.batch_size)
     results = map_parts(records, worker_class, args, settings, journal, progress)
     return [record for part, result in zip(parts, results) for record in checked(result, part, worker_class)]
 
 
-def map_parts(records: list, worker_class, args: tuple, settings: dict,
+def map_parts(records: list, worker_class, args: tuple, settings: EngineBlock,
               journal: BatchJournal | None = None, progress: str | None = None) -> list:
-    """worker_class(*args)(batch) over `records` cut into batches of settings["batch_size"]; one result per
+    """worker_class(*args)(batch) over `records` cut into batches of settings.batch_size; one result per
     batch, in batch order. Batches found in `journal` are not run again; the others are added to it."""
-    parts = batches(records, settings["batch_size"])
+    parts = batches(records, settings.batch_size)
     return [result for _, result in map_stream(parts, worker_class, args, settings, journal, progress, len(parts))]
 
 
-def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
+def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: EngineBlock,
                journal: BatchJournal | None = None, progress: str | None = None,
                total: int | None = None) -> Iterator[tuple[list, object]]:
     """(batch, worker_class(*args)(batch)) for each batch of `parts`, in their order, as they are done.
@@ -41,15 +42,15 @@ def map_stream(parts: Iterable[list], worker_class, args: tuple, settings: dict,
     Batches found in `journal` are not run again (and the worker, with its models, is built only if some
     batch is not there); the others are added to it as they come back. `total`: the number of batches, for
     the progress bar."""
-    threads = settings.get("threads_per_worker")
-    if journal is not None or settings["name"] == "ray":
+    threads = settings.threads_per_worker
+    if journal is not None or settings.name == "ray":
         # the journal's keys and Ray's actors need the count itself; a local run without a journal leaves the
         # process's threads as they are, and a stage whose work has no torch model does not import torch for it
         threads = worker_threads(settings)
-    if settings["name"] == "ray" and isinstance(parts, JsonlBatches):
+    if settings.name == "ray" and isinstance(parts, JsonlBatches):
         yield from ray_data.ray_stream_file(parts, worker_class, args, settings, journal, progress, threads)
         return
-    if settings["name"] == "ray":
+    if settings.name == "ray":
         yield from ray_data.ray_stream(list(parts), worker_class, args, settings, journal, progress, threads)
         return
     worker, reused, ran = None, 0, 0

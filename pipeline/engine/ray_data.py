@@ -10,14 +10,15 @@ import pickle
 from foilforge.pipeline.engine.journal import journaled
 from foilforge.pipeline.engine.reader import JsonlBatches, read_span
 from foilforge.pipeline.engine.settings import progress_bar, set_torch_threads
+from foilforge.schema import EngineBlock, RayEngineBlock
 
 
-def start_ray(ray_settings: dict):
+def start_ray(ray_settings: RayEngineBlock):
     import ray
 
     if not ray.is_initialized():
-        local = ray_settings["address"] is None
-        ray.init(address=ray_settings["address"], num_cpus=ray_settings["num_cpus"] if local else None,
+        local = ray_settings.address is None
+        ray.init(address=ray_settings.address, num_cpus=ray_settings.num_cpus if local else None,
                  include_dashboard=False, ignore_reinit_error=True, logging_level=logging.WARNING,
                  configure_logging=False)
     return ray
@@ -47,10 +48,10 @@ class _RayWorker:
         return {"batch": rows["batch"], "result": np.array(out, dtype=object)}
 
 
-def ray_stream(parts: list[list], worker_class, args: tuple, settings: dict, journal, progress, threads):
+def ray_stream(parts: list[list], worker_class, args: tuple, settings: EngineBlock, journal, progress, threads):
     keys, results = journaled(journal, parts, threads, worker_class)
     todo = [k for k in range(len(parts)) if k not in results]
-    done = _ray_parts([(k, parts[k]) for k in todo], worker_class, args, settings["ray"], threads) if todo else ()
+    done = _ray_parts([(k, parts[k]) for k in todo], worker_class, args, settings.ray, threads) if todo else ()
     following = 0
     for k, result in progress_bar(done, progress, len(todo)):
         if journal is not None:
@@ -64,7 +65,7 @@ def ray_stream(parts: list[list], worker_class, args: tuple, settings: dict, jou
         following += 1
 
 
-def ray_stream_file(source: JsonlBatches, worker_class, args: tuple, settings: dict, journal, progress, threads):
+def ray_stream_file(source: JsonlBatches, worker_class, args: tuple, settings: EngineBlock, journal, progress, threads):
     """map_stream on Ray for batches of a JSONL file: the read tasks read the batches, the results come back in
     batch order (Ray Data's preserve_order), and each is yielded with its batch, read again here in step."""
     spans = source.spans()
@@ -72,11 +73,11 @@ def ray_stream_file(source: JsonlBatches, worker_class, args: tuple, settings: d
     todo = [k for k in range(len(spans)) if k not in done]
     results = iter(())
     if todo:
-        ray = start_ray(settings["ray"])
+        ray = start_ray(settings.ray)
         ray.data.DataContext.get_current().execution_options.preserve_order = True
         rows = ray.data.read_datasource(_batch_spans(str(source.path), [(k, *spans[k]) for k in todo]),
                                         override_num_blocks=len(todo), num_cpus=0)
-        results = progress_bar(_ray_map(rows, todo, worker_class, args, settings["ray"], threads), progress, len(todo))
+        results = progress_bar(_ray_map(rows, todo, worker_class, args, settings.ray, threads), progress, len(todo))
     for k, part in enumerate(source):
         if k not in done:
             number, result = next(results)
@@ -113,7 +114,7 @@ def _batch_spans(path: str, spans: list[tuple[int, int, int]]):
     return BatchSpans()
 
 
-def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: dict, threads):
+def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_settings: RayEngineBlock, threads):
     """(batch number, result) as the pool finishes them, streamed: each is journaled the moment it is back."""
     ray = start_ray(ray_settings)
     # one row per batch: the batches are foilforge's, not Ray's block sizes, so both engines run the same ones
@@ -122,7 +123,7 @@ def _ray_parts(numbered: list[tuple[int, list]], worker_class, args: tuple, ray_
     yield from _ray_map(rows, [k for k, _ in numbered], worker_class, args, ray_settings, threads)
 
 
-def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: dict, threads):
+def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: RayEngineBlock, threads):
     """(batch number, result) of each row {batch, part} of the Ray dataset `rows`, mapped on the actor pool."""
     import ray
 
@@ -131,12 +132,12 @@ def _ray_map(rows, numbers: list[int], worker_class, args: tuple, ray_settings: 
     release_job_pool()   # its actors would hold CPUs this pool may need
     ray.data.DataContext.get_current().enable_progress_bars = False
     mapped = rows.map_batches(
-        _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings["cpus_per_worker"]),
+        _RayWorker, fn_constructor_args=(worker_class, args, threads, ray_settings.cpus_per_worker),
         batch_size=1, batch_format="numpy",
         # no more actors than batches: each one loads the models
-        compute=ray.data.ActorPoolStrategy(size=min(ray_settings["workers"], len(numbers))),
-        num_cpus=ray_settings["cpus_per_worker"],
-        num_gpus=ray_settings["gpus_per_worker"] or None,
+        compute=ray.data.ActorPoolStrategy(size=min(ray_settings.workers, len(numbers))),
+        num_cpus=ray_settings.cpus_per_worker,
+        num_gpus=ray_settings.gpus_per_worker or None,
         # a killed actor comes back and its batch runs again: nothing is lost, nothing is written twice
         max_restarts=-1, max_task_retries=-1)
     seen = set()

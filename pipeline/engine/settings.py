@@ -6,21 +6,22 @@ from __future__ import annotations
 import os
 
 from foilforge.errors import ConfigError
+from foilforge.schema import EngineBlock
 
 ENGINE_ENV = "FOILFORGE_ENGINE"
 ENGINES = ("local", "ray")
 
 
-def engine_settings(params: dict) -> dict:
+def engine_settings(params: dict) -> EngineBlock:
     """params.yaml `engine` with its defaults, the engine's name overridden by $FOILFORGE_ENGINE when set."""
     from foilforge.params import typed_params
 
-    settings = typed_params(params).engine.model_dump()
+    settings = typed_params(params).engine
     override = os.environ.get(ENGINE_ENV)
     if override:
         if override not in ENGINES:
             raise ConfigError(f"${ENGINE_ENV} is {override!r}; expected one of {', '.join(ENGINES)}")
-        settings["name"] = override
+        settings = settings.model_copy(update={"name": override})
     return settings
 
 
@@ -65,6 +66,6 @@ def stage_threads() -> int | None:
     return torch.get_num_threads()
 
 
-def worker_threads(settings: dict) -> int | None:
+def worker_threads(settings: EngineBlock) -> int | None:
     """The torch threads every worker of this run sums with: `threads_per_worker`, or the stage process's."""
-    return settings.get("threads_per_worker") or stage_threads()
+    return settings.threads_per_worker or stage_threads()

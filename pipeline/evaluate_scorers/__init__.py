@@ -14,7 +14,7 @@ def build_scorers(params: dict, scores_files) -> tuple[list, dict]:
     skipped})."""
     settings = check_settings(params)
     scorers, skipped = [], {}
-    for name in settings["scorers"]:
+    for name in settings.scorers:
         scorer = SCORERS.get(SCORERS.newest(name))(params, settings, skipped)
         if scorer is not None:
             scorers.append(scorer)

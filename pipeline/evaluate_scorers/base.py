@@ -11,6 +11,7 @@ from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec, torch_device
 from foilforge.params import typed_params
 from foilforge.registry import Registry
+from foilforge.schema import EvaluateBlock
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +111,9 @@ def has_images(root) -> bool:
     return any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in Path(root).rglob("*"))
 
 
-def _image_scorer(cls, params: dict, settings: dict, skipped: dict):
+def _image_scorer(cls, params: dict, settings: EvaluateBlock, skipped: dict):
     """An ImageScorer subclass built from its `models.<role>` block, or None (noted in `skipped`) without images."""
-    root = settings.get("image_root")
+    root = settings.image_root
     if not root or not Path(root).is_dir() or not has_images(root):
         skipped[cls.name] = f"no image files under evaluate.image_root ({root!r})"
         log.info("%s scorer skipped: %s", cls.name, skipped[cls.name])
@@ -121,11 +122,11 @@ def _image_scorer(cls, params: dict, settings: dict, skipped: dict):
     return cls(ModelSpec.from_params(block, cls.PARAM_KEY), root)
 
 
-def check_settings(params: dict) -> dict:
-    """The `evaluate` block (the schema's, defaults filled in, as the dict scorer factories get), its scorers checked
-    against the registry."""
-    settings = typed_params(params).evaluate.model_dump()
-    names = settings["scorers"]
+def check_settings(params: dict) -> EvaluateBlock:
+    """The `evaluate` block (typed, the schema's defaults filled in, as scorer factories get it), its scorers
+    checked against the registry."""
+    settings = typed_params(params).evaluate
+    names = settings.scorers
     unknown = [n for n in names if n not in SCORERS.unversioned() and n not in SCORERS.names()]
     if unknown:
         raise ConfigError(f"params.yaml evaluate.scorers: unknown scorer(s) {', '.join(unknown)}; "

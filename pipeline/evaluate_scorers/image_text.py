@@ -14,6 +14,7 @@ from foilforge.pipeline.evaluate_scorers.base import (
     _transformers_versions,
     model_config,
 )
+from foilforge.schema import EvaluateBlock
 
 log = logging.getLogger(__name__)
 
@@ -63,5 +64,5 @@ def _load_processor(spec: ModelSpec):
 
 
 @SCORERS.register("image_text.v1")
-def image_text_scorer(params: dict, settings: dict, skipped: dict):
+def image_text_scorer(params: dict, settings: EvaluateBlock, skipped: dict):
     return _image_scorer(ImageTextScorer, params, settings, skipped)

@@ -8,6 +8,7 @@ from pathlib import Path
 from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec, torch_dtype
 from foilforge.pipeline.evaluate_scorers.base import SCORERS, ImageScorer, _dtype_name, _image_scorer, model_config
+from foilforge.schema import EvaluateBlock
 
 log = logging.getLogger(__name__)
 
@@ -135,5 +136,5 @@ def _open_clip_error(spec: ModelSpec, pretrained: str | None, err: Exception) ->
 
 
 @SCORERS.register("open_clip.v1")
-def open_clip_scorer(params: dict, settings: dict, skipped: dict):
+def open_clip_scorer(params: dict, settings: EvaluateBlock, skipped: dict):
     return _image_scorer(OpenClipScorer, params, settings, skipped)

@@ -6,6 +6,7 @@ import logging
 
 from foilforge.models import torch_dtype
 from foilforge.pipeline.evaluate_scorers.base import SCORERS, _transformers_versions, model_config
+from foilforge.schema import EvaluateBlock
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class TextLMScorer:
 
 
 @SCORERS.register("text_lm.v1")
-def text_lm_scorer(params: dict, settings: dict, skipped: dict):
+def text_lm_scorer(params: dict, settings: EvaluateBlock, skipped: dict):
     from foilforge.pipeline.text_lm import load_text_lm
 
     return TextLMScorer(load_text_lm(params))
