@@ -17,7 +17,6 @@ benchmarks/results/filters_<device>.json, <device> being where it ran.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import platform
 import re
 import tempfile
@@ -107,7 +106,7 @@ def main(argv=None) -> dict:
 
         lm = time_modes(lambda: gruen.perplexities(premises),
                         lambda: [gruen.perplexities([s], batch_size=1)[0] for s in premises], args.repeats)
-        single_nli = NLIModel(dataclasses.replace(nli_spec, batch_size=1), sanity_check=False)
+        single_nli = NLIModel(nli_spec.model_copy(update={"batch_size": 1}), sanity_check=False)
         cls = time_modes(lambda: nli.probabilities(pairs),
                          lambda: [single_nli.probabilities([p])[0] for p in pairs], args.repeats)
 

@@ -22,7 +22,6 @@ Defaults: bfloat16 on CUDA, float32 on a CPU. Writes benchmarks/results/filters_
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import platform
 import re
@@ -181,8 +180,8 @@ def main(argv=None) -> dict:
             extra.pop("max_batch_tokens", None)
             if budget:
                 extra["max_batch_tokens"] = args.max_batch_tokens
-            return dataclasses.replace(model_spec, extra=extra,
-                                       batch_size=args.budget_rows if budget else args.batch_size)
+            return model_spec.model_copy(update={"extra": extra,
+                                                 "batch_size": args.budget_rows if budget else args.batch_size})
 
         def gruen_term(method, spec_attr):
             def run(mode):
@@ -208,7 +207,7 @@ def main(argv=None) -> dict:
             def go():
                 nli.spec = with_budget(nli.spec, mode == "budget")
                 if mode == "single":
-                    nli.spec = dataclasses.replace(nli.spec, batch_size=1)
+                    nli.spec = nli.spec.model_copy(update={"batch_size": 1})
                 return [p["contradiction"] for p in nli.probabilities(pairs)]
             return go
 

@@ -34,7 +34,6 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -66,16 +65,14 @@ class ModelFields(BaseModel):
     batch_size: Annotated[int, Field(ge=1)] = 32
 
 
-@dataclass
-class ModelSpec:
-    name_or_path: str
-    param_key: str = "models"  # the params.yaml key this spec came from, for error messages
-    gguf_file: str | None = None
-    revision: str | None = None
-    device: str = "auto"
-    dtype: str = "float32"
-    batch_size: int = 32
-    extra: dict = field(default_factory=dict)
+class ModelSpec(ModelFields):
+    """A model block once checked: ModelFields' keys, the params.yaml key it came from (for error messages) and the
+    plug-in's own keys (`extra`: `kind`, `prune_to`, ...)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    param_key: str = "models"
+    extra: dict = {}
 
     @classmethod
     def from_params(cls, block, param_key: str) -> "ModelSpec":
@@ -90,7 +87,7 @@ class ModelSpec:
 
             raise ConfigError("\n".join(error_lines(err, param_key, ModelFields))) from None
         extra = dict(fields.model_extra or {})
-        return cls(param_key=param_key, extra=extra, **fields.model_dump(exclude=set(extra)))
+        return cls(param_key=param_key, extra=extra, **{key: getattr(fields, key) for key in MODEL_BLOCK_KEYS})
 
     def describe(self) -> str:
         return (self.name_or_path + (f"@{self.revision}" if self.revision else "")
