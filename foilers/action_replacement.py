@@ -38,6 +38,7 @@ from foilforge.foilers.lang.wordnet_constraints import check_replacement, verb_l
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil
 from foilforge.registry import Registry
+from foilforge.schema import PositiveInt
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +237,8 @@ class ActionReplacement(Foiler):
         ({"id": "g6", "caption": "Someone waves at a crowd.", "agent": "man", "patient": "crowd"}, None),
     )
 
-    def __init__(self, proposer: dict | None = None, top_k: int = 30, verb_list: str | None = None,
-                 proposals_per_sample: int = 5, match_distribution: bool = True):
+    def __init__(self, proposer: dict | None = None, top_k: PositiveInt = 30, verb_list: str | None = None,
+                 proposals_per_sample: PositiveInt = 5, match_distribution: bool = True):
         self.proposer = proposer
         self.top_k = top_k
         self.verb_list = verb_list
@@ -245,9 +246,6 @@ class ActionReplacement(Foiler):
         self.match_distribution = match_distribution
 
     def validate(self) -> None:
-        for name in ("top_k", "proposals_per_sample"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.proposer is not None:
             check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm", span_scorer=True)
 

@@ -51,6 +51,7 @@ from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block, pro
 from foilforge.foilers.lang.action_clusters import cluster_actions, write_elbow_report
 from foilforge.foilers.lang.bd2bb_csv import write_bd2bb_csv
 from foilforge.records import Foil
+from foilforge.schema import PositiveInt
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +111,9 @@ class BD2BBDecoys(Foiler):
                                     "cheer for the player", "cook pasta for dinner", "chop the onions",
                                     "wash the racket in the sink", "buy bread at the shop", "boil water for tea")))
 
-    def __init__(self, encoder: dict | None = None, spacy_model: str = "en_core_web_sm", n_clusters: int | None = None,
-                 elbow_k_min: int = 10, elbow_k_max: int = 100, elbow_k_step: int = 10, kmeans_n_init: int = 1,
-                 pool: str = "targets", candidates_per_sample: int | None = None, decoys_per_type: int = 2):
+    def __init__(self, encoder: dict | None = None, spacy_model: str = "en_core_web_sm", n_clusters: PositiveInt | None = None, elbow_k_min: PositiveInt = 10, elbow_k_max: PositiveInt = 100,
+                 elbow_k_step: PositiveInt = 10, kmeans_n_init: PositiveInt = 1, pool: str = "targets",
+                 candidates_per_sample: PositiveInt | None = None, decoys_per_type: PositiveInt = 2):
         self.encoder = encoder
         self.spacy_model = spacy_model
         self.n_clusters = n_clusters
@@ -143,14 +144,8 @@ class BD2BBDecoys(Foiler):
     def validate(self) -> None:
         if self.pool not in POOLS:
             raise ConfigError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
-        for name in ("elbow_k_min", "elbow_k_max", "elbow_k_step", "kmeans_n_init", "decoys_per_type"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.elbow_k_max < self.elbow_k_min:
             raise ConfigError(f"elbow_k_max ({self.elbow_k_max}) is below elbow_k_min ({self.elbow_k_min})")
-        for name in ("n_clusters", "candidates_per_sample"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1 or null, got {getattr(self, name)}")
         if self.encoder is not None:
             check_model_block(self.encoder, "encoder", ENCODER_KINDS, default_kind="sentence_transformers")
 

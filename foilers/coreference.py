@@ -15,9 +15,10 @@ import random
 import re
 from collections import defaultdict
 
-from foilforge.errors import ConfigError, InputError
+from foilforge.errors import InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.records import Foil
+from foilforge.schema import PositiveInt
 
 #: personal, demonstrative and possessive pronouns (VALSE Fig. 1 counts these in the questions)
 DEFAULT_PRONOUNS = (
@@ -65,7 +66,8 @@ class CoreferenceFoiler(Foiler):
     )
 
     def __init__(self, pronouns: tuple = DEFAULT_PRONOUNS, yes_answers: tuple = ("yes",), no_answers: tuple = ("no",),
-                 balance: bool = True, max_per_image: int | None = 1, max_samples: int | None = None):
+                 balance: bool = True, max_per_image: PositiveInt | None = 1,
+                 max_samples: PositiveInt | None = None):
         self.pronouns = pronouns
         self.yes_answers = yes_answers
         self.no_answers = no_answers
@@ -99,11 +101,6 @@ class CoreferenceFoiler(Foiler):
         extras = {"only_caption": sample["caption"].strip().rstrip(".")}
         return [Foil(caption=caption, foil=foil, classes=answer, classes_foil=flipped,
                      caption_span=caption_span, foil_span=foil_span, extras=extras)]
-
-    def validate(self) -> None:
-        for name in ("max_per_image", "max_samples"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1 or null, got {getattr(self, name)}")
 
     def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
         rng = context.rng("select")

@@ -36,6 +36,7 @@ from foilforge.foilers.lang.templates import (
     validate_how_many_sample,
 )
 from foilforge.records import Foil
+from foilforge.schema import NonNegativeInt, PositiveInt
 
 
 def class_histograms(records: list[dict]) -> dict[str, dict[int, int]]:
@@ -112,8 +113,8 @@ class CountingFoiler(Foiler):
          None),
     )
 
-    def __init__(self, caption_min: int = 0, caption_max: int | None = None, foil_min: int = 0,
-                 foil_max: int | None = None, max_per_class: int | None = None, max_number: int | None = 30):
+    def __init__(self, caption_min: NonNegativeInt = 0, caption_max: int | None = None, foil_min: NonNegativeInt = 0,
+                 foil_max: int | None = None, max_per_class: PositiveInt | None = None, max_number: int | None = 30):
         self.caption_min = caption_min
         self.caption_max = caption_max
         self.foil_min = foil_min
@@ -130,11 +131,6 @@ class CountingFoiler(Foiler):
             raise ConfigError(f"foil_max {self.foil_max} < foil_min {self.foil_min}")
         if self.caption_max is not None and self.caption_max < self.caption_min:
             raise ConfigError(f"caption_max {self.caption_max} < caption_min {self.caption_min}")
-        for name in ("caption_min", "foil_min"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_per_class is not None and self.max_per_class < 1:
-            raise ConfigError(f"max_per_class must be >= 1 or null, got {self.max_per_class}")
 
     def _foil_range(self) -> list[int]:
         high = self.foil_max if self.foil_max is not None else self.max_number

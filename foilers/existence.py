@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-from foilforge.errors import ConfigError
 from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.foilers.lang.templates import (
     changed_spans,
@@ -21,6 +20,7 @@ from foilforge.foilers.lang.templates import (
     validate_how_many_sample,
 )
 from foilforge.records import Foil
+from foilforge.schema import NonNegativeInt
 
 ZERO_TO_SOMETHING = "zero_to_something"
 SOMETHING_TO_ZERO = "something_to_zero"
@@ -59,7 +59,7 @@ class ExistenceFoiler(Foiler):
         ({"id": "g4", "image_file": "v7w_4.jpg", "question": "What color is the car?", "answer": "Red."}, None),
     )
 
-    def __init__(self, balance: bool = True, max_samples: int | None = None):
+    def __init__(self, balance: bool = True, max_samples: NonNegativeInt | None = None):
         self.balance = balance
         self.max_samples = max_samples
 
@@ -82,10 +82,6 @@ class ExistenceFoiler(Foiler):
             extras["split"] = sample["original_split"]
         return [Foil(caption=caption, foil=foil, classes=count, classes_foil=other_choices(sample),
                      caption_span=caption_span, foil_span=foil_span, extras=extras)]
-
-    def validate(self) -> None:
-        if self.max_samples is not None and self.max_samples < 0:
-            raise ConfigError(f"max_samples must be >= 0 or null, got {self.max_samples}")
 
     def choose(self, foils: list[Foil], context: RunContext) -> list[Foil]:
         rng = context.rng("select")

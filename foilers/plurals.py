@@ -44,6 +44,7 @@ from foilforge.foiler import FOILERS, Foiler, RunContext, propose_per_sample
 from foilforge.foilers.lang.noun_phrase_edits import NounPhraseEdits, NounPhrasePlan
 from foilforge.foilers.lang.number import MASS_NOUNS, PAIRED_NOUNS, PART_NOUNS, PLURALIA_TANTUM, QUANTITY_NOUNS
 from foilforge.records import Foil
+from foilforge.schema import NonNegativeInt
 
 SINGULAR_QUANTIFIERS = ("exactly one", "a single")
 PLURAL_QUANTIFIERS = ("some", "a number of")
@@ -92,12 +93,13 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
     )
 
     def __init__(self, spacy_model: str = "en_core_web_sm", coref: str = "auto",
-                 length_tokenizer: str = "bert-base-uncased", max_tokens: int = 80,
+                 length_tokenizer: str = "bert-base-uncased", max_tokens: NonNegativeInt = 80,
                  singular_quantifiers: tuple = SINGULAR_QUANTIFIERS, plural_quantifiers: tuple = PLURAL_QUANTIFIERS,
                  part_nouns: tuple = PART_NOUNS, mass_nouns: tuple = MASS_NOUNS,
                  pluralia_tantum: tuple = PLURALIA_TANTUM, quantity_nouns: tuple = QUANTITY_NOUNS,
                  fixed_expressions: tuple = FIXED_EXPRESSIONS, paired_nouns: tuple = PAIRED_NOUNS,
-                 agreement_guard: bool = True, balance_methods: bool = True, max_per_method: int = 0):
+                 agreement_guard: bool = True, balance_methods: bool = True,
+                 max_per_method: NonNegativeInt = 0):
         self.spacy_model = spacy_model
         self.coref = coref
         self.length_tokenizer = length_tokenizer
@@ -171,10 +173,6 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
     def validate(self) -> None:
-        if self.max_tokens < 0:
-            raise ConfigError(f"max_tokens must be >= 0 (0: no length rule), got {self.max_tokens}")
-        if self.max_per_method < 0:
-            raise ConfigError(f"max_per_method must be >= 0 (0: no cap), got {self.max_per_method}")
         for name in ("singular_quantifiers", "plural_quantifiers"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must list at least one quantifier")

@@ -49,11 +49,15 @@ import logging
 import random
 from collections import Counter
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.records import Foil
+from foilforge.schema import Float, PositiveInt, Share
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +172,11 @@ class PredicateNoun(Foiler):
              "subject_box": [0.1, 0.9, 0.1, 0.9]}]}, None),
     )
 
-    def __init__(self, min_label_count: int = 100, synonym_groups: list | None = None, subject_labels: list | None = None,
+    def __init__(self, min_label_count: PositiveInt = 100, synonym_groups: list | None = None, subject_labels: list | None = None,
                  predicate_phrases: dict | None = None, verb_forms: dict | None = None,
                  no_article_nouns: list | None = None, attribute_names: dict | None = None,
-                 min_box_fraction: float = 0.2, max_size_ratio: float = 2.0, template: str = "progressive",
-                 final_period: bool = False):
+                 min_box_fraction: Share = 0.2, max_size_ratio: Annotated[Float, Field(ge=1)] = 2.0,
+                 template: str = "progressive", final_period: bool = False):
         self.min_label_count = min_label_count
         self.synonym_groups = synonym_groups
         self.subject_labels = subject_labels
@@ -192,12 +196,6 @@ class PredicateNoun(Foiler):
     def validate(self) -> None:
         if self.template not in TEMPLATES:
             raise ConfigError(f"template must be one of {', '.join(TEMPLATES)}, got {self.template!r}")
-        if self.min_label_count < 1:
-            raise ConfigError(f"min_label_count must be >= 1, got {self.min_label_count}")
-        if not 0 <= self.min_box_fraction <= 1:
-            raise ConfigError(f"min_box_fraction must be in [0, 1], got {self.min_box_fraction}")
-        if self.max_size_ratio < 1:
-            raise ConfigError(f"max_size_ratio must be >= 1, got {self.max_size_ratio}")
         for name in ("predicate_phrases", "verb_forms"):
             for key, forms in (getattr(self, name) or {}).items():
                 if not (isinstance(forms, (list, tuple)) and len(forms) == 2 and all(isinstance(f, str) for f in forms)):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from foilforge.errors import ConfigError, InputError
+from foilforge.errors import InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
 from foilforge.foilers.lang.inflection import match_case
 from foilforge.foilers.lang.prepositions import (
@@ -55,6 +55,7 @@ from foilforge.foilers.lang.prepositions import (
 )
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil
+from foilforge.schema import PositiveInt
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +173,11 @@ class Relations(Foiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A man picks up a box."}, None),
     )
 
-    def __init__(self, scorer: dict | None = None, top_k: int = 10, max_span_words: int = 3, min_count: int = 2,
+    def __init__(self, scorer: dict | None = None, top_k: PositiveInt = 10, max_span_words: PositiveInt = 3,
+                 min_count: PositiveInt = 2,
                  non_spatial: tuple = DEFAULT_NON_SPATIAL, attested_path: str | None = None,
                  spacy_model: str = "en_core_web_sm", balance: bool = True, keep_unpaired: bool = True,
-                 score_chunk: int | None = None):
+                 score_chunk: PositiveInt | None = None):
         self.scorer = scorer
         self.score_chunk = score_chunk
         self.top_k = top_k
@@ -203,12 +205,6 @@ class Relations(Foiler):
         return self.use_scorer(TableScorer(self.golden_scores))
 
     def validate(self) -> None:
-        for name in ("top_k", "max_span_words", "min_count"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        chunk = self.score_chunk
-        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-            raise ConfigError(f"score_chunk must be an integer >= 1 (slots a scorer call) or null, got {chunk!r}")
         if self.scorer is not None:
             from foilforge.scorers import KINDS
 

@@ -43,10 +43,10 @@ def _problem(error: dict, loc: list, root) -> str:
         return "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     if kind == "missing":
         return "missing (required)"
-    return f"{_expected(error)}, got {value!r:.60}"
+    return f"{expected_text(error)}, got {value!r:.60}"
 
 
-def _expected(error: dict) -> str:
+def expected_text(error: dict) -> str:
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return "expected an integer"

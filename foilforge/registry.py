@@ -29,6 +29,7 @@ from typing import Annotated, Any, Callable
 
 import pydantic
 
+from foilforge.config_errors import expected_text
 from foilforge.errors import ConfigError
 
 
@@ -156,13 +157,18 @@ def check_args(factory, args: dict, where: str) -> None:
     unknown = sorted({e["loc"][0] for e in errors if e["type"] == "extra_forbidden"})
     if unknown:
         raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(model.allowed)}")
-    wrong = {e["loc"][0] for e in errors if e["type"] != "missing"}
+    wrong = {e["loc"][0]: e for e in errors if e["type"] != "missing"}
     for key in (k for k in args if k in wrong):  # the first wrong one in the order params.yaml gives them
-        raise ConfigError(f"{key_path(where, key)}: expected {type_name(model.hints[key])}, got {args[key]!r:.40}"
-                          f"{_context(where)}")
+        # a bound the signature states (`Annotated[int, Field(ge=1)]`) is named as such; a wrong type by the type
+        expected = (expected_text(wrong[key]) if wrong[key]["type"] in BOUND_ERRORS
+                    else f"expected {type_name(model.hints[key])}")
+        raise ConfigError(f"{key_path(where, key)}: {expected}, got {args[key]!r:.40}{_context(where)}")
     missing = [e["loc"][0] for e in errors if e["type"] == "missing"]
     raise ConfigError(f"{where}: missing required argument(s) {', '.join(missing)}")
 
+
+#: the errors of a bound a signature states (`Annotated[int, Field(ge=1)]`), named by config_errors as the schema's are
+BOUND_ERRORS = frozenset(("greater_than_equal", "greater_than", "less_than_equal", "less_than", "too_short"))
 
 _STRICT = pydantic.ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 #: containers a YAML list stands for: validated without strictness of the container itself (its items stay strict)
@@ -238,7 +244,7 @@ def _context(where: str) -> str:
 
 def _type_hints(target) -> dict:
     try:
-        return typing.get_type_hints(target)
+        return typing.get_type_hints(target, include_extras=True)  # `Annotated` bounds kept for the checks
     except Exception:  # an annotation that does not resolve: fall back to the defaults' types
         return {}
 
@@ -247,6 +253,8 @@ def type_name(hint) -> str:
     """`int`, `int | None`, `list[str]`, `one of 'a', 'b'` for an error message."""
     if hint is None or hint is type(None):
         return "None"
+    if typing.get_origin(hint) is Annotated:
+        return type_name(typing.get_args(hint)[0])
     origin = typing.get_origin(hint)
     hint_args = typing.get_args(hint)
     if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):

@@ -81,7 +81,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
 @pytest.mark.parametrize("edit, expected", [
     # a value check that used to run only when the foiler ran (prepare / _check_args), now at build time
     (lambda p: p["instruments"]["relations"]["args"].update(top_k=0),
-     "params.yaml instruments.relations.args (foiler relations.v1): top_k must be >= 1, got 0"),
+     "params.yaml instruments.relations.args.top_k: expected a value >= 1, got 0 (foiler relations.v1)"),
     (lambda p: p["instruments"]["bd2bb_decoys"]["args"].update(n_clusters="ten"),
      "params.yaml instruments.bd2bb_decoys.args.n_clusters: expected int | None, got 'ten' (foiler bd2bb_decoys.v1)"),
     # plug-in arguments, validated by a pydantic model of the constructor's signature (foilforge/registry.py)

@@ -291,7 +291,7 @@ def test_args_are_checked():
         build({"top_k": "10"})
     with pytest.raises(ConfigError, match=r"unknown argument\(s\) topk"):
         build({"topk": 10})
-    with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args \(foiler relations.v1\): top_k must be >= 1, got 0$"):
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args.top_k: expected a value >= 1, got 0 \(foiler relations.v1\)$"):
         build({"top_k": 0})
     with pytest.raises(ConfigError, match=r"scorer.kind must be one of masked_lm, causal_lm, got 'spanbert'"):
         build({"scorer": {"kind": "spanbert", "name_or_path": "x"}})
@@ -434,5 +434,5 @@ def test_score_chunk_sets_the_slots_a_scorer_call_holds(tiny_models, monkeypatch
     chunked = build({"scorer": model, "min_count": 1, "score_chunk": 3}).run(CORPUS, context=RunContext("relations"))
     assert calls == [3, 1]
     assert chunked == default
-    with pytest.raises(ConfigError, match=r"score_chunk must be an integer >= 1 \(slots a scorer call\) or null, got 0"):
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args.score_chunk: expected a value >= 1, got 0 \(foiler relations.v1\)$"):
         FOILERS.build("relations.v1", {"score_chunk": 0}, where="params.yaml instruments.relations.args")

@@ -32,6 +32,7 @@ from foilforge.errors import InputError
 from foilforge.foiler import CaptionFoiler, RunContext, propose_per_sample
 from foilforge.proposers import EditSite, Proposal, ProposerContext, Refusal, build_proposer
 from foilforge.records import Foil
+from foilforge.schema import PositiveInt
 
 NOUN_TAGS = ("NN", "NNS")
 #: dependency labels of a subject: an object added to it changes the verb's number, so no addition there
@@ -72,7 +73,7 @@ class SugarFoiler(CaptionFoiler):
     #: True: `sites` gives the sites best first and the first `max_sites` are kept (else a random choice of them)
     ordered_sites: bool = False
 
-    def __init__(self, proposer: dict | None = None, spacy_model: str = "en_core_web_sm", max_sites: int = 3,
+    def __init__(self, proposer: dict | None = None, spacy_model: str = "en_core_web_sm", max_sites: PositiveInt = 3,
                  use_other_captions: bool = True, use_instances: bool = True):
         self.proposer = proposer
         self.spacy_model = spacy_model
@@ -81,10 +82,6 @@ class SugarFoiler(CaptionFoiler):
         self.use_instances = use_instances
 
     def validate(self) -> None:
-        from foilforge.errors import ConfigError
-
-        if isinstance(self.max_sites, bool) or not isinstance(self.max_sites, int) or self.max_sites < 1:
-            raise ConfigError(f"max_sites must be an integer >= 1, got {self.max_sites!r}")
         build_proposer(self.proposer, "proposer")  # its args checked against its constructor, nothing loaded
 
     def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import functools
 
-from foilforge.errors import ConfigError
 from foilforge.proposers import PROPOSERS, EditSite, Proposal, Proposer, ProposerContext, Refusal
+from foilforge.schema import PositiveInt
 
 #: slots per span-scorer call (bounded memory; foilers/relations.py SCORE_CHUNK)
 SCORE_CHUNK = 256
@@ -39,8 +39,8 @@ NO_CANDIDATE = "lexicon: no candidate word"
 class LexiconProposer(Proposer):
     summary = "lexicon: WordNet co-hyponyms and antonyms, attribute classes, COCO categories, ranked in context"
 
-    def __init__(self, scorer: dict | None = None, top_k: int = 3, max_fills: int = 20, min_count: int = 1,
-                 depth: int = 2):
+    def __init__(self, scorer: dict | None = None, top_k: PositiveInt = 3, max_fills: PositiveInt = 20,
+                 min_count: PositiveInt = 1, depth: PositiveInt = 2):
         self.scorer = scorer
         self.top_k = top_k
         self.max_fills = max_fills
@@ -48,10 +48,6 @@ class LexiconProposer(Proposer):
         self.depth = depth
 
     def validate(self) -> None:
-        for name in ("top_k", "max_fills", "min_count", "depth"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         if self.scorer is not None:
             from foilforge.models import model_block
             from foilforge.scorers import KINDS, PRUNING_KEYS, check_pruning
