@@ -7,7 +7,12 @@ the paper:
    input samples), so the foil side introduces no verbs the caption side lacks;
 2. WordNet: an antonym of the original, or neither synonym, hypernym nor
    hyponym of it, over all senses (foilers.lang.wordnet_constraints);
-3. caption- and foil-side verb frequencies match: each sample keeps up to
+3. the replacement fits the caption's frame: with the verbs of the run's captions as the vocabulary, a verb
+   replaces another only where some caption uses it the same way (the same preposition after it, none or "for";
+   an object that names people, a thing or none), so "A woman coaches a girl." never becomes "A woman gives a
+   girl." when the captions only give things, nor "A father cheers for a girl." "A father gives for a girl."
+   (with a `verb_list` the frames are unknown and this check is off);
+4. caption- and foil-side verb frequencies match: each sample keeps up to
    `proposals_per_sample` admissible proposals and `choose` picks, per
    sample, the one whose verb the foil side still lacks most (then, with
    `instruments.<I>.candidates_per_sample: n`, its next best up to n; the JS
@@ -33,6 +38,7 @@ from typing import Iterable
 
 from foilforge.errors import ConfigError, InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
+from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
 from foilforge.foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from foilforge.metrics import js_divergence
@@ -58,6 +64,8 @@ class VerbSlot:
     right: str
     verb: str  # lemma
     plural_subject: bool
+    #: how the caption uses the verb: (the preposition after it or "", its object: "person", "thing" or "none")
+    frame: tuple[str, str] = ("", "none")
 
     @property
     def caption(self) -> str:
@@ -90,7 +98,14 @@ def verb_slot(sample: dict) -> VerbSlot | None:
     if not word or verb_lemma(word) != action.verb:
         return None
     return VerbSlot(left=caption[:start], verb_form=word, right=caption[start + len(word):], verb=action.verb,
-                    plural_subject=action.agent.plural)
+                    plural_subject=action.agent.plural, frame=verb_frame(action))
+
+
+def verb_frame(action) -> tuple[str, str]:
+    """(the preposition after the verb or "", what its object names: "person", "thing" or "none")."""
+    if action.patient is None:
+        return action.preposition or "", "none"
+    return action.preposition or "", "person" if names_a_person(action.patient.head) else "thing"
 
 
 # ----------------------------------------------------------------------------- proposers
@@ -226,8 +241,8 @@ class ActionReplacement(Foiler):
     golden_scores = {"carves": 5, "carve": 5, "pushes": 4, "push": 4, "hugs": 3, "hug": 3, "feeds": 2, "feed": 2,
                      "shouts": 1, "shout": 1}
     golden = (
-        ({"id": "g1", "verb": "shout", "agent": "man", "patient": "woman", "preposition": "at"},
-         ("A man shouts at a woman.", "A man carves at a woman.")),
+        # no other caption uses a verb with "at" and a person: no foil ("A man carves at a woman." is no sentence)
+        ({"id": "g1", "verb": "shout", "agent": "man", "patient": "woman", "preposition": "at"}, None),
         ({"id": "g2", "verb": "feed", "agent": "people", "patient": "dog"}, ("People feed a dog.", "People carve a dog.")),
         ({"id": "g3", "verb": "push", "agent": "boy", "patient": "cart"}, ("A boy pushes a cart.", "A boy carves a cart.")),
         ({"id": "g4", "verb": "carve", "agent": "man", "patient": "statue"},
@@ -267,12 +282,17 @@ class ActionReplacement(Foiler):
         return self.use_proposer(ScorerProposer(TableScorer(self.golden_scores), verbs))
 
     def corpus_pass(self, samples: list[dict], context: RunContext) -> set[str]:
-        """The SWiG verb vocabulary: a given list, or the verbs of the run's captions."""
+        """The SWiG verb vocabulary: a given list (frames unknown: a set), or the verbs of the run's captions, each
+        with the frames the captions use it in ({verb: frames})."""
         if self.verb_list:
             return read_verb_list(self.verb_list)
-        return {slot.verb for slot in map(verb_slot, samples) if slot is not None}
+        frames: dict[str, set] = {}
+        for slot in map(verb_slot, samples):
+            if slot is not None:
+                frames.setdefault(slot.verb, set()).add(slot.frame)
+        return {verb: frozenset(seen) for verb, seen in sorted(frames.items())}
 
-    def propose_batch(self, samples: list[dict], context: RunContext, verbs: set[str]) -> list[Foil]:
+    def propose_batch(self, samples: list[dict], context: RunContext, verbs: set[str] | dict) -> list[Foil]:
         """Up to `proposals_per_sample` admissible verbs per caption, in the proposer's order (one batched call)."""
         slots = {s["id"]: verb_slot(s) for s in samples}
         slots = {sid: slot for sid, slot in slots.items() if slot is not None}
@@ -306,12 +326,14 @@ class ActionReplacement(Foiler):
                     break
         return foils
 
-    def _admissible(self, slot: VerbSlot, proposed: list[tuple[str, float]], verbs: set[str]) -> list[dict]:
+    def _admissible(self, slot: VerbSlot, proposed: list[tuple[str, float]], verbs: set[str] | dict) -> list[dict]:
         kept, seen = [], set()
         for rank, (word, score) in enumerate(proposed):
             lemma = verb_lemma(word)
             if lemma in seen or lemma == slot.verb or lemma not in verbs:
                 continue
+            if isinstance(verbs, dict) and slot.frame not in verbs[lemma]:
+                continue  # no caption uses the verb this way: "gives a girl" where the captions give only things
             seen.add(lemma)
             ok, relation = check_replacement(slot.verb, lemma)
             if ok:

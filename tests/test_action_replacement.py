@@ -159,3 +159,22 @@ def test_candidates_per_sample_keeps_n_foils_per_sample(tiny_models):
         if len(group) == 2:
             assert group[0]["proposal_rank"] != group[1]["proposal_rank"]
     assert {r["sample_id"] for r in one} == set(by_sample)
+
+
+def test_a_replacement_verb_must_be_used_the_same_way_by_some_caption():
+    """"gives a flower" in the captions does not make "gives a girl" or "gives for a girl" a foil; a verb the
+    captions use with a person, and without a preposition, does replace one there."""
+    from foilforge.fixed_tools import TableScorer
+    from foilforge.foiler import RunContext
+    from foilforge.foilers.action_replacement import ActionReplacement, ScorerProposer
+
+    samples = [{"id": "a", "verb": "give", "agent": "man", "patient": "flower"},
+               {"id": "b", "verb": "coach", "agent": "woman", "patient": "girl"},
+               {"id": "c", "verb": "cheer", "agent": "father", "patient": "girl", "preposition": "for"},
+               {"id": "d", "verb": "hug", "agent": "boy", "patient": "baby"}]
+    scores = {"gives": 9, "give": 9, "hugs": 5, "hug": 5, "coaches": 4, "coach": 4, "cheers": 1, "cheer": 1}
+    foiler = ActionReplacement(match_distribution=False)
+    foiler.use_proposer(ScorerProposer(TableScorer(scores), {"give", "coach", "cheer", "hug"}))
+    records = foiler.run(samples, context=RunContext("probe", seed=0))
+    assert {r["sample_id"]: r["foil"] for r in records} == {
+        "b": "A woman hugs a girl.", "d": "A boy coaches a baby."}

@@ -53,17 +53,17 @@ def test_relations_pairs_directions_on_its_golden_inputs():
 
 
 def test_action_replacement_matches_the_verb_distribution_on_its_golden_inputs():
-    """Four captions rank "carve" first; the greedy choice spreads the foil verbs over the caption verbs instead."""
+    """Three captions rank "carve" first; the greedy choice spreads the foil verbs over the caption verbs instead
+    (g1's "shouts at a woman" has no foil: no other verb is used with "at" and a person)."""
     samples = contract.golden_inputs("action_replacement.v1")
     context = RunContext("probe", seed=0)
     records = contract.build_golden("action_replacement.v1").run(samples, context=context)
     assert [(r["sample_id"], r["verb"], r["foil_verb"]) for r in records] == [
-        ("g1", "shout", "carve"), ("g2", "feed", "push"), ("g3", "push", "feed"), ("g4", "carve", "hug"),
-        ("g5", "hug", "carve")]
+        ("g2", "feed", "carve"), ("g3", "push", "carve"), ("g4", "carve", "hug"), ("g5", "hug", "push")]
     best_ranked = RunContext("probe", seed=0)
     foiler = contract.build_golden("action_replacement.v1")
     foiler.match_distribution = False
-    assert [r["foil_verb"] for r in foiler.run(samples, context=best_ranked)] == ["carve", "carve", "carve", "push", "carve"]
+    assert [r["foil_verb"] for r in foiler.run(samples, context=best_ranked)] == ["carve", "carve", "push", "carve"]
     assert context.stats["js_divergence"] < best_ranked.stats["js_divergence"]
 
 
