@@ -593,3 +593,19 @@ def test_refilter_on_two_workers_writes_the_bytes_of_one(tmp_path, tiny_models):
                         json.dumps({k: v for k, v in report.items() if k != "output"}, sort_keys=True)])
     assert outputs[0] == outputs[1]
     assert report["adversarial"]["rounds"] >= 1 and report["gate"]["attackers"]
+
+
+@pytest.mark.parametrize(("filters_rise", "keep_rule_rise", "applied"), [
+    (0.0, 0.05, 0.0),      # the stricter of the two
+    (0.1, 0.05, 0.05),
+    (0.1, None, 0.1),      # the keep rule sets none: the filter's
+    (None, 0.05, None),    # the filter's null switches the JS bound off (existence: its negation balance instead)
+])
+def test_the_js_bound_in_the_loop_is_the_stricter_of_the_filter_s_and_the_keep_rule_s(filters_rise, keep_rule_rise,
+                                                                                       applied):
+    from foilforge.filters.adversarial import AdversarialSearch
+
+    search = AdversarialSearch(scored(balanced_records(20, seed=1)), filter_settings(max_js_rise=filters_rise),
+                               {**REFINE, "max_js_rise": keep_rule_rise})
+    assert search.refine_args["max_js_rise"] == applied
+    assert search.refine_args["js_floor_aware"] is True
