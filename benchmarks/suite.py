@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common import RESULTS, RESULTS_ENV, ROOT, SHARED, is_result
+from benchmarks.common import REAL_COCO, RESULTS, RESULTS_ENV, ROOT, SHARED, is_result
 
 SUGARCREPE_UNREFINED_REL = SHARED / "real" / "sugarcrepe" / "unrefined" / "replace_rel.json"
 
@@ -66,7 +66,7 @@ class Benchmark:
 _BUILT = ROOT / "data" / "foils" / "relations.jsonl"   # `make repro` done in this checkout
 _VALSE = SHARED / "valse-dev"
 _BD2BB = SHARED / "real" / "bd2bb" / "test.csv"
-_COCO = SHARED / "real" / "coco" / "captions_val2017.json"
+_COCO = REAL_COCO
 _SUGARCREPE = SHARED / "real" / "sugarcrepe"
 
 BENCHMARKS = {b.name: b for b in (

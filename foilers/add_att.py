@@ -19,13 +19,10 @@ measures it, and only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import class_of, load_classes
+from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of, load_classes
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
-
-#: the attribute class that, said of a person, reads as skin colour
-SKIN_READ_CLASS = "colour"
 
 
 @FOILERS.register("add_att.v1")

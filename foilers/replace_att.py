@@ -13,8 +13,7 @@ groups, gray / grey), stated by no caption of the image.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.add_att import SKIN_READ_CLASS
-from foilforge.foilers.lang.attributes import class_of
+from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of
 from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite

@@ -141,14 +141,21 @@ class InstrumentSettings:
         return settings if settings.items is not None else settings.model_copy(update={"items": ITEM_MODE_DEFAULT})
 
     @cached_property
+    def _adversarial_overrides(self) -> AdversarialOverrides:
+        return self._own("adversarial", AdversarialOverrides)
+
+    @cached_property
+    def _adversarial_merged(self) -> AdversarialBlock:
+        """The `adversarial` block (the schema's defaults without one) with the instrument's overrides."""
+        return merged_over(self._top("adversarial") or AdversarialBlock(), self._adversarial_overrides,
+                           AdversarialBlock, f"params.yaml instruments.{self.name}.adversarial")
+
+    @cached_property
     def adversarial(self) -> InstrumentAdversarial | None:
         """None without an `adversarial` block, or when the instrument switches it off (`enabled: false`)."""
-        top: AdversarialBlock | None = self._top("adversarial")
-        own = self._own("adversarial", AdversarialOverrides)
-        if top is None or not own.enabled:
+        if self._top("adversarial") is None or not self._adversarial_overrides.enabled:
             return None
-        where = f"params.yaml instruments.{self.name}.adversarial"
-        merged = merged_over(top, own, AdversarialBlock, where)
+        merged, where = self._adversarial_merged, f"params.yaml instruments.{self.name}.adversarial"
         return _validated(InstrumentAdversarial, {**dict(merged), "attacker_blocks": attacker_blocks(
             self.params, merged.attackers, where)}, where)
 
@@ -156,9 +163,7 @@ class InstrumentSettings:
     def transfer_pool(self) -> list[str]:
         """The released files of the instrument's phenomenon that transfer attackers learn from (`adversarial.pool`,
         the instrument's over it), whether or not its adversarial filter runs."""
-        own = self._own("adversarial", AdversarialOverrides)
-        top = self._top("adversarial") or AdversarialBlock()
-        return list(merged_over(top, own, AdversarialBlock, f"params.yaml instruments.{self.name}.adversarial").pool)
+        return list(self._adversarial_merged.pool)
 
     @cached_property
     def gate(self) -> InstrumentGate | None:

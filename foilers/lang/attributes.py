@@ -16,6 +16,8 @@ from pathlib import Path
 from foilforge.errors import ConfigError
 
 CLASSES_PATH = Path(__file__).with_name("attribute_classes.yaml")
+#: the attribute class that, said of a person, reads as skin colour (add_att adds none there, replace_att changes none)
+SKIN_READ_CLASS = "colour"
 
 
 @dataclass(frozen=True)

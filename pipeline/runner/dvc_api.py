@@ -96,7 +96,8 @@ def write_params(params_path, overrides: list[str], check) -> list[str]:
     from foilforge.params import load_params
 
     path = Path(params_path)
-    left_out = [o for o in overrides if _sets_a_key_left_out(load_params(path, validate=False), o)]
+    written = load_params(path, validate=False)
+    left_out = [o for o in overrides if _sets_a_key_left_out(written, o)]
     if left_out:  # Hydra's own message ("Invalid `--set-param` value") does not say why
         return [f"{path}: {o.split('=', 1)[0]} is not written in the file (left out, it takes the schema's default; "
                 f"docs/params.md); add it with -S +{o}" for o in left_out]
