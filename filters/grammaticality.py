@@ -45,7 +45,7 @@ class Grammaticality(Filter):
     def fields(self) -> tuple[str, ...]:
         return ("foil", "caption") if self.relative_to_caption else ("foil",)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.variant not in VARIANTS:
             raise ConfigError(f"params.yaml filters.grammaticality.variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.variant == "gruen":
@@ -63,7 +63,7 @@ class Grammaticality(Filter):
 
     def scorer(self):
         if self._scorer is None:
-            self.validate()
+            self.check()
             if self.variant == "gruen":
                 from foilforge.filters.gruen import Gruen
 

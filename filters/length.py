@@ -35,7 +35,7 @@ class Length(Filter):
     def _spec(self):
         return model_spec(self.tokenizer, "models.length_tokenizer", DEFAULT_TOKENIZER)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self._spec()
 
     def count_tokens(self, texts: list[str]) -> list[int]:

@@ -164,7 +164,7 @@ class NLI(Filter):
     def _spec(self):
         return model_spec(self.model, PARAM_KEY, DEFAULT_NLI, allowed_extra=("label_map", "sanity_check", "max_batch_tokens"))
 
-    def validate(self) -> None:
+    def check(self) -> None:
         spec = self._spec()
         check_max_batch_tokens(spec.extra.get("max_batch_tokens"), PARAM_KEY)
         if not isinstance(spec.extra.get("sanity_check", True), bool):
@@ -174,7 +174,7 @@ class NLI(Filter):
 
     def classifier(self) -> NLIModel:
         if self._nli is None:
-            self.validate()
+            self.check()
             spec = self._spec()
             self._nli = NLIModel(spec, spec.extra.get("label_map"), spec.extra.get("sanity_check", True))
         return self._nli

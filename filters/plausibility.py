@@ -123,7 +123,7 @@ class Plausibility(Filter):
                            for name, block in sorted(self.scorers.items())}
         return self._built
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self.built()
 
     def score_batch(self, records: list[dict]) -> list[dict]:

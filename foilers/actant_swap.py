@@ -23,7 +23,7 @@ from foilforge.foilers.lang.realise import (
     action_from_sample,
     phrase_span,
     shared_realiser,
-    validate_action_sample,
+    check_action_sample,
 )
 from foilforge.records import Foil
 
@@ -60,8 +60,8 @@ class ActantSwap(Foiler):
     def __init__(self):
         pass  # no arguments: params.yaml `args: {}`
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        validate_action_sample(sample, path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        check_action_sample(sample, path, index)
 
     def foils_for(self, sample: dict, rng: random.Random) -> Iterable[Foil]:
         action = action_from_sample(sample)

@@ -39,7 +39,7 @@ from typing import Iterable
 from foilforge.errors import ConfigError, InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
 from foilforge.foilers.lang.number import names_a_person
-from foilforge.foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, validate_action_sample
+from foilforge.foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, check_action_sample
 from foilforge.foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil
@@ -260,12 +260,12 @@ class ActionReplacement(Foiler):
         self.proposals_per_sample = proposals_per_sample
         self.match_distribution = match_distribution
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.proposer is not None:
             check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm", span_scorer=True)
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        validate_action_sample(sample, path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        check_action_sample(sample, path, index)
 
     def use_proposer(self, proposer) -> "ActionReplacement":
         """Plug in an already built proposer (anything with .propose(slots, top_k)) instead of the params block."""

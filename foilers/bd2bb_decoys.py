@@ -135,13 +135,13 @@ class BD2BBDecoys(Foiler):
 
         return self.use_encoder(TableEncoder(self.golden_vectors))
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         if target_action(sample) is None:
             raise InputError(path, "needs the target action (a non-empty string, or endings + label)", record=index, field="target")
         if not isinstance(sample.get("intention"), str):
             raise InputError(path, f"needs the intention string, got {sample.get('intention')!r:.40}", record=index, field="intention")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.pool not in POOLS:
             raise ConfigError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.elbow_k_max < self.elbow_k_min:

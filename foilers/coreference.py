@@ -75,7 +75,7 @@ class CoreferenceFoiler(Foiler):
         self.max_per_image = max_per_image
         self.max_samples = max_samples
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         for field in REQUIRED_FIELDS:
             if field not in sample:
                 raise InputError(path, "missing field (coreference needs a VisDial caption, question and answer)",

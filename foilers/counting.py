@@ -33,7 +33,7 @@ from foilforge.foilers.lang.templates import (
     changed_spans,
     parse_count,
     statement_from_question,
-    validate_how_many_sample,
+    check_how_many_sample,
 )
 from foilforge.records import Foil
 from foilforge.schema import NonNegativeInt, PositiveInt
@@ -123,10 +123,10 @@ class CountingFoiler(Foiler):
         self.max_number = max_number
 
     # ---- per sample
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        validate_how_many_sample(sample, "counting", path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        check_how_many_sample(sample, "counting", path, index)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.foil_max is not None and self.foil_max < self.foil_min:
             raise ConfigError(f"foil_max {self.foil_max} < foil_min {self.foil_min}")
         if self.caption_max is not None and self.caption_max < self.caption_min:

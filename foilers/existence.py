@@ -17,7 +17,7 @@ from foilforge.foilers.lang.templates import (
     changed_spans,
     parse_count,
     statement_from_question,
-    validate_how_many_sample,
+    check_how_many_sample,
 )
 from foilforge.records import Foil
 from foilforge.schema import NonNegativeInt
@@ -63,8 +63,8 @@ class ExistenceFoiler(Foiler):
         self.balance = balance
         self.max_samples = max_samples
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        validate_how_many_sample(sample, "existence", path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        check_how_many_sample(sample, "existence", path, index)
 
     def foils_for(self, sample: dict, rng: random.Random):
         pair = existence_pair(sample["question"], sample["answer"])

@@ -86,8 +86,8 @@ class FoilItFoiler(CaptionFoiler):
         self.use_instances = use_instances
         self.balance = balance
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        super().validate_sample(sample, path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        super().check_sample(sample, path, index)
         ids = sample.get("instance_category_ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
             raise InputError(path, "expected a list of COCO category ids", record=index, field="instance_category_ids")

@@ -167,12 +167,12 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
 
     # ---- Foiler interface ----
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         for name in ("singular_quantifiers", "plural_quantifiers"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must list at least one quantifier")

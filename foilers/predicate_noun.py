@@ -193,7 +193,7 @@ class PredicateNoun(Foiler):
     max_foils_per_sample = MAX_TRIPLETS_PER_IMAGE
 
     # ------------------------------------------------------------ configuration
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.template not in TEMPLATES:
             raise ConfigError(f"template must be one of {', '.join(TEMPLATES)}, got {self.template!r}")
         for name in ("predicate_phrases", "verb_forms"):
@@ -232,7 +232,7 @@ class PredicateNoun(Foiler):
         return (progressive, simple) if self.template == "progressive" else (simple, progressive)
 
     # ------------------------------------------------------------ input
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         relationships = sample.get("relationships")
         if not isinstance(relationships, list):
             raise InputError(path, "needs a list of relationships", record=index, field="relationships")

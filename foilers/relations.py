@@ -189,7 +189,7 @@ class Relations(Foiler):
         self.balance = balance
         self.keep_unpaired = keep_unpaired
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, f"needs a non-empty caption string, got {caption!r:.40}", record=index, field="caption")
@@ -204,7 +204,7 @@ class Relations(Foiler):
 
         return self.use_scorer(TableScorer(self.golden_scores))
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.scorer is not None:
             from foilforge.scorers import KINDS
 

@@ -42,11 +42,11 @@ class Released(Foiler):
         # VALSE's `linguistic_phenomena` of the re-filtered file ("relations", "actions", ...)
         self.phenomenon = phenomenon
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if not isinstance(self.phenomenon, str) or not self.phenomenon.strip():
             raise ConfigError(f"released.v1 argument 'phenomenon' must name the released phenomenon (e.g. relations), got {self.phenomenon!r}")
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         if not isinstance(sample.get("caption"), str):
             raise InputError(path, "needs the released caption string (ingest a VALSE file with format: valse)",
                              record=index, field="caption")

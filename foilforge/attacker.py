@@ -100,12 +100,12 @@ UNDESCRIBED = ("random_state", "param_key")
 class Attacker(ClassifierMixin, BaseEstimator):
     """Base contract; subclasses set `family`, take `random_state` in `__init__`, and implement `fit` and `margins`.
 
-    `validate()` (optional) checks the arguments when the registry builds the attacker from params.yaml.
+    `check()` (optional) checks the arguments when the registry builds the attacker from params.yaml.
     """
 
     family = ""
     registry_name = ""
-    #: validate() names arguments relative to the block; the registry prepends where the block is
+    #: check() names arguments relative to the block; the registry prepends where the block is
     relative_messages = True
 
     def fit(self, pairs: list[Pair], y=None) -> "Attacker":

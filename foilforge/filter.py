@@ -85,7 +85,7 @@ class Filter:
         """Fields VALSE released on the record itself (grammaticality_scores, nli_scores)."""
         return {}
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Check model blocks and settings without loading anything; raise ConfigError."""
 
     @classmethod
@@ -176,7 +176,7 @@ def filter_class(name: str) -> type[Filter]:
 
 
 def build_filter(params: dict, name: str) -> Filter:
-    """Build filter `name` from params.yaml: settings checked against the constructor, then its `validate()` (the
+    """Build filter `name` from params.yaml: settings checked against the constructor, then its `check()` (the
     registry's build runs both)."""
     registered = FILTERS.newest(name)
     return FILTERS.build(registered, FILTERS.get(registered).args_from_params(params), where=f"params.yaml filters.{name}")

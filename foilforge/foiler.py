@@ -33,7 +33,7 @@ builds the VALSE-format records and their ids (`<instrument>:<sample id>`, then
 
 Run state lives in the `RunContext` argument (instrument, seed, progress, the
 params key for messages, `stats` for the foil metrics), never on the foiler:
-`__init__` only stores its arguments (the params.yaml `args`), `validate()`
+`__init__` only stores its arguments (the params.yaml `args`), `check()`
 checks their values at build time (`foilforge check-params`), and a foiler may
 cache loaded tools (a spaCy pipeline, a model) but nothing of a run.
 """
@@ -101,7 +101,7 @@ class Foiler:
     golden_args: dict = {}
     #: more inputs of the golden run, for corpus-level foilers (a pool, pairs), not checked one by one
     golden_corpus: tuple = ()
-    #: `validate()` names arguments relative to the block; the registry prepends "params.yaml instruments.<I>.args"
+    #: `check()` names arguments relative to the block; the registry prepends "params.yaml instruments.<I>.args"
     relative_messages: bool = True
     #: foils kept per sample after `choose`; instruments.<I>.candidates_per_sample overrides it
     max_foils_per_sample: int = 1
@@ -140,10 +140,10 @@ class Foiler:
         """The instrument-level choice among all candidates (balance, pairing); default: keep all."""
         return foils
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Check argument values (ranges, choices) without loading anything; raise ConfigError naming the arg."""
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         """Raise foilforge.errors.InputError if the sample lacks fields this foiler needs."""
 
     @classmethod
@@ -198,7 +198,7 @@ class CaptionFoiler(Foiler):
             self._nlp = load_spacy(self.spacy_model, param_key=key)
         return self._nlp
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         caption = sample.get("caption")
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, "expected a non-empty caption string", record=index, field="caption")

@@ -54,7 +54,7 @@ class Pairer:
 
     #: one line for the data card: what annotation makes the foil true of the partner
     evidence: str = ""
-    #: error messages of `validate` name arguments relative to the params block
+    #: error messages of `check` name arguments relative to the params block
     relative_messages = True
     #: the share of a partner's claims that must be supported (`search_partners` sets it from params.yaml)
     min_support: float = 1.0
@@ -69,7 +69,7 @@ class Pairer:
             self._refusals = Refusals()
         return self._refusals
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Check argument values (called at build time, `foilforge check-params`)."""
 
     def index(self, samples: Sequence[dict], records: Sequence[dict]) -> None:

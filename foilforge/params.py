@@ -49,11 +49,11 @@ def typed_params(params: dict) -> TypedParams:
     return params if isinstance(params, TypedParams) else TypedParams(params)
 
 
-def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> TypedParams:
+def load_params(path=DEFAULT_PARAMS, check: bool = True) -> TypedParams:
     """params.yaml as a TypedParams (the mapping as written, typed blocks as attributes), checked against the schema
     (foilforge/schema.py): a ConfigError lists every problem.
 
-    `validate=False` reads an overlay (a profile), which is only checked once merged into params.yaml.
+    `check=False` reads an overlay (a profile), which is only checked once merged into params.yaml.
     """
     import yaml
 
@@ -66,8 +66,8 @@ def load_params(path=DEFAULT_PARAMS, validate: bool = True) -> TypedParams:
         raise InputError(path, f"invalid YAML: {err}") from None
     if not isinstance(params, dict):
         raise InputError(path, "expected a mapping at the top level")
-    if validate:
-        from foilforge.schema import validate as check_schema
+    if check:
+        from foilforge.schema import check as check_schema
 
         check_schema(params, str(path))
     return TypedParams(params)
@@ -112,7 +112,7 @@ def merge_profile(params: dict, overlay: dict) -> dict:
 
 
 def load_profile(name_or_path) -> dict:
-    return load_params(profile_path(name_or_path), validate=False)
+    return load_params(profile_path(name_or_path), check=False)
 
 
 def profile_overrides(overlay: dict, params: dict, prefix: str = "") -> list[str]:

@@ -131,12 +131,12 @@ class ProposerContext:
 class Proposer:
     """Base class of proposers: subclasses implement `propose`; `describe` says what ran (the manifest's entry)."""
 
-    #: error messages of `validate` name arguments relative to the params block
+    #: error messages of `check` name arguments relative to the params block
     relative_messages = True
     #: foil-metrics text: what this proposer is (the data card quotes it)
     summary: str = ""
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Check argument values without loading anything (`foilforge check-params`)."""
 
     def propose(self, sites: list[EditSite], context: ProposerContext) -> list[list[Proposal | Refusal]]:

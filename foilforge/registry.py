@@ -5,7 +5,7 @@ names list what exists; registering a different object under a taken name is
 an error; `build` validates keyword arguments against the constructor's
 signature, as confection does for spaCy's factories: a pydantic model built
 from `inspect.signature` (names, and types from the type annotations: `int |
-None`, `list[str]`, `Literal[...]`, ...), then the plug-in's `validate()`, so
+None`, `list[str]`, `Literal[...]`, ...), then the plug-in's `check()`, so
 a typo or an impossible value in params.yaml fails before anything runs (and
 `foilforge check-params` reports it).
 
@@ -120,16 +120,17 @@ class Registry:
         return self._items[name]
 
     def build(self, name: str, args: dict | None = None, where: str = "params"):
-        """Construct plug-in `name` from params: args checked against the signature, then its `validate()`."""
+        """Construct plug-in `name` from params: args checked against the signature, then its `check()`."""
         factory = self.get(name)
         args = dict(args or {})
         where = f"{where} ({self.kind} {name})"
         check_args(factory, args, where)
         built = factory(**args)
-        validate = getattr(built, "validate", None)
-        if callable(validate):
+        _refuse_old_hooks(type(built), where)
+        check = getattr(built, "check", None)
+        if callable(check):
             try:
-                validate()
+                check()
             except ConfigError as err:
                 # a plug-in whose checks name their argument relative to its block ("top_k must be >= 1") gets the
                 # block prepended; others (filters) name full params keys themselves
@@ -137,6 +138,22 @@ class Registry:
                     raise
                 raise ConfigError(f"{where}: {err}") from err
         return built
+
+
+#: plug-in hooks under their former names: "validate" is the people's verdict on a foil (the validate stage), so the
+#: argument check and the input check are `check` and `check_sample`
+OLD_HOOKS = {"validate": "check", "validate_sample": "check_sample"}
+
+
+def _refuse_old_hooks(cls: type, where: str) -> None:
+    """A plug-in written against the former hook names would have its checks silently skipped: refuse it instead."""
+    for klass in cls.__mro__:
+        if klass.__module__.startswith(("pydantic", "builtins")):
+            continue
+        for old, new in OLD_HOOKS.items():
+            if old in vars(klass):
+                raise ConfigError(f"{where}: {klass.__qualname__} defines {old}(); the hook is named {new}() "
+                                  f"(docs/add_a_foiler.md)")
 
 
 def check_args(factory, args: dict, where: str) -> None:

@@ -550,7 +550,7 @@ def problems(params: dict, where: str = "params.yaml", dvc_keys: bool = False) -
     return sorted(dict.fromkeys(found), key=found.index)
 
 
-def validate(params: dict, where: str = "params.yaml") -> dict:
+def check(params: dict, where: str = "params.yaml") -> dict:
     """params unchanged, or a ConfigError listing every problem."""
     found = problems(params, where)
     if found:

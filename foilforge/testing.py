@@ -134,10 +134,10 @@ def check_golden_examples_pass(name: str) -> None:
             assert (foils[0].caption, foils[0].foil) == tuple(expected), f"{name}: {sample['id']}"
 
 
-def check_validate_sample_accepts_golden_inputs(name: str) -> None:
+def check_check_sample_accepts_golden_inputs(name: str) -> None:
     foiler = build_golden(name)
     for index, sample in enumerate(golden_inputs(name)):
-        foiler.validate_sample(sample, "golden.jsonl", index)
+        foiler.check_sample(sample, "golden.jsonl", index)
 
 
 def check_records_and_ids(name: str) -> None:
@@ -227,7 +227,7 @@ def check_jsonl_round_trip(name: str, tmp_path) -> None:
 CHECKS = (
     check_declares_what_it_is, check_rejects_unknown_args, check_init_only_stores_its_arguments,
     check_keeps_the_contract, check_declares_golden_examples, check_golden_examples_pass,
-    check_batches_give_the_runs_proposals, check_validate_sample_accepts_golden_inputs, check_records_and_ids,
+    check_batches_give_the_runs_proposals, check_check_sample_accepts_golden_inputs, check_records_and_ids,
     check_no_identity_or_duplicate_foils, check_the_cap, check_text_outside_the_span_is_unchanged,
     check_deterministic, check_input_is_not_mutated, check_jsonl_round_trip,
 )

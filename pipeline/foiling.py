@@ -119,7 +119,7 @@ def foil_file(params: dict, instrument: str, input_path, output_path, seed: int 
             if taken_of_image.get(image, 0) == per_image:
                 continue
             taken_of_image[image] = taken_of_image.get(image, 0) + 1
-        foiler.validate_sample(sample, str(input_path), sample["id"])
+        foiler.check_sample(sample, str(input_path), sample["id"])
         samples.append(sample)
     seed = typed_params(params).seed if seed is None else seed
     context = RunContext(instrument, seed=seed, progress=True, params_key=f"instruments.{instrument}",

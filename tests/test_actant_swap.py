@@ -89,5 +89,5 @@ def test_bad_input(bad, message):
     from foilforge.errors import InputError
 
     with pytest.raises(InputError) as err:
-        ActantSwap().validate_sample(bad, "in.jsonl", bad["id"])
+        ActantSwap().check_sample(bad, "in.jsonl", bad["id"])
     assert str(err.value) == message

@@ -134,7 +134,7 @@ def test_csv_header_is_the_released_one():
 
 def test_missing_target_names_record_and_field():
     with pytest.raises(InputError) as err:
-        BD2BBDecoys().validate_sample({"id": "bd2bb:test:7", "intention": "am hungry"}, "bd2bb.jsonl", "bd2bb:test:7")
+        BD2BBDecoys().check_sample({"id": "bd2bb:test:7", "intention": "am hungry"}, "bd2bb.jsonl", "bd2bb:test:7")
     assert str(err.value) == ("bd2bb.jsonl, record bd2bb:test:7, field 'target': "
                               "needs the target action (a non-empty string, or endings + label)")
 

@@ -78,7 +78,7 @@ def test_missing_caption_is_a_clear_input_error():
     sample = visdial(3, 0, "x", "is it red", "no")
     del sample["caption"]
     with pytest.raises(InputError, match=r"in.jsonl, record visdial:train:3:0, field 'caption': missing field"):
-        CoreferenceFoiler().validate_sample(sample, "in.jsonl", sample["id"])
+        CoreferenceFoiler().check_sample(sample, "in.jsonl", sample["id"])
 
 
 #: released records whose question has no pronoun from the default list ("both" is a quantifier there)

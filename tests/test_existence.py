@@ -102,7 +102,7 @@ def test_missing_question_is_a_clear_input_error():
     sample = v7w(3, "How many dogs?", "2.")
     del sample["question"]
     with pytest.raises(InputError, match=r"in.jsonl, record visual7w:3, field 'question': missing field"):
-        ExistenceFoiler().validate_sample(sample, "in.jsonl", sample["id"])
+        ExistenceFoiler().check_sample(sample, "in.jsonl", sample["id"])
 
 
 # ---- the released records: declarative statement + answer -> foil

@@ -171,7 +171,7 @@ def test_bd2bb_real_files(name):
         }
     foiler = FOILERS.build("bd2bb_decoys.v1", {})
     for sample in samples:
-        foiler.validate_sample(sample, "ingested", sample["id"])
+        foiler.check_sample(sample, "ingested", sample["id"])
 
 
 VALSE_FILES = sorted(p.name for p in (ROOT.parent / "shared" / "data" / "valse-dev").glob("*.json"))
@@ -240,9 +240,9 @@ def test_swig_readme_record(tmp_path):
         "verb_abstract": "the AGENT hitchhikes at a PLACE", "verb_order": ["agent", "place"],
         "bb": {"place": [-1, -1, -1, -1], "agent": [195, 282, 380, 554]}, "height": 683, "width": 512,
     }
-    from foilforge.foilers.lang.realise import gloss_of, validate_action_sample
+    from foilforge.foilers.lang.realise import gloss_of, check_action_sample
 
-    validate_action_sample(sample, "ingested", sample["id"])
+    check_action_sample(sample, "ingested", sample["id"])
     assert gloss_of(sample["nouns"], "n10287213") == "man"
 
 
@@ -313,7 +313,7 @@ def test_visdial_resolves_turns(tmp_path):
     assert samples["visdial_val:42:0"]["caption"] == "two kids playing frisbee"
     foiler = FOILERS.build("coreference.v1", {})
     for sample in samples.values():
-        foiler.validate_sample(sample, "ingested", sample["id"])
+        foiler.check_sample(sample, "ingested", sample["id"])
 
 
 def test_openimages_sample_files():
@@ -413,7 +413,7 @@ def test_repository_sources_feed_their_foilers(name, tmp_path):
     for foiler_name in foilers:
         foiler = FOILERS.build(foiler_name, {}, where="test")
         for sample in samples:
-            foiler.validate_sample(sample, str(out), sample["id"])
+            foiler.check_sample(sample, str(out), sample["id"])
 
 
 def test_docstring_table_names_every_format_and_each_format_is_one_module():

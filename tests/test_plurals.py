@@ -268,7 +268,7 @@ def test_quantifiers_are_distributed_alike_in_captions_and_foils(full_foiler):
 
 def test_missing_caption_is_an_input_error(full_foiler):
     with pytest.raises(InputError, match=r"samples.jsonl, record coco:9, field 'caption': expected a non-empty"):
-        full_foiler.validate_sample({"id": "coco:9", "caption": ""}, "samples.jsonl", "coco:9")
+        full_foiler.check_sample({"id": "coco:9", "caption": ""}, "samples.jsonl", "coco:9")
 
 
 def test_unknown_arg_is_rejected():

@@ -166,7 +166,7 @@ def test_bad_input_names_record_and_field():
     bad = image("i9", ("Man", BOX, "wears", "Glasses"))
     bad["relationships"][0]["subject_box"] = [0.1, 0.2]
     with pytest.raises(InputError) as err:
-        PredicateNoun().validate_sample(bad, "oi.jsonl", bad["id"])
+        PredicateNoun().check_sample(bad, "oi.jsonl", bad["id"])
     assert str(err.value) == ("oi.jsonl, record openimages:i9, field 'relationships[0].subject_box': "
                               "relationship 0 needs [xmin, xmax, ymin, ymax], got [0.1, 0.2]")
 

@@ -15,7 +15,7 @@ from foilforge.foilers.lang.realise import (
     parse_abstract,
     parse_caption,
     singular_of_plural,
-    validate_action_sample,
+    check_action_sample,
 )
 from tests.conftest import shared_path
 
@@ -141,8 +141,8 @@ def test_parse_released_caption():
 
 def test_bad_sample_names_file_record_field():
     with pytest.raises(InputError) as err:
-        validate_action_sample({"id": "x", "verb": "feeding", "frames": [{"agent": "n1"}], "nouns": {}}, "in.jsonl", "x")
+        check_action_sample({"id": "x", "verb": "feeding", "frames": [{"agent": "n1"}], "nouns": {}}, "in.jsonl", "x")
     assert str(err.value) == "in.jsonl, record x, field 'nouns': noun id 'n1' (role 'agent') has no gloss in 'nouns'"
     with pytest.raises(InputError) as err:
-        validate_action_sample({"id": "y", "verb": "feed", "agent": "man"}, "in.jsonl", "y")
+        check_action_sample({"id": "y", "verb": "feed", "agent": "man"}, "in.jsonl", "y")
     assert str(err.value) == "in.jsonl, record y, field 'patient': missing field"

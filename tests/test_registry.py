@@ -59,7 +59,7 @@ def make_typed():
                      table: dict[str, list[str]] | None = None, ratio: float = 0.5, pair: tuple = ("x", "y")):
             self.n_clusters = n_clusters
 
-        def validate(self):
+        def check(self):
             if self.n_clusters is not None and self.n_clusters < 1:
                 raise ConfigError(f"n_clusters must be >= 1 or null, got {self.n_clusters}")
 
@@ -83,10 +83,32 @@ def test_types_come_from_annotations_even_when_the_default_is_none():
         reg.build("typed.v1", {"ratio": True})
 
 
-def test_build_calls_validate_and_names_the_block():
+def test_build_calls_check_and_names_the_block():
     reg = make_typed()
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.x.args \(widget typed.v1\): n_clusters must be >= 1 or null, got 0$"):
         reg.build("typed.v1", {"n_clusters": 0}, where="params.yaml instruments.x.args")
+
+
+def test_a_plug_in_with_the_former_hook_names_is_refused_not_silently_unchecked():
+    reg = Registry("widget")
+
+    @reg.register("old.v1")
+    class Old:
+        def validate(self):
+            raise ConfigError("never called")
+
+    @reg.register("old_sample.v1")
+    class OldSample:
+        def check_sample(self, sample, path="<input>", index=None):
+            pass
+
+        def validate_sample(self, sample, path="<input>", index=None):
+            pass
+
+    with pytest.raises(ConfigError, match=r"^p \(widget old.v1\): .*Old defines validate\(\); the hook is named check\(\)"):
+        reg.build("old.v1", {}, where="p")
+    with pytest.raises(ConfigError, match=r"OldSample defines validate_sample\(\); the hook is named check_sample\(\)"):
+        reg.build("old_sample.v1", {}, where="p")
 
 
 def test_the_foiler_registry_holds_all_nine_built_in_foilers():

@@ -119,7 +119,7 @@ def build(args, where="params.yaml instruments.relations.args"):
     check_args(Relations, args, f"{where} (foiler relations.v1)")
     foiler = Relations(**args)
     try:
-        foiler.validate()
+        foiler.check()
     except ConfigError as err:
         raise ConfigError(f"{where} (foiler relations.v1): {err}") from err
     return foiler
@@ -283,7 +283,7 @@ def test_no_preposition_no_foil_and_no_model_needed():
 
 def test_bad_sample_names_file_record_and_field():
     with pytest.raises(InputError, match=r"^samples.jsonl, record 3, field 'caption': needs a non-empty caption string"):
-        Relations().validate_sample({"id": "coco:1", "caption": ""}, "samples.jsonl", 3)
+        Relations().check_sample({"id": "coco:1", "caption": ""}, "samples.jsonl", 3)
 
 
 def test_args_are_checked():

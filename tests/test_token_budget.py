@@ -75,8 +75,8 @@ def test_nli_by_token_budget_equals_one_at_a_time(tiny_models):
 @pytest.mark.parametrize("value", [0, -3, True, "4096", 2.5])
 def test_a_bad_budget_is_refused_naming_the_key(value, tiny_models):
     with pytest.raises(ConfigError, match=r"models\.nli\.max_batch_tokens must be an integer >= 1"):
-        build_filter({"models": {"nli": {"name_or_path": "x", "max_batch_tokens": value}}}, "nli").validate()
+        build_filter({"models": {"nli": {"name_or_path": "x", "max_batch_tokens": value}}}, "nli").check()
     with pytest.raises(ConfigError, match=r"models\.cola\.max_batch_tokens must be an integer >= 1"):
         build_filter({"models": {"grammar_lm": {"name_or_path": "x"},
                                  "cola": {"name_or_path": "y", "max_batch_tokens": value}},
-                      "filters": {"grammaticality": {"variant": "gruen"}}}, "grammaticality").validate()
+                      "filters": {"grammaticality": {"variant": "gruen"}}}, "grammaticality").check()

@@ -223,13 +223,13 @@ def test_the_card_opens_with_the_verdict_table():
 
 def test_the_band_keys_of_the_gate_get_a_message_naming_margin_and_alpha():
     from foilforge.errors import ConfigError
-    from foilforge.schema import validate
+    from foilforge.schema import check
     from foilforge.settings import gate_settings
 
     with pytest.raises(ConfigError, match=r"params.yaml gate: lower and upper are not gate keys: certification tests "
                                           r"every reading within chance \+- margin at level alpha; write margin"):
-        validate({"gate": {"lower": 0.4, "upper": 0.6}})
+        check({"gate": {"lower": 0.4, "upper": 0.6}})
     with pytest.raises(ConfigError, match=r"params.yaml gate: lower and upper are not gate keys"):
         gate_settings({"gate": {"upper": 0.6}, "attackers": {}})
     with pytest.raises(ConfigError, match=r"params.yaml gate.margin: expected a value < 0.5"):
-        validate({"gate": {"margin": 0.5}})
+        check({"gate": {"margin": 0.5}})

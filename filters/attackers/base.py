@@ -73,7 +73,7 @@ class LinearPairAttacker(Attacker):
         self.C = C
         self.random_state = random_state
 
-    def validate(self) -> None:
+    def check(self) -> None:
         check_positive("C", self.C)
 
     #: hyperparameters of the classifier fit alone: settings that differ only in them share one feature map
@@ -160,8 +160,8 @@ class NgramPairAttacker(LinearPairAttacker):
         self.min_df = min_df
         self.random_state = random_state
 
-    def validate(self) -> None:
-        super().validate()
+    def check(self) -> None:
+        super().check()
         low_high = tuple(self.ngram_range)
         if len(low_high) != 2 or not all(isinstance(v, int) and v >= 1 for v in low_high) or low_high[0] > low_high[1]:
             raise ConfigError(f"argument ngram_range must be [low, high] with 1 <= low <= high, "

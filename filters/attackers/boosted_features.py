@@ -48,7 +48,7 @@ class BoostedFeaturesAttacker(Attacker):
         self.learning_rate = learning_rate
         self.random_state = random_state
 
-    def validate(self) -> None:
+    def check(self) -> None:
         for name in ("max_iter", "max_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -41,7 +41,7 @@ class EditTokensAttacker(Attacker):
         self.pairs = pairs
         self.random_state = random_state
 
-    def validate(self) -> None:
+    def check(self) -> None:
         check_positive("C", self.C)
         if not isinstance(self.pairs, bool):
             raise ConfigError(f"argument pairs must be true or false, got {self.pairs!r}")

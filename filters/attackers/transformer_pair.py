@@ -40,7 +40,7 @@ class TransformerPairAttacker(ModelBackedAttacker, Attacker):
         self.random_state = random_state
         self.param_key = param_key
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self.spec()
         for name in ("epochs", "max_length"):
             value = getattr(self, name)

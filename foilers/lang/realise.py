@@ -362,7 +362,7 @@ class Action:
     patient_id: str | None = None
 
 
-def validate_action_sample(sample: dict, path: str, record) -> None:
+def check_action_sample(sample: dict, path: str, record) -> None:
     """Check the fields of whichever input form the sample uses."""
     from foilforge.errors import InputError
     from foilforge.io import require

@@ -81,11 +81,11 @@ class SugarFoiler(CaptionFoiler):
         self.use_other_captions = use_other_captions
         self.use_instances = use_instances
 
-    def validate(self) -> None:
+    def check(self) -> None:
         build_proposer(self.proposer, "proposer")  # its args checked against its constructor, nothing loaded
 
-    def validate_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
-        super().validate_sample(sample, path, index)
+    def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
+        super().check_sample(sample, path, index)
         ids = sample.get("instance_category_ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
             raise InputError(path, "expected a list of COCO category ids", record=index, field="instance_category_ids")

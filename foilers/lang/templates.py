@@ -384,7 +384,7 @@ def changed_spans(caption: str, foil: str) -> tuple[tuple[int, int], tuple[int, 
 HOW_MANY_FIELDS = ("id", "image_file", "question", "answer")
 
 
-def validate_how_many_sample(sample: dict, phenomenon: str, path: str, index) -> None:
+def check_how_many_sample(sample: dict, phenomenon: str, path: str, index) -> None:
     """The fields existence and counting read from an ingested Visual7W "how many" QA."""
     from foilforge.errors import InputError
 

@@ -121,7 +121,7 @@ class CocoCaptions(Pairer):
         self.max_partners = max_partners
         self.encoder = encoder
 
-    def validate(self) -> None:
+    def check(self) -> None:
         from foilforge.errors import ConfigError
 
         if self.mode not in MODES:

@@ -63,7 +63,7 @@ class Visual7wAnswers(Pairer):
     def __init__(self, mode: str = "auto"):
         self.mode = mode
 
-    def validate(self) -> None:
+    def check(self) -> None:
         from foilforge.errors import ConfigError
 
         if self.mode not in ("auto", "existence", "counting"):

@@ -170,7 +170,7 @@ class InstructLLMProposer(Proposer):
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
 
-    def validate(self) -> None:
+    def check(self) -> None:
         from foilforge.models import model_block
 
         model_block(self.model or DEFAULT_MODEL, "model", ("causal_lm",), default_kind="causal_lm")

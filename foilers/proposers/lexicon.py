@@ -47,7 +47,7 @@ class LexiconProposer(Proposer):
         self.min_count = min_count
         self.depth = depth
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.scorer is not None:
             from foilforge.models import model_block
             from foilforge.scorers import KINDS, PRUNING_KEYS, check_pruning

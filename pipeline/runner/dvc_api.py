@@ -96,7 +96,7 @@ def write_params(params_path, overrides: list[str], check) -> list[str]:
     from foilforge.params import load_params
 
     path = Path(params_path)
-    written = load_params(path, validate=False)
+    written = load_params(path, check=False)
     left_out = [o for o in overrides if _sets_a_key_left_out(written, o)]
     if left_out:  # Hydra's own message ("Invalid `--set-param` value") does not say why
         return [f"{path}: {o.split('=', 1)[0]} is not written in the file (left out, it takes the schema's default; "
@@ -106,7 +106,7 @@ def write_params(params_path, overrides: list[str], check) -> list[str]:
     try:
         Path(temporary).write_bytes(path.read_bytes())
         hydra.apply_overrides(temporary, overrides)
-        found = check(load_params(temporary, validate=False))
+        found = check(load_params(temporary, check=False))
         if not found:
             os.replace(temporary, path)
         return found

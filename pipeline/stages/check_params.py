@@ -14,7 +14,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    params = load_params(args.params, validate=False)  # every problem is printed below, not only the first
+    params = load_params(args.params, check=False)  # every problem is printed below, not only the first
     where = args.params
     if getattr(args, "profile", None):
         params = merge_profile(params, load_profile(args.profile))

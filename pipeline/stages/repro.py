@@ -36,7 +36,7 @@ def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> lis
     from foilforge.pipeline.params_check import check
     from foilforge.pipeline.runner.dvc_api import write_params
 
-    overrides = profile_overrides(load_profile(profile), load_params(params_path, validate=False)) if profile else []
+    overrides = profile_overrides(load_profile(profile), load_params(params_path, check=False)) if profile else []
     where = f"{params_path} + profile {profile}" if profile else params_path
 
     def problems(params: dict) -> list[str]:  # check-params names the files a source reads; a build needs them there
