@@ -21,9 +21,9 @@ from foilforge.foiler import FOILERS, Foiler
 from foilforge.foilers.lang.realise import (
     Action,
     action_from_sample,
+    check_action_sample,
     phrase_span,
     shared_realiser,
-    check_action_sample,
 )
 from foilforge.records import Foil
 

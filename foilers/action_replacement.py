@@ -39,7 +39,7 @@ from typing import Iterable
 from foilforge.errors import ConfigError, InputError
 from foilforge.foiler import FOILERS, Foiler, RunContext, check_model_block
 from foilforge.foilers.lang.number import names_a_person
-from foilforge.foilers.lang.realise import action_from_sample, phrase_span, shared_realiser, check_action_sample
+from foilforge.foilers.lang.realise import action_from_sample, check_action_sample, phrase_span, shared_realiser
 from foilforge.foilers.lang.wordnet_constraints import check_replacement, verb_lemma
 from foilforge.metrics import js_divergence
 from foilforge.records import Foil

@@ -31,9 +31,9 @@ from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.foilers.lang.templates import (
     Statement,
     changed_spans,
+    check_how_many_sample,
     parse_count,
     statement_from_question,
-    check_how_many_sample,
 )
 from foilforge.records import Foil
 from foilforge.schema import NonNegativeInt, PositiveInt

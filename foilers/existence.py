@@ -15,9 +15,9 @@ import random
 from foilforge.foiler import FOILERS, Foiler, RunContext
 from foilforge.foilers.lang.templates import (
     changed_spans,
+    check_how_many_sample,
     parse_count,
     statement_from_question,
-    check_how_many_sample,
 )
 from foilforge.records import Foil
 from foilforge.schema import NonNegativeInt

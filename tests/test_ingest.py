@@ -240,7 +240,7 @@ def test_swig_readme_record(tmp_path):
         "verb_abstract": "the AGENT hitchhikes at a PLACE", "verb_order": ["agent", "place"],
         "bb": {"place": [-1, -1, -1, -1], "agent": [195, 282, 380, 554]}, "height": 683, "width": 512,
     }
-    from foilforge.foilers.lang.realise import gloss_of, check_action_sample
+    from foilforge.foilers.lang.realise import check_action_sample, gloss_of
 
     check_action_sample(sample, "ingested", sample["id"])
     assert gloss_of(sample["nouns"], "n10287213") == "man"

@@ -9,13 +9,13 @@ from foilforge.errors import InputError
 from foilforge.foilers.lang.realise import (
     CaptionRealiser,
     action_from_sample,
+    check_action_sample,
     choose_frame,
     make_noun,
     noun_synset,
     parse_abstract,
     parse_caption,
     singular_of_plural,
-    check_action_sample,
 )
 from tests.conftest import shared_path
 
