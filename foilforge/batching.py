@@ -4,7 +4,7 @@ Length-sorted batches of token ids, padded on the right by the tokenizer itself,
 mask. Sorting by length keeps padding (wasted compute) small; the mask keeps a padded position from
 changing any real position's output, so a text scores the same alone or in a batch. Right padding
 also keeps position ids 0..n-1 for causal and BERT-style models alike. Users: foilforge.lm (causal
-and masked LMs), foilforge.scorers (span scoring), filters/gruen.py, filters/nli.py.
+and masked LMs), foilforge.span_ranking (span scoring), filters/gruen.py, filters/nli.py.
 
 A mask keeps the padding out of a text's numbers, but not out of their last bits: a matrix product sums in an
 order that depends on the shape it is given and on the threads that share it, so a padded text's scores depend on

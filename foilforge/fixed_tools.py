@@ -1,4 +1,4 @@
-"""Deterministic stand-ins for models: a span scorer and a sentence encoder that read fixed tables.
+"""Deterministic stand-ins for models: a span ranker and a sentence encoder that read fixed tables.
 
 Model-backed foilers plug them in through `Foiler.golden_tools`, so the contract checks
 (foilforge/testing.py) test a foiler's own logic, not a model. Kept apart from the checks so that
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 
-class TableScorer:
-    """Span scorer double: a fill's score is its entry in a fixed table (lower-cased), -100 when absent."""
+class TableRanker:
+    """Span ranker double: a fill's score is its entry in a fixed table (lower-cased), -100 when absent."""
 
     def __init__(self, table: dict[str, float]):
         self.table = table

@@ -114,7 +114,7 @@ class Foiler:
         """This foiler with deterministic stand-ins for its models, under which `golden` holds.
 
         foilforge.testing's checks run the golden examples through it. A model-backed foiler
-        overrides it to plug in a fixed table (foilforge.testing.TableScorer / TableEncoder),
+        overrides it to plug in a fixed table (foilforge.testing.TableRanker / TableEncoder),
         so the checks test its own logic (slots, ranking, balancing), not a model. Others need none.
         """
         return self
@@ -205,15 +205,15 @@ class CaptionFoiler(Foiler):
 
 
 def check_model_block(block, arg: str, kinds: tuple[str, ...], default_kind: str | None = None,
-                      span_scorer: bool = False) -> None:
+                      span_ranker: bool = False) -> None:
     """Check a model-block argument (`{kind, name_or_path, gguf_file, device, dtype, batch_size}`) without loading.
 
-    `span_scorer`: the block goes to foilforge.scorers.build_span_scorer, which also takes its pruning args.
+    `span_ranker`: the block goes to foilforge.span_ranking.build_span_ranker, which also takes its pruning args.
     """
     from foilforge.models import model_block
-    from foilforge.scorers import PRUNING_KEYS, check_pruning
+    from foilforge.span_ranking import PRUNING_KEYS, check_pruning
 
-    _, _, pruning = model_block(block, arg, kinds, default_kind, extra_keys=PRUNING_KEYS if span_scorer else ())
+    _, _, pruning = model_block(block, arg, kinds, default_kind, extra_keys=PRUNING_KEYS if span_ranker else ())
     if pruning:
         check_pruning(arg, **pruning)
 

@@ -106,7 +106,7 @@ def device_kind(device) -> str:
     return device.type
 
 
-def _scoring_code() -> dict:
+def _ranking_code() -> dict:
     """This module's and its helpers' code, and the versions of the libraries that compute the numbers (read from
     the installed packages' metadata: no import)."""
     from importlib import metadata
@@ -203,7 +203,7 @@ class StoredPasses:
             accelerator = self.device.type != "cpu"
             identity = {"pass": self.pass_kind, "model": model_identity(self.spec), "dtype": self.spec.dtype,
                         "device": device_kind(self.device), "rows": ACCELERATOR_ROWS if accelerator else None,
-                        "scoring": _scoring_code()}
+                        "scoring": _ranking_code()}
             self._store_key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
         return self._store_key
 

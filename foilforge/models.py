@@ -51,7 +51,7 @@ class ModelFields(BaseModel):
     """The typed keys every model block shares: where the model is and how it runs (module docstring).
 
     The one definition behind params.yaml `models.<role>` (foilforge/schema.py extends it) and every plug-in's
-    model argument (a span scorer, a proposer, an encoder, a plausibility scorer): a plug-in's own keys
+    model argument (a span ranker, a proposer, an encoder, a plausibility scorer): a plug-in's own keys
     (`kind`, `prune_to`, ...) pass through as extras for it to check.
     """
 
@@ -106,7 +106,7 @@ def model_block(block, param_key: str, kinds: tuple[str, ...], default_kind: str
                 extra_keys: tuple[str, ...] = ()) -> tuple[str, ModelSpec, dict]:
     """A `{kind, name_or_path, ..., <extra_keys>}` block checked without loading anything: (kind, spec, extras).
 
-    The one check behind every plug-in's model argument (span scorers, proposers, encoders, plausibility
+    The one check behind every plug-in's model argument (span rankers, proposers, encoders, plausibility
     scorers): a mapping, a known kind, no unknown key, a positive integer batch size.
     """
     if isinstance(block, str):

@@ -13,7 +13,7 @@ A proposer is a plug-in (registry `PROPOSERS`, one module per proposer under foi
 an instrument's args as `proposer: {name: <proposer>, args: {...}}`:
 
 * `lexicon`: deterministic and offline: WordNet co-hyponyms and antonyms, attribute classes, COCO categories,
-  ranked in context by a span scorer (foilforge/scorers.py);
+  ranked in context by a span ranker (foilforge/span_ranking.py);
 * `instruct_llm`: any instruction-tuned chat model by hub id or local path, prompted with the type's prompt file.
 
 The edit a record carries (`provenance.edit`) is `{type, span, old, new}`: `span` the characters of the caption
@@ -97,7 +97,7 @@ class Proposal:
     old: str
     new: str
     foil: str
-    #: the proposer's preference (a log-probability for the lexicon's span scorer), None when it has none
+    #: the proposer's preference (a log-probability for the lexicon's span ranker), None when it has none
     score: float | None = None
     #: the model's text the proposal was parsed from (instruct_llm), for the record's provenance
     raw: str | None = None

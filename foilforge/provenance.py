@@ -24,7 +24,7 @@ from pathlib import Path
 from foilforge.io import file_sha256
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "sentence-transformers", "spacy", "numpy", "scipy", "dvc")
-MODEL_ARG_KEYS = ("scorer", "proposer", "encoder")
+MODEL_ARG_KEYS = ("ranker", "proposer", "encoder")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

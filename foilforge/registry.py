@@ -145,6 +145,11 @@ class Registry:
 OLD_HOOKS = {"validate": "check", "validate_sample": "check_sample"}
 
 
+#: plug-in arguments under their former names: a "scorer" gives a whole text (with or without an image) a number;
+#: what ranks the fills of a gap in a sentence is a span ranker (foilforge/span_ranking.py)
+RENAMED_ARGUMENTS = {"scorer": "ranker"}
+
+
 def _refuse_old_hooks(cls: type, where: str) -> None:
     """A plug-in written against the former hook names would have its checks silently skipped: refuse it instead."""
     for klass in cls.__mro__:
@@ -173,7 +178,10 @@ def check_args(factory, args: dict, where: str) -> None:
         return
     unknown = sorted({e["loc"][0] for e in errors if e["type"] == "extra_forbidden"})
     if unknown:
-        raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(model.allowed)}")
+        renamed = [f"{old} is now {RENAMED_ARGUMENTS[old]}" for old in unknown
+                   if RENAMED_ARGUMENTS.get(old) in model.allowed]
+        raise ConfigError(f"{where}: unknown argument(s) {', '.join(unknown)}"
+                          + (f" ({'; '.join(renamed)})" if renamed else "") + f"; allowed: {', '.join(model.allowed)}")
     wrong = {e["loc"][0]: e for e in errors if e["type"] != "missing"}
     for key in (k for k in args if k in wrong):  # the first wrong one in the order params.yaml gives them
         # a bound the signature states (`Annotated[int, Field(ge=1)]`) is named as such; a wrong type by the type

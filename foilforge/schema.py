@@ -172,7 +172,7 @@ class InstrumentBlock(Block):
 
     Each block starts with `<<: *instrument`, the defaults under `shared` (a YAML merge key: a key set in the
     block wins), so that every key a stage tracks is there. The shipped model arguments are the offline choices
-    that run without a model hub (docs/offline_models.md): delete an `args.scorer`/`proposer` block to get the
+    that run without a model hub (docs/offline_models.md): delete an `args.ranker`/`proposer` block to get the
     paper's kind of model (the foiler's default), or set a hub id or local path yourself (README, "Models");
     bd2bb_decoys without `encoder` gets all-mpnet-base-v2, not the paper's USE (a TensorFlow Hub model). All the
     paper's models at once: profiles/paper.yaml (`make repro PROFILE=paper`).

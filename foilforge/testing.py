@@ -7,7 +7,7 @@ tests/test_attacker_conformance.py) and on broken ones, to show that each check 
 AssertionError (or the class's own error) naming the broken rule.
 
 Model-backed foilers run their golden examples under deterministic tools they declare
-themselves (`Foiler.golden_tools`: a `TableScorer`, a `TableEncoder` of foilforge/fixed_tools.py), so the
+themselves (`Foiler.golden_tools`: a `TableRanker`, a `TableEncoder` of foilforge/fixed_tools.py), so the
 checks test the foiler's own logic (slot finding, ranking, balancing, pairing), not a model.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from foilforge.errors import ConfigError
 from foilforge.filter import FILTERS, Filter, build_filter, keep_rules
-from foilforge.fixed_tools import TableEncoder, TableScorer  # noqa: F401  (re-exported for tests)
+from foilforge.fixed_tools import TableEncoder, TableRanker  # noqa: F401  (re-exported for tests)
 from foilforge.foiler import FOILERS, Foiler, RunContext, proposes_in_batches
 from foilforge.io import iter_jsonl, write_jsonl
 

@@ -7,7 +7,7 @@ import pytest
 
 from foilforge.errors import ConfigError
 from foilforge.foiler import RunContext, rng_for
-from foilforge.foilers.action_replacement import ActionReplacement, ScorerProposer, pick_matching, verb_js
+from foilforge.foilers.action_replacement import ActionReplacement, RankerProposer, pick_matching, verb_js
 from foilforge.foilers.lang.wordnet_constraints import audit_pairs, check_replacement
 from tests.conftest import shared_path
 from tests.test_realise import sample_swig
@@ -105,9 +105,9 @@ def test_scorer_contract_object_runs_on_sample(tiny_models):
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
     samples = sample_swig()
     verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
-    from foilforge.scorers import CausalSpanScorer
+    from foilforge.span_ranking import CausalSpanRanker
 
-    foiler = ActionReplacement(top_k=5).use_proposer(ScorerProposer(CausalSpanScorer(spec), verbs))
+    foiler = ActionReplacement(top_k=5).use_proposer(RankerProposer(CausalSpanRanker(spec), verbs))
     context = RunContext("action-replacement", seed=0)
     records = foiler.run(samples, context=context)
     assert len(records) >= 30 and len({r["sample_id"] for r in records}) == len(records)
@@ -142,11 +142,11 @@ def test_unknown_kind():
 
 def test_candidates_per_sample_keeps_n_foils_per_sample(tiny_models):
     from foilforge.models import ModelSpec
-    from foilforge.scorers import CausalSpanScorer
+    from foilforge.span_ranking import CausalSpanRanker
 
     spec = ModelSpec.from_params({"name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 64}, "test")
     verbs = {"shout", "feed", "hug", "kiss", "push", "pull", "carry", "throw", "chase", "bite", "lick", "tickle"}
-    foiler = ActionReplacement(top_k=8).use_proposer(ScorerProposer(CausalSpanScorer(spec), verbs))
+    foiler = ActionReplacement(top_k=8).use_proposer(RankerProposer(CausalSpanRanker(spec), verbs))
     one = foiler.run(sample_swig(), seed=0, instrument="ar")
     several = foiler.run(sample_swig(), context=RunContext("ar", seed=0, candidates_per_sample=2))
     by_sample = {}
@@ -164,9 +164,9 @@ def test_candidates_per_sample_keeps_n_foils_per_sample(tiny_models):
 def test_a_replacement_verb_must_be_used_the_same_way_by_some_caption():
     """"gives a flower" in the captions does not make "gives a girl" or "gives for a girl" a foil; a verb the
     captions use with a person, and without a preposition, does replace one there."""
-    from foilforge.fixed_tools import TableScorer
+    from foilforge.fixed_tools import TableRanker
     from foilforge.foiler import RunContext
-    from foilforge.foilers.action_replacement import ActionReplacement, ScorerProposer
+    from foilforge.foilers.action_replacement import ActionReplacement, RankerProposer
 
     samples = [{"id": "a", "verb": "give", "agent": "man", "patient": "flower"},
                {"id": "b", "verb": "coach", "agent": "woman", "patient": "girl"},
@@ -174,7 +174,7 @@ def test_a_replacement_verb_must_be_used_the_same_way_by_some_caption():
                {"id": "d", "verb": "hug", "agent": "boy", "patient": "baby"}]
     scores = {"gives": 9, "give": 9, "hugs": 5, "hug": 5, "coaches": 4, "coach": 4, "cheers": 1, "cheer": 1}
     foiler = ActionReplacement(match_distribution=False)
-    foiler.use_proposer(ScorerProposer(TableScorer(scores), {"give", "coach", "cheer", "hug"}))
+    foiler.use_proposer(RankerProposer(TableRanker(scores), {"give", "coach", "cheer", "hug"}))
     records = foiler.run(samples, context=RunContext("probe", seed=0))
     assert {r["sample_id"]: r["foil"] for r in records} == {
         "b": "A woman hugs a girl.", "d": "A boy coaches a baby."}

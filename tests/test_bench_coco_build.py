@@ -22,7 +22,7 @@ def test_every_model_block_runs_on_the_device_asked_for():
     params = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1)
     blocks = dict(_model_blocks(params))
     assert ".filters.plausibility.scorers.smollm2" in blocks
-    assert ".instruments.relations.args.scorer" in blocks
+    assert ".instruments.relations.args.ranker" in blocks
     assert {path: block["device"] for path, block in blocks.items() if block.get("device") != "cpu"} == {}
 
 
@@ -30,7 +30,7 @@ def test_the_lm_directory_replaces_the_wheel_everywhere():
     params = coco_params(10, 5, "cpu", {}, Path("/nowhere"), 16, 1, lm="/models/smollm2")
     paths = {path: block["name_or_path"] for path, block in _model_blocks(params)}
     assert SMOLLM2 not in paths.values()
-    assert paths[".instruments.relations.args.scorer"] == "/models/smollm2"
+    assert paths[".instruments.relations.args.ranker"] == "/models/smollm2"
     assert paths[".models.length_tokenizer"] == "/models/smollm2"
     assert paths[".filters.plausibility.scorers.smollm2"] == "/models/smollm2"
 
@@ -45,9 +45,9 @@ def test_a_filter_left_out_leaves_run_lists_and_keep_rules():
     assert "grammaticality" in untouched["instruments"]["relations"]["filters"]["run"]
 
 
-def test_cuda_tuning_reaches_the_span_scorer_and_the_plausibility_lm_only():
+def test_cuda_tuning_reaches_the_span_ranker_and_the_plausibility_lm_only():
     params = coco_params(10, 5, "cuda", {}, Path("/nowhere"), 16, 1, cuda_tuned=True)
-    scorer = params["instruments"]["relations"]["args"]["scorer"]
+    scorer = params["instruments"]["relations"]["args"]["ranker"]
     assert (scorer["dtype"], scorer["max_batch_tokens"]) == (CUDA_TUNING["dtype"], CUDA_TUNING["max_batch_tokens"])
     assert params["instruments"]["relations"]["args"]["score_chunk"] == CUDA_TUNING["score_chunk"]
     lm = params["filters"]["plausibility"]["scorers"]["smollm2"]

@@ -89,7 +89,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
      "params.yaml instruments.relations.args.top_k: expected int, got '10' (foiler relations.v1)"),
     (lambda p: p["instruments"]["relations"]["args"].update(topk=10),
      "params.yaml instruments.relations.args (foiler relations.v1): unknown argument(s) topk; allowed: attested_path, "
-     "balance, keep_unpaired, max_span_words, min_count, non_spatial, score_chunk, scorer, spacy_model, top_k"),
+     "balance, keep_unpaired, max_span_words, min_count, non_spatial, ranker, score_chunk, spacy_model, top_k"),
     (lambda p: p["filters"]["grammaticality"].update(relative_to_caption="yes"),
      "params.yaml filters.grammaticality.relative_to_caption: expected bool, got 'yes' (filter grammaticality.v1)"),
     (lambda p: p["instruments"]["plurals"]["filters"]["keep"]["grammaticality"].update(min_score="high"),

@@ -236,7 +236,7 @@ def test_the_foil_stage_on_ray_writes_the_local_engines_bytes(coco_sample, tmp_p
 
 def test_relations_on_ray_scores_in_the_local_engines_batches(coco_sample, tiny_models, tmp_path, monkeypatch,
                                                             local_ray):
-    """A model-backed foiler: each Ray actor loads the span scorer once and journals into the shared journal."""
+    """A model-backed foiler: each Ray actor loads the span ranker once and journals into the shared journal."""
     params, samples = coco_sample
     relations = dict(params["instruments"]["relations"], max_samples=60)
     relations["args"] = dict(relations["args"], scorer={"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()),

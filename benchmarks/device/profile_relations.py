@@ -1,4 +1,4 @@
-"""Where relations' time goes on a GPU, batch by batch: parsing, the span scorer's wall and GPU time, and
+"""Where relations' time goes on a GPU, batch by batch: parsing, the span ranker's wall and GPU time, and
 the operators and Python functions of one warm batch (benchmarks/device/run.sh, `RELPROF_N`).
 
     python3 -m benchmarks.device.profile_relations --captions FILE --lm DIR --out DIR [--n 1500] [--batch 375]
@@ -8,7 +8,7 @@ The instrument is params.yaml's relations, on a GPU with the CUDA settings of be
 (`--cuda-tuned`; on a CPU with params.yaml's), on the first --n COCO captions. The foiler is built once and `corpus_pass` runs on all of
 them, as the foil stage does; then each batch of --batch captions is parsed and scored with the stage's own
 code (foilers/relations.py `propose_batch`), timed in phases with the GPU synchronised at each phase's end:
-`parse_s` (spaCy), `score_s` (the span scorer's calls, wall) and `gpu_busy_s` (CUDA events around them:
+`parse_s` (spaCy), `score_s` (the span ranker's calls, wall) and `gpu_busy_s` (CUDA events around them:
 the time the GPU stream spent from the first launch to the last result, idle gaps included, so
 `score_s - gpu_busy_s` is host work before the first launch). The second batch also runs under
 torch.profiler (the operators with most self GPU time and most self CPU time, and the sum of all kernels'
@@ -81,7 +81,7 @@ def main(argv=None) -> dict:
         foiler = build_instrument(params, "relations")
         context = RunContext("relations", seed=0, params_key="instruments.relations")
         candidates = foiler.corpus_pass(samples, context)
-        scorer = foiler._get_scorer(context.key("scorer"))
+        scorer = foiler._get_ranker(context.key("scorer"))
         result["setup_s"] = round(synced() - t0, 2)
         result["scorer_args"] = {k: getattr(scorer, k, None) for k in ("prune_to", "lookahead_words", "max_batch_tokens")}
         result["score_chunk"] = foiler.score_chunk
@@ -150,10 +150,10 @@ def main(argv=None) -> dict:
         save()
         for spec in args.variant:
             name, _, overrides = spec.partition("=")
-            block = {**params["instruments"]["relations"]["args"]["scorer"], **json.loads(overrides)}
-            from foilforge.scorers import build_span_scorer
+            block = {**params["instruments"]["relations"]["args"]["ranker"], **json.loads(overrides)}
+            from foilforge.span_ranking import build_span_ranker
 
-            variant = build_span_scorer(block, "instruments.relations.args.scorer")
+            variant = build_span_ranker(block, "instruments.relations.args.ranker")
             runs, slots_seen, same_top1, same_ranking = [], 0, 0, 0
             for slots, expected in zip(slots_of, reference):
                 start = synced()

@@ -103,12 +103,12 @@ class SugarFoiler(CaptionFoiler):
         return self._proposer
 
     def golden_tools(self) -> "SugarFoiler":
-        """The lexicon proposer under a fixed-table span scorer (foilforge/fixed_tools.py): the golden examples test
+        """The lexicon proposer under a fixed-table span ranker (foilforge/fixed_tools.py): the golden examples test
         the sites, candidates and checks, not a model."""
-        from foilforge.fixed_tools import TableScorer
+        from foilforge.fixed_tools import TableRanker
         from foilforge.foilers.proposers.lexicon import LexiconProposer
 
-        return self.use_proposer(LexiconProposer().use_scorer(TableScorer(self.golden_scores)))
+        return self.use_proposer(LexiconProposer().use_ranker(TableRanker(self.golden_scores)))
 
     golden_scores: dict = {}
 

@@ -284,7 +284,7 @@ class InstructLLMProposer(Proposer):
     def generate(self, tokenizer, model, texts: list[str], seeds: list[int], batch_size: int,
                  progress: bool = False) -> list[str]:
         """The model's answer to each chat text: batches of similar length (left padding) when greedy, one text at
-        a time under its own seed when sampling. On a CPU it generates on one torch thread, as the span scorer
+        a time under its own seed when sampling. On a CPU it generates on one torch thread, as the span ranker
         scores (foilforge/lm.py `one_thread`): a greedy argmax must not depend on the threads the process has."""
         import torch
 

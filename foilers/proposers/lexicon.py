@@ -1,8 +1,8 @@
 """The lexicon proposer: deterministic, offline, no instruction-tuned model.
 
 For each site the foiler chose (foilforge/proposers.py `EditSite`) it lists the words that can stand there and
-ranks them in the caption's context with a span scorer (foilforge/scorers.py, as the relations foiler ranks
-preposition spans; `scorer: null` ranks by the words' counts in the run's captions instead):
+ranks them in the caption's context with a span ranker (foilforge/span_ranking.py, as the relations foiler ranks
+preposition spans; `ranker: null` ranks by the words' counts in the run's captions instead):
 
 * replace_obj: the other COCO categories of the noun's supercategory (foilers/lang/coco_categories.py) when the
   noun names a COCO category, and its WordNet co-hyponyms (the nouns under its first two senses' hypernyms, up to
@@ -30,7 +30,7 @@ import functools
 from foilforge.proposers import PROPOSERS, EditSite, Proposal, Proposer, ProposerContext, Refusal
 from foilforge.schema import PositiveInt
 
-#: slots per span-scorer call (bounded memory; foilers/relations.py SCORE_CHUNK)
+#: slots per span-ranker call (bounded memory; foilers/relations.py SCORE_CHUNK)
 SCORE_CHUNK = 256
 NO_CANDIDATE = "lexicon: no candidate word"
 
@@ -39,42 +39,42 @@ NO_CANDIDATE = "lexicon: no candidate word"
 class LexiconProposer(Proposer):
     summary = "lexicon: WordNet co-hyponyms and antonyms, attribute classes, COCO categories, ranked in context"
 
-    def __init__(self, scorer: dict | None = None, top_k: PositiveInt = 3, max_fills: PositiveInt = 20,
+    def __init__(self, ranker: dict | None = None, top_k: PositiveInt = 3, max_fills: PositiveInt = 20,
                  min_count: PositiveInt = 1, depth: PositiveInt = 2):
-        self.scorer = scorer
+        self.ranker = ranker
         self.top_k = top_k
         self.max_fills = max_fills
         self.min_count = min_count
         self.depth = depth
 
     def check(self) -> None:
-        if self.scorer is not None:
+        if self.ranker is not None:
             from foilforge.models import model_block
-            from foilforge.scorers import KINDS, PRUNING_KEYS, check_pruning
+            from foilforge.span_ranking import KINDS, PRUNING_KEYS, check_pruning
 
-            _, _, pruning = model_block(self.scorer, "scorer", KINDS, extra_keys=PRUNING_KEYS)
-            check_pruning("scorer", **pruning)
+            _, _, pruning = model_block(self.ranker, "ranker", KINDS, extra_keys=PRUNING_KEYS)
+            check_pruning("ranker", **pruning)
 
-    def use_scorer(self, scorer) -> "LexiconProposer":
-        """Plug in a built span scorer (anything with .score(items)) instead of the params block."""
-        self._scorer = scorer
+    def use_ranker(self, ranker) -> "LexiconProposer":
+        """Plug in a built span ranker (anything with .score(items)) instead of the params block."""
+        self._ranker = ranker
         return self
 
-    def _get_scorer(self, param_key: str):
+    def _get_ranker(self, param_key: str):
         # a loaded model is a tool cached across runs; nothing of a run is kept
-        if getattr(self, "_scorer", None) is None and self.scorer is not None:
-            from foilforge.scorers import build_span_scorer
+        if getattr(self, "_ranker", None) is None and self.ranker is not None:
+            from foilforge.span_ranking import build_span_ranker
 
-            self._scorer = build_span_scorer(self.scorer, param_key)
-        return getattr(self, "_scorer", None)
+            self._ranker = build_span_ranker(self.ranker, param_key)
+        return getattr(self, "_ranker", None)
 
     def describe(self) -> dict:
-        """The proposer and what ranks its words (a model block's model, a plugged-in scorer, or corpus counts)."""
-        scorer = getattr(self, "_scorer", None)
-        if self.scorer is not None and (scorer is None or hasattr(scorer, "spec")):
-            ranked_by = str(self.scorer.get("name_or_path") if isinstance(self.scorer, dict) else self.scorer)
+        """The proposer and what ranks its words (a model block's model, a plugged-in ranker, or corpus counts)."""
+        ranker = getattr(self, "_ranker", None)
+        if self.ranker is not None and (ranker is None or hasattr(ranker, "spec")):
+            ranked_by = str(self.ranker.get("name_or_path") if isinstance(self.ranker, dict) else self.ranker)
         else:
-            ranked_by = type(scorer).__name__ if scorer is not None else "corpus counts"
+            ranked_by = type(ranker).__name__ if ranker is not None else "corpus counts"
         return {"proposer": self.registry_name, "ranked_by": ranked_by,
                 "settings": f"top_k={self.top_k}, max_fills={self.max_fills}, min_count={self.min_count}, "
                             f"depth={self.depth}"}
@@ -82,7 +82,7 @@ class LexiconProposer(Proposer):
     # ---- proposals
 
     def propose(self, sites: list[EditSite], context: ProposerContext,
-                param_key: str = "proposer.args.scorer") -> list[list[Proposal | Refusal]]:
+                param_key: str = "proposer.args.ranker") -> list[list[Proposal | Refusal]]:
         out: list[list[Proposal | Refusal]] = [[] for _ in sites]
         slots = []  # (site index, fills)
         for index, site in enumerate(sites):
@@ -100,13 +100,13 @@ class LexiconProposer(Proposer):
             slots.append((index, fills))
         context.stats["slots"] = context.stats.get("slots", 0) + len(slots)
         context.stats["fills"] = context.stats.get("fills", 0) + sum(len(f) for _, f in slots)
-        scorer = self._get_scorer(param_key)
+        ranker = self._get_ranker(param_key)
         for begin in range(0, len(slots), SCORE_CHUNK):
             part = slots[begin:begin + SCORE_CHUNK]
-            if scorer is None:  # corpus counts: the candidates' own order (most frequent first)
+            if ranker is None:  # corpus counts: the candidates' own order (most frequent first)
                 scores = [[-float(rank) for rank in range(len(fills))] for _, fills in part]
             else:
-                scores = scorer.score([(sites[i].left, sites[i].right, fills) for i, fills in part])
+                scores = ranker.score([(sites[i].left, sites[i].right, fills) for i, fills in part])
             for (index, fills), values in zip(part, scores):
                 site = sites[index]
                 ranked = sorted(((f, s) for f, s in zip(fills, values) if s != float("-inf")),

