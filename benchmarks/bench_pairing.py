@@ -3,7 +3,7 @@
 Two parts, each on files of ../shared/data (skipped when absent); COCO val 2017, where the groups' evidence is the
 other images' captions, is measured by benchmarks/bench_group_evidence.py:
 
-* **Released files through `foilforge pair FILE --like I`**: every VALSE dev piece and both SugarCrepe files.
+* **Released files through `foilforge partners FILE --like I`**: every VALSE dev piece and both SugarCrepe files.
 * **Visual7W-sized input, an estimate**: Visual7W is not here. Every VALSE dev record built from Visual7W is read
   back into (image, counted phrase, number), and existence's and counting's records are paired with the pipeline's
   rule against random subsets of those images of growing size; the coverage curve, fitted in log(images), is

@@ -41,7 +41,7 @@ from benchmarks.common import ROOT, read_metrics, result_path, write_result
 
 NAME = "sample_build"
 # stage kinds in pipeline order (dvc.yaml); check-params is `make repro`'s first command
-KINDS = ("check-params", "ingest", "foil", "score", "pair", "select", "validate", "bias", "baseline", "export", "evaluate")
+KINDS = ("check-params", "ingest", "foil", "score", "partners", "select", "validate", "bias", "baseline", "export", "evaluate")
 TIMES = ("wall_s", "cpu_s", "startup_s", "import_s", "model_load_s", "work_s")
 
 
@@ -67,7 +67,7 @@ class LoadSampler(threading.Thread):
 def stage_name(argv: list[str]) -> str:
     """`foil relations --input ...` -> foil@relations; `export ...` -> export (dvc.yaml's stage names)."""
     command = argv[0] if argv else "?"
-    if command in ("ingest", "foil", "score", "pair", "select", "validate", "bias", "baseline") and len(argv) > 1:
+    if command in ("ingest", "foil", "score", "partners", "select", "validate", "bias", "baseline") and len(argv) > 1:
         return f"{command}@{argv[1]}"
     return command
 

@@ -2,8 +2,8 @@
 
 Two uses:
 
-    foilforge pair INSTRUMENT --input data/scored/I.jsonl --samples data/ingested/SOURCE.jsonl \
-        --output data/partners/I.jsonl --metrics data/metrics/pair/I.json
+    foilforge partners INSTRUMENT --input data/scored/I.jsonl --samples data/ingested/SOURCE.jsonl \
+        --output data/partners/I.jsonl --metrics data/metrics/partners/I.json
 
 runs the instrument's pairer (params.yaml `instruments.I.pairing`) on every scored record: one line a record with
 its candidate partners, in the pairer's order. select then prefers, among a sample's candidates that pass the
@@ -11,7 +11,7 @@ keep rules, one that can be paired (`pairing.prefer_pairable`), and gives each k
 image, each image at most once; so a threshold change reruns select, never this stage. An instrument whose
 source says nothing about another image (`pairer: null`) gets no partners and its `why` in the metrics.
 
-    foilforge pair FILE --like INSTRUMENT --output DIR
+    foilforge partners FILE --like INSTRUMENT --output DIR
 
 mines groups inside a released benchmark file (VALSE JSON, SugarCrepe JSON, foilforge JSONL): records whose foil
 is another image's caption, compared as INSTRUMENT's pairer compares texts, the partner image never stating the

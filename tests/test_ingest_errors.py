@@ -307,3 +307,14 @@ def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
     assert capsys.readouterr().err == (f"foilforge ingest: error: {data}/captions.json, record annotations[0], "
                                        "field 'image_id': expected int, got NoneType (None)\n")
     assert not out.parent.exists()
+
+
+def test_a_renamed_command_says_its_new_name(capsys):
+    """`foilforge pair` finds each record's partners; a "pair" is a caption and its foil, so the command is `partners`."""
+    from foilforge.pipeline.stages.cli import main
+
+    assert main(["pair", "relations", "--input", "x.jsonl"]) == 2
+    assert capsys.readouterr().err.strip() == "foilforge pair: error: the command is now `foilforge partners`"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["partners", "--help"])
+    assert exit_info.value.code == 0 and "--samples" in capsys.readouterr().out

@@ -20,7 +20,7 @@ COMMANDS = {
     "ingest": ("foilforge.pipeline.stages.ingest", "normalise one source (params.yaml sources.NAME) into a JSONL table"),
     "foil": ("foilforge.pipeline.stages.foil", "apply one instrument's foiler to samples, write foil records (JSONL)"),
     "score": ("foilforge.pipeline.stages.score", "score foil records with the filters params.yaml lists for an instrument (scores stored on each record)"),
-    "pair": ("foilforge.pipeline.stages.pair", "find second images that each foil describes (Winoground groups); or mine groups in a released file (--like)"),
+    "partners": ("foilforge.pipeline.stages.partners", "find second images that each foil describes (Winoground groups); or mine groups in a released file (--like)"),
     "select": ("foilforge.pipeline.stages.select", "apply the keep rules of params.yaml to scored records; write kept records and metrics"),
     "validate": ("foilforge.pipeline.stages.validate", "human validation: votes -> mturk counts, valid flags, agreement (VALSE Table 5)"),
     "bias": ("foilforge.pipeline.stages.bias", "bias checks for one instrument: JS divergence, class balance, plots"),
@@ -34,6 +34,9 @@ COMMANDS = {
     "profile": ("foilforge.pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
     "params-doc": ("foilforge.pipeline.stages.params_doc", "write docs/params.md (every params.yaml key) from the schema"),
 }
+
+#: commands under their former names: a "pair" is a caption and its foil; the stage finds each record's partners
+RENAMED_COMMANDS = {"pair": "partners"}
 
 
 def _version_line() -> str:
@@ -73,6 +76,11 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    renamed = next((word for word in argv if not word.startswith("-")), None)
+    if renamed in RENAMED_COMMANDS:
+        print(f"foilforge {renamed}: error: the command is now `foilforge {RENAMED_COMMANDS[renamed]}`", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rejected", required=True, help="rejected records with their passed flags (JSONL)")
     parser.add_argument("--metrics", required=True, help="counts per filter and the funnel (JSON)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--partners", default=None, help="each record's partner images (JSONL), from `foilforge pair`: "
+    parser.add_argument("--partners", default=None, help="each record's partner images (JSONL), from `foilforge partners`: "
                         "prefer candidates with one, and group the kept records (Winoground groups)")
     parser.add_argument("--funnel", default=None, help="the funnel as plot data, `step,records` (CSV; `dvc plots show`)")
 

@@ -1,4 +1,4 @@
-"""`foilforge pair`: each record's partners, second images its foil describes (Winoground groups), or `--mine`
+"""`foilforge partners`: each record's partners, second images its foil describes (Winoground groups), or `--mine`
 for a released file (how: pipeline/partners.py)."""
 
 from __future__ import annotations
