@@ -8,7 +8,8 @@ that stand there in English order may be added: none of a class the phrase alrea
 class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
 brown dog", "a red car" never "a red old car"). The article follows the added word ("a dog" -> "an old dog").
 No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour
-word reads as skin colour, which a benchmark must not make an attribute to detect. The proposer (lexicon: the
+word reads as skin colour, which a benchmark must not make an attribute to detect. No size is added to a singular
+noun without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. The proposer (lexicon: the
 attribute-class adjectives the run's captions give the same noun, else the colours) chooses the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil
 with exactly one adjective removed, an adjective no caption of the image states.
 
@@ -19,7 +20,7 @@ measures it, and only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of, load_classes
+from foilforge.foilers.lang.attributes import AMOUNT_READ_CLASS, SKIN_READ_CLASS, class_of, load_classes
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
@@ -65,6 +66,8 @@ class AddAttribute(SugarFoiler):
                 name for name, c in classes.items() if c.order < last_order)
             if names_a_person(token.lower_, lemma):
                 excluded |= {SKIN_READ_CLASS}
+            if token.tag_ == "NN" and not any(c.dep_ in ("det", "nummod", "poss") for c in token.children):
+                excluded |= {AMOUNT_READ_CLASS}  # a singular noun without a determiner is a mass noun here
             start = first
             while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
                 start -= 1

@@ -4,7 +4,8 @@ Sites: every adjective of an attribute class (foilers/lang/attribute_classes.yam
 pattern, weather, size, age, state) that modifies a noun (`amod`) or is predicated of one (`acomp`), with a
 preceding indefinite article ("an old car" -> "a new car"); coordinated adjectives ("black and white") are left
 alone: replacing one half changes a two-colour object into another two-colour one. A colour said of a noun that
-names people ("a white man", "the woman is black") is left alone too: it reads as skin colour. The proposer (lexicon: the
+names people ("a white man", "the woman is black") is left alone too: it reads as skin colour. So is either word of
+a shaded colour ("light green" never becomes "light white", nor "dark blue" "bright blue"). The proposer (lexicon: the
 class's contradicting words and WordNet antonyms) words the replacement; the foil must pass the replace checks
 (foilers/lang/exact_edits.py): one adjective replaced by another, no synonym (nor one of the class's `same`
 groups, gray / grey), stated by no caption of the image.
@@ -13,7 +14,7 @@ groups, gray / grey), stated by no caption of the image.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of
+from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of, in_a_shaded_colour
 from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
@@ -57,6 +58,8 @@ class ReplaceAttribute(SugarFoiler):
             if attribute_class is None or token.dep_ not in ("amod", "acomp") or token.pos_ not in ("ADJ", "VERB"):
                 continue
             if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
+                continue
+            if in_a_shaded_colour(doc, token.i):
                 continue
             if attribute_class.name == SKIN_READ_CLASS and any(names_a_person(n.lower_, n.lemma_.lower())
                                                               for n in described_nouns(token)):

@@ -519,3 +519,31 @@ def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
     assert replace_sites("A white man holds a red umbrella.") == ["red"]
     assert replace_sites("The woman is black and the car is red.") == ["red"]
     assert replace_sites("A white dog holds a red ball.") == ["white", "red"]
+
+
+def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
+    """"light green" is one colour: replacing either word ("light white", "bright blue" for "dark blue") makes a foil
+    that reads oddly or says nothing against the caption. Before a noun without a determiner ("lots of traffic") a
+    size reads as an amount ("lots of little traffic"): add_att adds none there, other classes still."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
+    replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
+
+    def replace_sites(caption):
+        return [s.word for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    def size_excluded(caption):
+        return {s.word: "size" in s.exclude_classes for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+
+    # from COCO val 2017 captions
+    assert replace_sites("The shower room has a light green tint.") == []
+    assert replace_sites("A bright pink toilet seat in a bathroom.") == []
+    assert replace_sites("A dark blue car next to an old red truck.") == ["old", "red"]
+    assert replace_sites("A green car next to a dark room.") == ["green", "dark"]
+    assert size_excluded("A street with lots of traffic.") == {"street": False, "traffic": True}  # "lots" is a quantity noun
+    assert size_excluded("A plate of food on a table.") == {"plate": False, "food": True, "table": False}
+    assert size_excluded("Two dogs and a cat.") == {"dog": False, "cat": False}

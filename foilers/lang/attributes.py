@@ -18,6 +18,22 @@ from foilforge.errors import ConfigError
 CLASSES_PATH = Path(__file__).with_name("attribute_classes.yaml")
 #: the attribute class that, said of a person, reads as skin colour (add_att adds none there, replace_att changes none)
 SKIN_READ_CLASS = "colour"
+#: the attribute class that, before a noun used without a determiner ("lots of traffic", "a plate of food"), reads
+#: as an amount ("lots of little traffic"): add_att adds none there
+AMOUNT_READ_CLASS = "size"
+#: words that say how light or deep a colour is: the pair is one colour ("light green"), so neither word alone is
+#: an attribute to replace ("light white", "bright green" for "dark green")
+SHADE_WORDS = frozenset(("light", "dark", "bright", "pale", "deep", "pastel", "neon", "hot", "navy", "royal", "sky"))
+
+
+def in_a_shaded_colour(doc, i: int) -> bool:
+    """Whether token `i` is half of a shade-and-colour pair: a colour after a shade word, or a shade word before a
+    colour ("light green", "dark blue", "hot pink")."""
+    colour = load_classes()[SKIN_READ_CLASS].words
+    word = doc[i].lower_
+    before = doc[i - 1].lower_ if i > 0 else None
+    after = doc[i + 1].lower_ if i + 1 < len(doc) else None
+    return (word in colour and before in SHADE_WORDS) or (word in SHADE_WORDS and after in colour)
 
 
 @dataclass(frozen=True)
