@@ -84,7 +84,7 @@ def test_the_foiler_passes_the_whole_conformance_suite(registered, tmp_path):
 
 
 def test_the_typos_the_doc_mentions_are_caught(registered):
-    with pytest.raises(ConfigError, match=r"unknown argument\(s\) colour; allowed: colours, scorer, top_k"):
+    with pytest.raises(ConfigError, match=r"unknown argument\(s\) colour; allowed: colours, ranker, top_k"):
         FOILERS.build(NAME, {"colour": ["red"]}, where="params.yaml instruments.colour.args")
     with pytest.raises(ConfigError, match=r"^params.yaml instruments.colour.args.top_k: expected a value >= 1, got 0 \(foiler colour_swap.v1\)$"):
         FOILERS.build(NAME, {"top_k": 0}, where="params.yaml instruments.colour.args")

@@ -239,7 +239,7 @@ def test_relations_on_ray_scores_in_the_local_engines_batches(coco_sample, tiny_
     """A model-backed foiler: each Ray actor loads the span ranker once and journals into the shared journal."""
     params, samples = coco_sample
     relations = dict(params["instruments"]["relations"], max_samples=60)
-    relations["args"] = dict(relations["args"], scorer={"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()),
+    relations["args"] = dict(relations["args"], ranker={"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()),
                                                         "device": "cpu", "batch_size": 8})
     params = {**params, "instruments": {**params["instruments"], "relations": relations},
               "engine": {"batch_size": 20, "ray": {"num_cpus": 2, "workers": 2}}}
