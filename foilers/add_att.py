@@ -3,8 +3,10 @@ on a couch").
 
 Sites: every common noun that heads its phrase (not a compound modifier, part or quantity noun) after a
 determiner or another word of the caption (an adjective added at the caption's very start would move its capital
-letter). The adjective goes right before the noun, or before its compound ("a wooden park bench"), so only classes
-that stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
+letter). Not sites: a collective noun with its members after it ("a bunch of fruit", "a group of people": "a
+purple bunch", "a small black group" say something of the collection) and the words of an all-capitals caption.
+The adjective goes right before the noun, or before its compound ("a wooden park bench"), so only classes that
+stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
 class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
 brown dog", "a red car" never "a red old car"). The article follows the added word ("a dog" -> "an old dog").
 No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import AMOUNT_READ_CLASS, SKIN_READ_CLASS, class_of, load_classes
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
+from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
@@ -52,8 +54,10 @@ class AddAttribute(SugarFoiler):
         for token in doc:
             lemma = token.lemma_.lower()
             if token.tag_ not in NOUN_TAGS or token.dep_ == "compound" or lemma in PART_NOUNS or \
-                    lemma in QUANTITY_NOUNS or not lemma.isalpha():
+                    lemma in QUANTITY_NOUNS or not lemma.isalpha() or token.is_upper:
                 continue
+            if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
+                continue  # "a bunch of fruit": an adjective there is said of the bunch ("a purple bunch of fruit")
             first = compound_start(token)
             if first == 0:
                 continue

@@ -35,6 +35,7 @@ from collections import Counter
 
 from foilforge.foiler import FOILERS, RunContext, propose_per_sample
 from foilforge.foilers.coreference import CoreferenceFoiler, _words, dialogue_text, yes_no
+from foilforge.foilers.lang.number import COLLECTIVE_NOUNS
 from foilforge.records import Foil, foil_record
 
 #: third-person personal and possessive pronouns that can corefer with a caption NP
@@ -58,11 +59,6 @@ EXPLETIVE_PREDICATES = (
     "color", "colour", "colored", "black and white", "photo", "picture", "image", "photograph", "blurry", "sepia",
     "professional", "close up", "closeup", "zoomed", "taken", "filtered",
 )
-#: plural pronouns may refer to one of these singular nouns ("a herd of elephants ... are they")
-COLLECTIVE_NOUNS = frozenset((
-    "group", "herd", "flock", "crowd", "team", "family", "couple", "pair", "bunch", "pack", "line", "row", "fleet",
-    "band", "troop", "gaggle", "school", "swarm", "set", "stack", "pile", "lot", "collection", "variety", "number",
-))
 
 DROP_RULES = ("not_yes_no", "no_third_person_pronoun", "expletive_it", "unresolved")
 _EXPLETIVE_RES = tuple(re.compile(rf"\b{re.escape(p)}\b") for p in EXPLETIVE_PREDICATES)

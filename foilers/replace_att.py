@@ -55,8 +55,9 @@ class ReplaceAttribute(SugarFoiler):
         out = []
         for token in doc:
             attribute_class = class_of(token.lower_)
-            if attribute_class is None or token.dep_ not in ("amod", "acomp") or token.pos_ not in ("ADJ", "VERB"):
-                continue
+            if attribute_class is None or token.dep_ not in ("amod", "acomp") or token.pos_ not in ("ADJ", "VERB") \
+                    or token.is_upper:
+                continue  # in an all-capitals caption a replacement would stand out in lower case
             if token.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in token.children):
                 continue
             if in_a_shaded_colour(doc, token.i):

@@ -547,3 +547,24 @@ def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
     assert size_excluded("A street with lots of traffic.") == {"street": False, "traffic": True}  # "lots" is a quantity noun
     assert size_excluded("A plate of food on a table.") == {"plate": False, "food": True, "table": False}
     assert size_excluded("Two dogs and a cat.") == {"dog": False, "cat": False}
+
+
+def test_no_attribute_on_a_collection_or_in_an_all_capitals_caption(nlp):
+    """From COCO val 2017: "A bunch of yellow and orange fruit" once became "A purple bunch of ...", "A small group
+    of people" "A small black group of people", and "MAN ON A CONTRAPTION, SURROUNDED BY ..." "... red SURROUNDED"."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
+    replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
+
+    def add_sites(caption):
+        return [s.word for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    assert add_sites("A bunch of yellow and orange fruit in varied sizes.") == ["fruit", "size"]
+    assert add_sites("A small group of people standing in a red and white room.") == ["people", "room"]
+    assert add_sites("MAN ON A CONTRAPTION, SURROUNDED BY A BICYCLE AND ANOTHER PERSON") == []
+    assert [s.word for s in replace.sites(nlp("A RED CAR ON A STREET."), {"id": "x", "caption": "A RED CAR ON A STREET."},
+                                          where)] == []

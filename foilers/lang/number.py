@@ -71,6 +71,13 @@ PART_NOUNS = (
 )
 
 #: "a N of X" where N works as a quantifier over X ("a couple of people"): not an object
+#: singular nouns that name a collection of things ("a herd of elephants"): a plural pronoun may refer to one, and
+#: an adjective before one says something of the collection, not of its members ("a purple bunch of fruit")
+COLLECTIVE_NOUNS = frozenset((
+    "group", "herd", "flock", "crowd", "team", "family", "couple", "pair", "bunch", "pack", "line", "row", "fleet",
+    "band", "troop", "gaggle", "school", "swarm", "set", "stack", "pile", "lot", "collection", "variety", "number",
+))
+
 QUANTITY_NOUNS = (
     "couple", "lot", "lots", "number", "plenty", "variety", "assortment", "handful", "dozen", "dozens", "ton",
     "tons", "few", "array", "selection", "mix", "mixture", "amount", "abundance", "multitude", "several",
