@@ -4,7 +4,8 @@ on a couch").
 Sites: every common noun that heads its phrase (not a compound modifier, part or quantity noun) after a
 determiner or another word of the caption (an adjective added at the caption's very start would move its capital
 letter). Not sites: a collective noun with its members after it ("a bunch of fruit", "a group of people": "a
-purple bunch", "a small black group" say something of the collection) and the words of an all-capitals caption.
+purple bunch", "a small black group" say something of the collection), a noun that names nothing an attribute can be seen on (its first WordNet senses
+all events, acts, states, times: "a white race", "a red game"), and the words of an all-capitals caption.
 The adjective goes right before the noun, or before its compound ("a wooden park bench"), so only classes that
 stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
 class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
@@ -22,7 +23,13 @@ measures it, and only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import AMOUNT_READ_CLASS, SKIN_READ_CLASS, class_of, load_classes
+from foilforge.foilers.lang.attributes import (
+    AMOUNT_READ_CLASS,
+    SKIN_READ_CLASS,
+    class_of,
+    load_classes,
+    takes_attributes,
+)
 from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
@@ -55,6 +62,8 @@ class AddAttribute(SugarFoiler):
             lemma = token.lemma_.lower()
             if token.tag_ not in NOUN_TAGS or token.dep_ == "compound" or lemma in PART_NOUNS or \
                     lemma in QUANTITY_NOUNS or not lemma.isalpha() or token.is_upper:
+                continue
+            if not (takes_attributes(lemma) or names_a_person(token.lower_, lemma)):  # people: WordNet's group
                 continue
             if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
                 continue  # "a bunch of fruit": an adjective there is said of the bunch ("a purple bunch of fruit")

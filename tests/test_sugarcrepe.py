@@ -544,7 +544,6 @@ def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
     assert replace_sites("A bright pink toilet seat in a bathroom.") == []
     assert replace_sites("A dark blue car next to an old red truck.") == ["old", "red"]
     assert replace_sites("A green car next to a dark room.") == ["green", "dark"]
-    assert size_excluded("A street with lots of traffic.") == {"street": False, "traffic": True}  # "lots" is a quantity noun
     assert size_excluded("A plate of food on a table.") == {"plate": False, "food": True, "table": False}
     assert size_excluded("Two dogs and a cat.") == {"dog": False, "cat": False}
 
@@ -563,8 +562,12 @@ def test_no_attribute_on_a_collection_or_in_an_all_capitals_caption(nlp):
     def add_sites(caption):
         return [s.word for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
 
-    assert add_sites("A bunch of yellow and orange fruit in varied sizes.") == ["fruit", "size"]
+    assert add_sites("A bunch of yellow and orange fruit in varied sizes.") == ["fruit"]  # a size is an attribute
     assert add_sites("A small group of people standing in a red and white room.") == ["people", "room"]
     assert add_sites("MAN ON A CONTRAPTION, SURROUNDED BY A BICYCLE AND ANOTHER PERSON") == []
+    # "two motocross racers in the middle of a white race": an event; a kite and a sign are seen, though WordNet's
+    # first senses of them are a possession and a communication
+    assert add_sites("Two racers at the start of a race.") == ["racer"]
+    assert add_sites("A man plays a game with a kite near a sign.") == ["man", "kite", "sign"]
     assert [s.word for s in replace.sites(nlp("A RED CAR ON A STREET."), {"id": "x", "caption": "A RED CAR ON A STREET."},
                                           where)] == []

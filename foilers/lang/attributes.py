@@ -26,6 +26,24 @@ AMOUNT_READ_CLASS = "size"
 SHADE_WORDS = frozenset(("light", "dark", "bright", "pale", "deep", "pastel", "neon", "hot", "navy", "royal", "sky"))
 
 
+#: WordNet lexicographer files of nouns that name nothing an attribute can be seen on: an event ("a white race"),
+#: an act ("a red game"), a state ("the blue darkness"), a time ("a wooden day"), a group as such ("red traffic")
+UNSEEN_LEXNAMES = frozenset(("noun.act", "noun.attribute", "noun.cognition", "noun.event", "noun.feeling",
+                             "noun.group", "noun.motive", "noun.possession", "noun.process", "noun.quantity",
+                             "noun.relation", "noun.state", "noun.time"))
+
+
+@functools.lru_cache(maxsize=16384)
+def takes_attributes(lemma: str) -> bool:
+    """Whether noun `lemma` can name something an attribute is seen on: one of its first three WordNet senses is in
+    none of UNSEEN_LEXNAMES (a sign is a communication in its first senses, a kite a possession, yet both are seen:
+    only nouns whose common senses are all unseen are refused). False for a word WordNet does not know."""
+    from foilforge.foilers.lang.exact_edits import _synsets
+
+    synsets = _synsets(lemma, "n")[:3]
+    return any(synset.lexname() not in UNSEEN_LEXNAMES for synset in synsets)
+
+
 def in_a_shaded_colour(doc, i: int) -> bool:
     """Whether token `i` is half of a shade-and-colour pair: a colour after a shade word, or a shade word before a
     colour ("light green", "dark blue", "hot pink")."""
