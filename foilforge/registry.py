@@ -145,11 +145,6 @@ class Registry:
 OLD_HOOKS = {"validate": "check", "validate_sample": "check_sample"}
 
 
-#: plug-in arguments under their former names: a "scorer" gives a whole text (with or without an image) a number;
-#: what ranks the fills of a gap in a sentence is a span ranker (foilforge/span_ranking.py)
-RENAMED_ARGUMENTS = {"scorer": "ranker"}
-
-
 def _refuse_old_hooks(cls: type, where: str) -> None:
     """A plug-in written against the former hook names would have its checks silently skipped: refuse it instead."""
     for klass in cls.__mro__:
@@ -159,6 +154,11 @@ def _refuse_old_hooks(cls: type, where: str) -> None:
             if old in vars(klass):
                 raise ConfigError(f"{where}: {klass.__qualname__} defines {old}(); the hook is named {new}() "
                                   f"(docs/add_a_foiler.md)")
+
+
+#: plug-in arguments under their former names: a "scorer" gives a whole text (with or without an image) a number;
+#: what ranks the fills of a gap in a sentence is a span ranker (foilforge/span_ranking.py)
+RENAMED_ARGUMENTS = {"scorer": "ranker"}
 
 
 def check_args(factory, args: dict, where: str) -> None:
