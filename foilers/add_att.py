@@ -68,6 +68,9 @@ class AddAttribute(SugarFoiler):
             if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
                 continue  # "a bunch of fruit": an adjective there is said of the bunch ("a purple bunch of fruit")
             first = compound_start(token)
+            while first > 0 and doc[first - 1].dep_ == "amod" and doc[first - 1].head.i == token.i and \
+                    doc[first - 1].tag_ in ("NN", "NNS", "VBG"):
+                first -= 1  # a noun or gerund tagged as a modifier is a compound's first word ("living room")
             if first == 0:
                 continue
             present = [class_of(c.lower_) for c in token.children if c.dep_ == "amod"]

@@ -565,6 +565,11 @@ def test_no_attribute_on_a_collection_or_in_an_all_capitals_caption(nlp):
     assert add_sites("A bunch of yellow and orange fruit in varied sizes.") == ["fruit"]  # a size is an attribute
     assert add_sites("A small group of people standing in a red and white room.") == ["people", "room"]
     assert add_sites("MAN ON A CONTRAPTION, SURROUNDED BY A BICYCLE AND ANOTHER PERSON") == []
+    # "a small room with living room ..." once became "... with living white room": the adjective goes before the
+    # compound, whose first word the parser tagged as a modifier
+    caption = "A small room with living room and a table."
+    rooms = [s for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where) if s.word == "room"]
+    assert [s.insert_at for s in rooms] == [caption.index("room with"), caption.index("living room")]
     # "two motocross racers in the middle of a white race": an event; a kite and a sign are seen, though WordNet's
     # first senses of them are a possession and a communication
     assert add_sites("Two racers at the start of a race.") == ["racer"]
