@@ -29,6 +29,7 @@ from foilforge.foilers.lang.attributes import (
     class_of,
     load_classes,
     takes_attributes,
+    without_determiner,
 )
 from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
@@ -82,8 +83,8 @@ class AddAttribute(SugarFoiler):
                 name for name, c in classes.items() if c.order < last_order)
             if names_a_person(token.lower_, lemma):
                 excluded |= {SKIN_READ_CLASS}
-            if token.tag_ == "NN" and not any(c.dep_ in ("det", "nummod", "poss") for c in token.children):
-                excluded |= {AMOUNT_READ_CLASS}  # a singular noun without a determiner is a mass noun here
+            if without_determiner(token):
+                excluded |= {AMOUNT_READ_CLASS}
             start = first
             while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
                 start -= 1

@@ -5,7 +5,9 @@ pattern, weather, size, age, state) that modifies a noun (`amod`) or is predicat
 preceding indefinite article ("an old car" -> "a new car"); coordinated adjectives ("black and white") are left
 alone: replacing one half changes a two-colour object into another two-colour one. A colour said of a noun that
 names people ("a white man", "the woman is black") is left alone too: it reads as skin colour. So is either word of
-a shaded colour ("light green" never becomes "light white", nor "dark blue" "bright blue"). The proposer (lexicon: the
+a shaded colour ("light green" never becomes "light white", nor "dark blue" "bright blue"), a size said of a noun
+without a determiner ("very little traffic": an amount) and little, big, small or large said of a person ("a little
+boy": an age; tall and short stay). The proposer (lexicon: the
 class's contradicting words and WordNet antonyms) words the replacement; the foil must pass the replace checks
 (foilers/lang/exact_edits.py): one adjective replaced by another, no synonym (nor one of the class's `same`
 groups, gray / grey), stated by no caption of the image.
@@ -14,7 +16,14 @@ groups, gray / grey), stated by no caption of the image.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import SKIN_READ_CLASS, class_of, in_a_shaded_colour
+from foilforge.foilers.lang.attributes import (
+    AGE_READ_SIZES,
+    AMOUNT_READ_CLASS,
+    SKIN_READ_CLASS,
+    class_of,
+    in_a_shaded_colour,
+    without_determiner,
+)
 from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
@@ -62,9 +71,13 @@ class ReplaceAttribute(SugarFoiler):
                 continue
             if in_a_shaded_colour(doc, token.i):
                 continue
-            if attribute_class.name == SKIN_READ_CLASS and any(names_a_person(n.lower_, n.lemma_.lower())
-                                                              for n in described_nouns(token)):
+            nouns = described_nouns(token)
+            people = any(names_a_person(n.lower_, n.lemma_.lower()) for n in nouns)
+            if attribute_class.name == SKIN_READ_CLASS and people:
                 continue
+            if attribute_class.name == AMOUNT_READ_CLASS and (any(without_determiner(n) for n in nouns) or (
+                    people and token.lower_ in AGE_READ_SIZES)):
+                continue  # "very little traffic" is an amount, "a little boy" an age
             start = token.idx
             if token.i > 0 and doc[token.i - 1].lower_ in ("a", "an"):
                 start = doc[token.i - 1].idx

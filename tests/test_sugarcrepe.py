@@ -544,6 +544,9 @@ def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
     assert replace_sites("A bright pink toilet seat in a bathroom.") == []
     assert replace_sites("A dark blue car next to an old red truck.") == ["old", "red"]
     assert replace_sites("A green car next to a dark room.") == ["green", "dark"]
+    # from COCO val: "very little traffic" -> "very large traffic", "Cute little boy" -> "Cute large boy"
+    assert replace_sites("There is very little traffic at this city intersection.") == []
+    assert replace_sites("A little boy next to a tall man and a small dog.") == ["tall", "small"]
     assert size_excluded("A plate of food on a table.") == {"plate": False, "food": True, "table": False}
     assert size_excluded("Two dogs and a cat.") == {"dog": False, "cat": False}
 

@@ -21,6 +21,16 @@ SKIN_READ_CLASS = "colour"
 #: the attribute class that, before a noun used without a determiner ("lots of traffic", "a plate of food"), reads
 #: as an amount ("lots of little traffic"): add_att adds none there
 AMOUNT_READ_CLASS = "size"
+#: size words that, said of a person, read as age ("a little boy", "her big sister"): replace_att changes none there
+AGE_READ_SIZES = frozenset(("little", "big", "small", "large"))
+
+
+def without_determiner(noun) -> bool:
+    """Whether a singular noun stands without a determiner, numeral or possessive ("lots of traffic", "on red table"):
+    a mass noun, or a caption's telegraphic style. A size before one reads as an amount ("little traffic")."""
+    return noun.tag_ == "NN" and not any(c.dep_ in ("det", "nummod", "poss") for c in noun.children)
+
+
 #: words that say how light or deep a colour is: the pair is one colour ("light green"), so neither word alone is
 #: an attribute to replace ("light white", "bright green" for "dark green")
 SHADE_WORDS = frozenset(("light", "dark", "bright", "pale", "deep", "pastel", "neon", "hot", "navy", "royal", "sky"))
