@@ -6,7 +6,10 @@ COCO caption, every pair of single-word adjectives (spaCy tag JJ, relation
 part of a coordination ("black and white") or a contrastive/quantity word
 ("other", "same", "many": `skip_adjectives`), neither heads a phrase of its own
 (it follows its noun, "a vase full of tulips", or has dependents, "very big",
-"a beach dry dock"), and the nouns are not one noun's coordination. Only the
+"a beach dry dock"), and the nouns are not one noun's coordination. Neither word of a shaded colour ("light green") moves, nor an
+adjective of no attribute class that opens a compound ("cast iron stove"); no colour lands on a noun that names
+people (it reads as skin colour), nor little, big, small or large (an age), nor a word on a noun that keeps another
+of its class ("A large red and yellow truck" -> "A white red and yellow truck"). Only the
 two adjectives move; an indefinite article right before
 either is fixed for its new neighbour ("an old car next to a red house" -> "a
 red car next to an old house", inflect). The foil is re-parsed and kept only
@@ -25,7 +28,9 @@ from collections import Counter
 
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
+from foilforge.foilers.lang.attributes import AGE_READ_SIZES, SKIN_READ_CLASS, class_of, in_a_shaded_colour
 from foilforge.foilers.lang.inflection import indefinite_article
+from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
 from foilforge.records import Foil
 
@@ -34,6 +39,24 @@ SKIP_ADJECTIVES = (
     "last", "first", "second", "third", "single", "lone", "whole", "entire", "such", "certain", "main", "top",
     "bottom", "front", "back", "left", "right", "middle", "more", "most", "less", "least", "much",
 )
+
+
+def landing_misreads(leaving, arriving) -> str | None:
+    """Why `arriving` cannot take `leaving`'s place before its noun, or None: a colour on a person reads as skin
+    colour ("A yellow man"), little, big, small or large on a person as age ("a big girl"), and a second word of a
+    class the noun keeps stacks ("A large red and yellow truck" -> "A white red and yellow truck")."""
+    noun = leaving.head
+    person = names_a_person(noun.lower_, noun.lemma_.lower())
+    arriving_class = class_of(arriving.lower_)
+    if person and arriving_class is not None and arriving_class.name == SKIN_READ_CLASS:
+        return "colour_on_a_person"
+    if person and arriving.lower_ in AGE_READ_SIZES:
+        return "size_on_a_person"
+    kept = [c for c in noun.children if c.dep_ == "amod" and c.i != leaving.i]
+    kept += [g for c in kept for g in c.children if g.dep_ == "conj"]
+    if arriving_class is not None and any(class_of(c.lower_) == arriving_class for c in kept):
+        return "stacked_attribute"
+    return None
 
 
 @FOILERS.register("swap_att.v1")
@@ -79,6 +102,12 @@ class SwapAttributeFoiler(SwapFoiler):
             if token.i > token.head.i or token.n_lefts or token.n_rights:
                 stats["adjective_phrase"] += 1
                 continue
+            # "light green" is one colour; an adjective of no class before a compound's word is part of it ("a cast
+            # iron stove" never becomes "a focal iron stove")
+            if in_a_shaded_colour(doc, token.i) or (class_of(token.lower_) is None and token.i + 1 < len(doc)
+                                                    and doc[token.i + 1].dep_ == "compound"):
+                stats["adjective_of_a_compound"] += 1
+                continue
             out.append(token)
         return out
 
@@ -94,6 +123,10 @@ class SwapAttributeFoiler(SwapFoiler):
                 continue
             if x.head.dep_ == "conj" and x.head.head.i == y.head.i or y.head.dep_ == "conj" and y.head.head.i == x.head.i:
                 stats["coordinated_nouns"] += 1
+                continue
+            misread = landing_misreads(x, y) or landing_misreads(y, x)
+            if misread:
+                stats[f"rejected_{misread}"] += 1
                 continue
             edits = [(x.idx, x.idx + len(x), y.text), (y.idx, y.idx + len(y), x.text)]
             for adjective, new in ((x, y), (y, x)):

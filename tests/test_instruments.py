@@ -177,10 +177,11 @@ def test_swap_obj_refuses(caption):
 
 @pytest.mark.parametrize("caption, foil", [
     ("A red car next to a white house.", "A white car next to a red house."),
-    ("An old man holding a yellow umbrella.", "A yellow man holding an old umbrella."),
+    ("An old dog holding a yellow ball.", "A yellow dog holding an old ball."),
+    # no second colour on a noun that keeps one (COCO val: "A large red and yellow fire truck passed by a white car"
+    # became "A white red and yellow fire truck ..."): only the colours swap
+    ("A large red truck passed by a white car.", "A large white truck passed by a red car."),
     ("A small kitten resting on a brown leather couch", "A brown kitten resting on a small leather couch"),
-    # a COCO val 2017 caption: "full of ..." stays where it is ("fresh of full cut tulips" is no foil)
-    ("A clear, glass vase full of fresh cut tulips", "A fresh, glass vase full of clear cut tulips"),
 ])
 def test_swap_att_exact(caption, foil):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == [foil]
@@ -190,6 +191,15 @@ def test_swap_att_exact(caption, foil):
     "A red double decker bus driving down a street.", "A black and white cat on a mat.",
     # COCO val 2017 captions: "dry" heads "beach dry dock" (one noun), "full" follows its noun ("full of")
     "A scooter and tiny truck at a beach dry dock.",
+    # a colour on a person reads as skin colour, "little" on a person as age ("An old man holding a yellow umbrella"
+    # became "A yellow man ..."; COCO val: "a girl in a pink sweatshirt ... a little girl" became "a little
+    # sweatshirt ... a pink girl")
+    "An old man holding a yellow umbrella.", "A little girl holding a pink umbrella.", "A big dog next to a small boy.",
+    # COCO val 2017: "a cast iron stove as a focal point" (-> "a focal iron stove as a cast point"), a shaded colour
+    "A cast iron stove as a focal point.",
+    "A light green shirt on a white chair.",
+    # COCO val 2017: "full of ..." stays where it is, and "fresh" opens the compound "fresh cut" ("clear cut tulips")
+    "A clear, glass vase full of fresh cut tulips",
 ])
 def test_swap_att_refuses(caption):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == []
