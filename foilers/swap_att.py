@@ -69,8 +69,10 @@ class SwapAttributeFoiler(SwapFoiler):
         ({"id": "g1", "image_file": "1.jpg", "caption": "A red car next to a white house."},
          ("A red car next to a white house.", "A white car next to a red house.")),
         # the articles follow the adjectives
-        ({"id": "g2", "image_file": "2.jpg", "caption": "An old man holding a yellow umbrella."},
-         ("An old man holding a yellow umbrella.", "A yellow man holding an old umbrella.")),
+        ({"id": "g2", "image_file": "2.jpg", "caption": "An old dog holding a yellow ball."},
+         ("An old dog holding a yellow ball.", "A yellow dog holding an old ball.")),
+        # a colour on a person reads as skin colour: no foil
+        ({"id": "g5", "image_file": "5.jpg", "caption": "An old man holding a yellow umbrella."}, None),
         # one noun only: nothing to swap
         ({"id": "g3", "image_file": "3.jpg", "caption": "A big brown dog on the grass."}, None),
         # a coordination of adjectives is not a single attribute
