@@ -579,3 +579,26 @@ def test_no_attribute_on_a_collection_or_in_an_all_capitals_caption(nlp):
     assert add_sites("A man plays a game with a kite near a sign.") == ["man", "kite", "sign"]
     assert [s.word for s in replace.sites(nlp("A RED CAR ON A STREET."), {"id": "x", "caption": "A RED CAR ON A STREET."},
                                           where)] == []
+
+
+def test_replacement_objects_from_wordnet_are_concrete_things():
+    """WordNet's co-hyponyms follow every sense of a noun; on the first 400 COCO val captions replace_obj made "some
+    people in a park" "some events in a park", "a map of the Boston subway" "an image of ...", "wood flooring"
+    "front". A WordNet word must name a concrete thing in one of its first two senses and be no part noun; COCO's
+    categories (kite, stop sign) stay whatever WordNet files them under."""
+    from foilforge.foilers.proposers.lexicon import LexiconProposer, concrete_noun
+    from foilforge.proposers import EditSite, ProposerContext
+
+    words = ["event", "events", "image", "front", "way", "head", "woman", "child", "table", "kite", "dog", "drawing"]
+    context = ProposerContext(vocabulary={"noun": {w: 5 for w in words}})
+    proposer = LexiconProposer(max_fills=200)
+
+    def candidates(word):
+        site = EditSite("replace_obj", f"A {word}.", (0, len(word) + 2), f"A {word}", "x/1", word=word, pos="noun")
+        return set(proposer.candidates(site, context))
+
+    assert not candidates("people") & {"event", "events", "way", "image", "front"}
+    assert {"woman", "child"} <= candidates("man")
+    assert "image" not in candidates("map") and "drawing" in candidates("map")
+    assert [concrete_noun(w) for w in ("table", "kite", "event", "image")] == [True, False, False, False]
+    assert "kite" in candidates("frisbee")  # a COCO category of the same supercategory

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
 from foilforge.proposers import PROPOSERS, EditSite, Proposal, Proposer, ProposerContext, Refusal
 from foilforge.schema import PositiveInt
 
@@ -135,7 +136,11 @@ class LexiconProposer(Proposer):
         from foilforge.foilers.lang.exact_edits import lexical_relation
 
         coco = coco_siblings(site.word)
-        wordnet = self._by_count(cohyponyms(site.word, "n", self.depth), context, "noun", attested_only=True)
+        # WordNet's co-hyponyms follow every sense: "people" reaches "events", "fruit" (a consequence) "heads", a
+        # "map" (a representation) "image". COCO's categories are objects by construction; WordNet's must be one
+        wordnet = [w for w in cohyponyms(site.word, "n", self.depth) if concrete_noun(w) and w not in PART_NOUNS
+                   and w not in QUANTITY_NOUNS]
+        wordnet = self._by_count(wordnet, context, "noun", attested_only=True)
         words = [w for w in [*self._by_count(coco, context, "noun", False), *wordnet] if w != site.word]
         return [w for w in words if lexical_relation(site.word, w, "noun") is None]
 
@@ -284,6 +289,19 @@ def wordnet_antonyms(word: str, pos: str) -> tuple[str, ...]:
 
 #: WordNet lexicographer files of nouns that name things one can see in a picture
 PHYSICAL_LEXNAMES = ("noun.animal", "noun.artifact", "noun.food", "noun.person", "noun.plant", "noun.object")
+
+
+#: WordNet lexicographer files of nouns that name a concrete thing: a thing, a living being, a stuff, a place
+CONCRETE_LEXNAMES = PHYSICAL_LEXNAMES + ("noun.body", "noun.location", "noun.substance")
+
+
+@functools.lru_cache(maxsize=16384)
+def concrete_noun(word: str) -> bool:
+    """True when one of the first two WordNet senses of `word` is concrete (CONCRETE_LEXNAMES): a table (a tabular
+    array first, furniture second) is, an event, a way or an image (a mental one first) is not."""
+    from foilforge.foilers.lang.exact_edits import _synsets
+
+    return any(synset.lexname() in CONCRETE_LEXNAMES for synset in _synsets(word, "n")[:2])
 
 
 @functools.lru_cache(maxsize=16384)
