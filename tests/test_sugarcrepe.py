@@ -602,3 +602,20 @@ def test_replacement_objects_from_wordnet_are_concrete_things():
     assert "image" not in candidates("map") and "drawing" in candidates("map")
     assert [concrete_noun(w) for w in ("table", "kite", "event", "image")] == [True, False, False, False]
     assert "kite" in candidates("frisbee")  # a COCO category of the same supercategory
+
+
+def test_replace_obj_replaces_objects_not_events(nlp):
+    """From COCO val: "A boy skate boarding high into the air." became "A way high into the air." (the parser made
+    "boy skate boarding" one compound headed by an act)."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    replace = FOILERS.build("replace_obj.v1", {"spacy_model": SPACY})
+
+    def sites(caption):
+        return [s.word for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    assert sites("A boy skate boarding high into the air.") == ["air"]
+    assert sites("People playing a game of cards in a park.") == ["people", "card", "park"]
