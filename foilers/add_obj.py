@@ -6,7 +6,8 @@ prepositional phrase, clause or "of" complement after its head: "a man in a shir
 into the shirt; a participle is shared: "A sheep and a cow standing in a field"), that is neither part of a coordination already, nor the subject of a finite verb (an added
 object would change "is" to "are": the foil would differ in two places), nor the object of a preposition that
 modifies a noun ("a cat with white stomach": the added object would join the stomach), and not a part or quantity
-noun. The
+noun nor one whose common WordNet senses are all events, acts or states ("playing a game" never becomes "playing a
+game and a boy"; foilers/lang/attributes.takes_attributes). The
 proposer adds "and a <noun>" after the phrase (lexicon: nouns the run's captions name beside the phrase's noun on
 other images, else COCO's categories). The foil must pass the add checks (foilers/lang/exact_edits.py): the
 caption is the foil with exactly one noun phrase and its "and" removed, and the added noun is stated by no
@@ -21,7 +22,8 @@ only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
+from foilforge.foilers.lang.attributes import takes_attributes
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import FINITE_TAGS, NOUN_TAGS, SUBJECT_DEPS, SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
 
@@ -70,6 +72,8 @@ class AddObject(SugarFoiler):
             lemma = head.lemma_.lower()
             if head.tag_ not in NOUN_TAGS or lemma in PART_NOUNS or lemma in QUANTITY_NOUNS or not lemma.isalpha():
                 continue
+            if not (takes_attributes(lemma) or names_a_person(head.lower_, lemma)):
+                continue  # an act or an event takes no object beside it ("playing a game and a boy")
             # a participle after the head is shared by the added object ("A sheep and a cow standing in a field")
             if any(c.i > head.i for c in head.children if not c.is_punct and c.dep_ != "acl") or head.dep_ == "conj" or \
                     any(c.dep_ == "conj" for c in head.children) or finite_subject(head) or noun_modifier(head):

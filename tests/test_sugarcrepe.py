@@ -619,3 +619,8 @@ def test_replace_obj_replaces_objects_not_events(nlp):
 
     assert sites("A boy skate boarding high into the air.") == ["air"]
     assert sites("People playing a game of cards in a park.") == ["people", "card", "park"]
+    # add_obj likewise (COCO val: "Two girls are playing a game on their Nintendo Wii." became "... playing a game and
+    # a boy on ...")
+    add = FOILERS.build("add_obj.v1", {"spacy_model": SPACY})
+    caption = "Two girls are playing a game on their Nintendo Wii."
+    assert [s.word for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)] == []
