@@ -4,7 +4,8 @@ Sites: every common noun (spaCy tag NN / NNS) that heads its phrase, with its wh
 "laptop computer": never one word of it) and a preceding indefinite article (so "a dog" -> "an owl"); part and
 relational nouns ("the side", "the background", "a picture": foilers/lang/number.PART_NOUNS) and quantity heads
 ("a group of") are no objects, nor are nouns whose common WordNet senses are all events, acts, states or times
-("A boy skate boarding" once became "A way"; foilers/lang/attributes.takes_attributes). The proposer (foilforge/proposers.py; lexicon: COCO categories of the noun's
+("A boy skate boarding" once became "A way"; foilers/lang/attributes.takes_attributes), nor a collective noun
+with its members after it ("A crowd of people" once became "A room of people"). The proposer (foilforge/proposers.py; lexicon: COCO categories of the noun's
 supercategory and its WordNet co-hyponyms) words the replacement, in the noun's number. The foil must pass the
 replace checks (foilers/lang/exact_edits.py): one noun phrase replaced by another, not a synonym, hypernym or
 hyponym, stated by no caption of the image. FOIL-it's category replacement is `foil_it`; this type replaces any
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import takes_attributes
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
+from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
@@ -53,6 +54,8 @@ class ReplaceObject(SugarFoiler):
                 continue
             if not (takes_attributes(lemma) or names_a_person(token.lower_, lemma)):
                 continue  # an event, an act, a state ("skate boarding", "a game", "his turn"): no object to replace
+            if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
+                continue  # "a crowd of people": the members are the object ("a room of people")
             first = compound_start(token)
             start = doc[first].idx
             if first > 0 and doc[first - 1].lower_ in ("a", "an"):

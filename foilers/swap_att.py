@@ -7,7 +7,7 @@ part of a coordination ("black and white") or a contrastive/quantity word
 ("other", "same", "many": `skip_adjectives`), neither heads a phrase of its own
 (it follows its noun, "a vase full of tulips", or has dependents, "very big",
 "a beach dry dock"), and the nouns are not one noun's coordination. Neither word of a shaded colour ("light green") moves, nor an
-adjective of no attribute class that opens a compound ("cast iron stove"); no colour lands on a noun that names
+adjective of no attribute class that WordNet knows as one word with the next ("cast iron stove"); no colour lands on a noun that names
 people (it reads as skin colour), nor little, big, small or large (an age), nor a word on a noun that keeps another
 of its class ("A large red and yellow truck" -> "A white red and yellow truck"). Only the
 two adjectives move; an indefinite article right before
@@ -39,6 +39,13 @@ SKIP_ADJECTIVES = (
     "last", "first", "second", "third", "single", "lone", "whole", "entire", "such", "certain", "main", "top",
     "bottom", "front", "back", "left", "right", "middle", "more", "most", "less", "least", "much",
 )
+
+
+def wordnet_compound(first: str, second: str) -> bool:
+    """Whether WordNet knows `first second` as one noun or adjective ("cast iron", "stainless steel")."""
+    from foilforge.foilers.lang.exact_edits import _synsets
+
+    return bool(_synsets(f"{first}_{second}", "n") or _synsets(f"{first}_{second}", "a"))
 
 
 def landing_misreads(leaving, arriving) -> str | None:
@@ -104,10 +111,10 @@ class SwapAttributeFoiler(SwapFoiler):
             if token.i > token.head.i or token.n_lefts or token.n_rights:
                 stats["adjective_phrase"] += 1
                 continue
-            # "light green" is one colour; an adjective of no class before a compound's word is part of it ("a cast
-            # iron stove" never becomes "a focal iron stove")
+            # "light green" is one colour; an adjective of no class that WordNet knows as one word with the next
+            # is part of that word ("a cast iron stove" never becomes "a focal iron stove")
             if in_a_shaded_colour(doc, token.i) or (class_of(token.lower_) is None and token.i + 1 < len(doc)
-                                                    and doc[token.i + 1].dep_ == "compound"):
+                                                    and wordnet_compound(token.lower_, doc[token.i + 1].lower_)):
                 stats["adjective_of_a_compound"] += 1
                 continue
             out.append(token)

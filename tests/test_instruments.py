@@ -178,6 +178,10 @@ def test_swap_obj_refuses(caption):
 @pytest.mark.parametrize("caption, foil", [
     ("A red car next to a white house.", "A white car next to a red house."),
     ("An old dog holding a yellow ball.", "A yellow dog holding an old ball."),
+    # a COCO val 2017 caption: "full of ..." stays where it is ("fresh of full cut tulips" is no foil)
+    ("A clear, glass vase full of fresh cut tulips", "A fresh, glass vase full of clear cut tulips"),
+    # COCO val 2017: "colorful" is no part of "fighter jet" (WordNet knows "cast iron" as one word, not this)
+    ("A colorful fighter jet flying through a blue sky.", "A blue fighter jet flying through a colorful sky."),
     # no second colour on a noun that keeps one (COCO val: "A large red and yellow fire truck passed by a white car"
     # became "A white red and yellow fire truck ..."): only the colours swap
     ("A large red truck passed by a white car.", "A large white truck passed by a red car."),
@@ -198,8 +202,6 @@ def test_swap_att_exact(caption, foil):
     # COCO val 2017: "a cast iron stove as a focal point" (-> "a focal iron stove as a cast point"), a shaded colour
     "A cast iron stove as a focal point.",
     "A light green shirt on a white chair.",
-    # COCO val 2017: "full of ..." stays where it is, and "fresh" opens the compound "fresh cut" ("clear cut tulips")
-    "A clear, glass vase full of fresh cut tulips",
 ])
 def test_swap_att_refuses(caption):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == []

@@ -619,6 +619,7 @@ def test_replace_obj_replaces_objects_not_events(nlp):
 
     assert sites("A boy skate boarding high into the air.") == ["air"]
     assert sites("People playing a game of cards in a park.") == ["people", "card", "park"]
+    assert sites("A crowd of people sitting next to each other.") == ["people"]  # COCO val: "A room of people"
     # add_obj likewise (COCO val: "Two girls are playing a game on their Nintendo Wii." became "... playing a game and
     # a boy on ...")
     add = FOILERS.build("add_obj.v1", {"spacy_model": SPACY})
