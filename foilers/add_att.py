@@ -1,20 +1,22 @@
 """SugarCrepe add-att: an attribute the image does not show added to an object ("A dog on a couch" -> "A brown dog
 on a couch").
 
-Sites: every common noun that heads its phrase (not a compound modifier, part or quantity noun) after a
-determiner or another word of the caption (an adjective added at the caption's very start would move its capital
-letter). Not sites: a collective noun with its members after it ("a bunch of fruit", "a group of people": "a
-purple bunch", "a small black group" say something of the collection), a noun that names nothing an attribute can be seen on (its first WordNet senses
-all events, acts, states, times: "a white race", "a red game"), and the words of an all-capitals caption.
-The adjective goes right before the noun, or before its compound ("a wooden park bench"), so only classes that
-stand there in English order may be added: none of a class the phrase already has an adjective of, nor of a
-class that comes before one it has (foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big
-brown dog", "a red car" never "a red old car"). The article follows the added word ("a dog" -> "an old dog").
-No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour
-word reads as skin colour, which a benchmark must not make an attribute to detect. No size is added to a singular
-noun without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. The proposer (lexicon: the
-attribute-class adjectives the run's captions give the same noun, else the colours) chooses the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil
-with exactly one adjective removed, an adjective no caption of the image states.
+Sites: every common noun that heads its phrase (not a compound modifier, part or quantity noun) after a determiner
+or another word of the caption (an adjective added at the caption's very start would move its capital letter). Not
+sites: a collective noun with its members after it ("a bunch of fruit", "a group of people": "a purple bunch", "a
+small black group" say something of the collection), a noun that names nothing an attribute can be seen on (its
+first three WordNet senses all events, acts, states, times: "a white race", "a red game";
+foilers/lang/attributes.takes_attributes), and the words of an all-capitals caption. The adjective goes right before
+the noun, or before its compound ("a wooden park bench"), so only classes that stand there in English order may be
+added: none of a class the phrase already has an adjective of, nor of a class that comes before one it has
+(foilers/lang/attribute_classes.yaml `order`: "a big dog" may become "a big brown dog", "a red car" never "a red old
+car"). The article follows the added word ("a dog" -> "an old dog").
+No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour word
+reads as skin colour, which a benchmark must not make an attribute to detect. No size is added to a singular noun
+without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. The
+proposer (lexicon: the attribute-class adjectives the run's captions give the same noun, else the colours) chooses
+the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil with exactly
+one adjective removed, an adjective no caption of the image states.
 
 As for add_obj, the added word makes the foil the longer text of every pair: the gate's `length` attacker
 measures it, and only a second image (a Winoground group) takes it away.

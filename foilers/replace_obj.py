@@ -1,15 +1,15 @@
 """SugarCrepe replace-obj: a noun of the caption replaced by another object ("A dog on a couch" -> "A cat on a couch").
 
-Sites: every common noun (spaCy tag NN / NNS) that heads its phrase, with its whole compound ("park bench",
-"laptop computer": never one word of it) and a preceding indefinite article (so "a dog" -> "an owl"); part and
-relational nouns ("the side", "the background", "a picture": foilers/lang/number.PART_NOUNS) and quantity heads
-("a group of") are no objects, nor are nouns whose common WordNet senses are all events, acts, states or times
-("A boy skate boarding" once became "A way"; foilers/lang/attributes.takes_attributes), nor a collective noun
-with its members after it ("A crowd of people" once became "A room of people"). The proposer (foilforge/proposers.py; lexicon: COCO categories of the noun's
-supercategory and its WordNet co-hyponyms) words the replacement, in the noun's number. The foil must pass the
-replace checks (foilers/lang/exact_edits.py): one noun phrase replaced by another, not a synonym, hypernym or
-hyponym, stated by no caption of the image. FOIL-it's category replacement is `foil_it`; this type replaces any
-object the lexicon (or the model) knows a contrasting one for.
+Sites: every common noun (spaCy tag NN / NNS) that heads its phrase, with its whole compound ("park bench", "laptop
+computer": never one word of it) and a preceding indefinite article (so "a dog" -> "an owl"); part and relational
+nouns ("the side", "the background", "a picture": foilers/lang/number.PART_NOUNS) and quantity heads ("a group of")
+are no objects, nor are nouns whose common WordNet senses are all events, acts, states or times ("A boy skate
+boarding" would become "A way"; foilers/lang/attributes.takes_attributes), nor a collective noun with its members
+after it ("A crowd of people" would become "A room of people"). The proposer (foilforge/proposers.py; lexicon: COCO
+categories of the noun's supercategory and its WordNet co-hyponyms) words the replacement, in the noun's number. The
+foil must pass the replace checks (foilers/lang/exact_edits.py): one noun phrase replaced by another, not a synonym,
+hypernym or hyponym, stated by no caption of the image. FOIL-it's category replacement is `foil_it`; this type
+replaces any object the lexicon (or the model) knows a contrasting one for.
 """
 
 from __future__ import annotations

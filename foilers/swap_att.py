@@ -6,10 +6,11 @@ COCO caption, every pair of single-word adjectives (spaCy tag JJ, relation
 part of a coordination ("black and white") or a contrastive/quantity word
 ("other", "same", "many": `skip_adjectives`), neither heads a phrase of its own
 (it follows its noun, "a vase full of tulips", or has dependents, "very big",
-"a beach dry dock"), and the nouns are not one noun's coordination. Neither word of a shaded colour ("light green") moves, nor an
-adjective of no attribute class that WordNet knows as one word with the next ("cast iron stove"); no colour lands on a noun that names
-people (it reads as skin colour), nor little, big, small or large (an age), nor a word on a noun that keeps another
-of its class ("A large red and yellow truck" -> "A white red and yellow truck"). Only the
+"a beach dry dock"), and the nouns are not one noun's coordination. Neither word of a shaded colour ("light
+green") moves, nor an adjective of no attribute class that WordNet knows as one word with the next ("cast iron
+stove"); no colour lands on a noun that names people (it reads as skin colour), nor little, big, small or large (an
+age), nor a word on a noun that keeps another of its class ("A large red and yellow truck" -> "A white red and
+yellow truck"). Only the
 two adjectives move; an indefinite article right before
 either is fixed for its new neighbour ("an old car next to a red house" -> "a
 red car next to an old house", inflect). The foil is re-parsed and kept only
