@@ -202,7 +202,10 @@ class FoilItFoiler(CaptionFoiler):
         for first, end, _cat, number in mentions:
             start, stop = doc[first].idx, doc[end - 1].idx + len(doc[end - 1])
             new = plural_form(word) if number == "pl" else word
-            new = match_case(doc[first].text, new)
+            template = doc[first].text
+            if template.isupper() and not caption.isupper():  # an acronym ("A TV sits ..."), not a shouted caption
+                template = template.capitalize() if first == 0 else template.lower()
+            new = match_case(template, new)
             before = doc[first - 1] if first > 0 else None
             if before is not None and before.lower_ in ("a", "an") and number == "sg":
                 start = before.idx

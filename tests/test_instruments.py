@@ -91,6 +91,17 @@ def test_foil_it_fixes_the_article_keeps_number_and_replaces_every_mention():
     assert "Two airplanes and a bus stop sign." in foils["b"]  # "bus stop": a compound, not a bus
 
 
+def test_foil_it_writes_an_acronym_s_replacement_in_lower_case_and_keeps_a_shouted_caption_shouted():
+    """COCO val 2017: "A TV sits in a room with many other things." became "A LAPTOP sits ..."."""
+    samples = [{"id": "a", "image_file": "1.jpg", "image_id": 1, "caption": "A TV sits in a room."},
+               {"id": "b", "image_file": "2.jpg", "image_id": 2, "caption": "TV on a table."},
+               {"id": "c", "image_file": "3.jpg", "image_id": 3, "caption": "A TV ON A TABLE."}]
+    foils = all_foils("foil_it.v1", samples)
+    assert "A laptop sits in a room." in foils["a"] and not any("LAPTOP" in f for f in foils["a"])
+    assert "Laptop on a table." in foils["b"]
+    assert "A LAPTOP ON A TABLE." in foils["c"]
+
+
 def test_foil_it_uses_instance_annotations_and_multi_word_names():
     sample = {"id": "a", "image_file": "1.jpg", "image_id": 1, "caption": "A man eating a hot dog.",
               "instance_category_ids": [1, 52, 53, 54, 55, 56, 57, 59, 60]}
