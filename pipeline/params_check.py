@@ -96,6 +96,17 @@ def source_problems(params: dict) -> list[str]:
     return config_errors(partial(resolve_source, params, name) for name in sorted(params.get("sources") or {}))
 
 
+def missing_source_roots(params: dict, where: str = "params.yaml") -> list[str]:
+    """Every source whose `root` is not a folder here: check-params names the files a source reads, a build needs
+    them there (read on the mapping as written, so that it is reported beside the schema's problems)."""
+    from pathlib import Path
+
+    return [f"{where} sources.{name}.root: {block.get('root')!r} is not a folder (point it at your download: "
+            f"-S sources.{name}.root=DIR{'; make coco-val takes COCO=DIR' if name == 'coco' else ''})"
+            for name, block in sorted((params.get("sources") or {}).items())
+            if isinstance(block, dict) and not Path(str(block.get("root"))).is_dir()]
+
+
 def evaluate_problems(params: dict) -> list[str]:
     from foilforge.pipeline.evaluate_scorers import check_settings
 

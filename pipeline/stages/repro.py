@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 from foilforge.pipeline.runner.repro import reproduce
 
@@ -33,18 +32,14 @@ def apply_profile(params_path: str, profile: str | None, sets: list[str]) -> lis
     """params.yaml with the profile's overrides and then `sets`, when `foilforge check-params` finds nothing wrong
     with the result; else the problems, and the file untouched."""
     from foilforge.params import load_params, load_profile, profile_overrides
-    from foilforge.pipeline.params_check import check
+    from foilforge.pipeline.params_check import check, missing_source_roots
     from foilforge.pipeline.runner.dvc_api import write_params
 
     overrides = profile_overrides(load_profile(profile), load_params(params_path, check=False)) if profile else []
     where = f"{params_path} + profile {profile}" if profile else params_path
 
-    def problems(params: dict) -> list[str]:  # check-params names the files a source reads; a build needs them there
-        missing = [f"{where} sources.{name}.root: {block.get('root')!r} is not a folder (point it at your download: "
-                   f"-S sources.{name}.root=DIR{'; make coco-val takes COCO=DIR' if name == 'coco' else ''})"
-                   for name, block in sorted((params.get("sources") or {}).items())
-                   if isinstance(block, dict) and not Path(str(block.get("root"))).is_dir()]
-        return check(params, where) + missing
+    def problems(params: dict) -> list[str]:
+        return check(params, where) + missing_source_roots(params, where)
 
     return write_params(params_path, overrides + list(sets), problems)
 
