@@ -30,10 +30,10 @@ from foilforge.foilers.lang.attributes import (
     SKIN_READ_CLASS,
     class_of,
     load_classes,
-    takes_attributes,
+    names_something_seen,
     without_determiner,
 )
-from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, collection_with_members, names_a_person
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
@@ -66,10 +66,8 @@ class AddAttribute(SugarFoiler):
             if token.tag_ not in NOUN_TAGS or token.dep_ == "compound" or lemma in PART_NOUNS or \
                     lemma in QUANTITY_NOUNS or not lemma.isalpha() or token.is_upper:
                 continue
-            if not (takes_attributes(lemma) or names_a_person(token.lower_, lemma)):  # people: WordNet's group
+            if not names_something_seen(token) or collection_with_members(token):
                 continue
-            if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
-                continue  # "a bunch of fruit": an adjective there is said of the bunch ("a purple bunch of fruit")
             first = compound_start(token)
             while first > 0 and doc[first - 1].dep_ == "amod" and doc[first - 1].head.i == token.i and \
                     doc[first - 1].tag_ in ("NN", "NNS", "VBG"):

@@ -22,8 +22,8 @@ only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import takes_attributes
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, names_a_person
+from foilforge.foilers.lang.attributes import names_something_seen
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
 from foilforge.foilers.lang.sugar import FINITE_TAGS, NOUN_TAGS, SUBJECT_DEPS, SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
 
@@ -72,7 +72,7 @@ class AddObject(SugarFoiler):
             lemma = head.lemma_.lower()
             if head.tag_ not in NOUN_TAGS or lemma in PART_NOUNS or lemma in QUANTITY_NOUNS or not lemma.isalpha():
                 continue
-            if not (takes_attributes(lemma) or names_a_person(head.lower_, lemma)):
+            if not names_something_seen(head):
                 continue  # an act or an event takes no object beside it ("playing a game and a boy")
             # a participle after the head is shared by the added object ("A sheep and a cow standing in a field")
             if any(c.i > head.i for c in head.children if not c.is_punct and c.dep_ != "acl") or head.dep_ == "conj" or \

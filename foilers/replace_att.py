@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import (
-    AGE_READ_SIZES,
     AMOUNT_READ_CLASS,
-    SKIN_READ_CLASS,
     class_of,
     in_a_shaded_colour,
+    person_misread,
     without_determiner,
 )
 from foilforge.foilers.lang.number import names_a_person
@@ -73,11 +72,10 @@ class ReplaceAttribute(SugarFoiler):
                 continue
             nouns = described_nouns(token)
             people = any(names_a_person(n.lower_, n.lemma_.lower()) for n in nouns)
-            if attribute_class.name == SKIN_READ_CLASS and people:
-                continue
-            if attribute_class.name == AMOUNT_READ_CLASS and (any(without_determiner(n) for n in nouns) or (
-                    people and token.lower_ in AGE_READ_SIZES)):
-                continue  # "very little traffic" is an amount, "a little boy" an age
+            if people and person_misread(token.lower_):
+                continue  # "a white man": skin colour; "a little boy": an age
+            if attribute_class.name == AMOUNT_READ_CLASS and any(without_determiner(n) for n in nouns):
+                continue  # "very little traffic" is an amount
             start = token.idx
             if token.i > 0 and doc[token.i - 1].lower_ in ("a", "an"):
                 start = doc[token.i - 1].idx

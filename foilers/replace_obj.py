@@ -15,8 +15,8 @@ replaces any object the lexicon (or the model) knows a contrasting one for.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import takes_attributes
-from foilforge.foilers.lang.number import COLLECTIVE_NOUNS, PART_NOUNS, QUANTITY_NOUNS, names_a_person
+from foilforge.foilers.lang.attributes import names_something_seen
+from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, collection_with_members
 from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
 from foilforge.proposers import EditSite
 
@@ -52,10 +52,8 @@ class ReplaceObject(SugarFoiler):
             lemma = token.lemma_.lower()
             if lemma in PART_NOUNS or lemma in QUANTITY_NOUNS or not lemma.isalpha():
                 continue
-            if not (takes_attributes(lemma) or names_a_person(token.lower_, lemma)):
-                continue  # an event, an act, a state ("skate boarding", "a game", "his turn"): no object to replace
-            if lemma in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
-                continue  # "a crowd of people": the members are the object ("a room of people")
+            if not names_something_seen(token) or collection_with_members(token):
+                continue  # an act ("a game"), a collection ("a crowd of people"): no object to replace
             first = compound_start(token)
             start = doc[first].idx
             if first > 0 and doc[first - 1].lower_ in ("a", "an"):

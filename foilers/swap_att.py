@@ -29,7 +29,7 @@ from collections import Counter
 
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import AGE_READ_SIZES, SKIN_READ_CLASS, class_of, in_a_shaded_colour
+from foilforge.foilers.lang.attributes import class_of, in_a_shaded_colour, person_misread
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
@@ -56,10 +56,9 @@ def landing_misreads(leaving, arriving) -> str | None:
     noun = leaving.head
     person = names_a_person(noun.lower_, noun.lemma_.lower())
     arriving_class = class_of(arriving.lower_)
-    if person and arriving_class is not None and arriving_class.name == SKIN_READ_CLASS:
-        return "colour_on_a_person"
-    if person and arriving.lower_ in AGE_READ_SIZES:
-        return "size_on_a_person"
+    misread = person_misread(arriving.lower_) if person else None
+    if misread:
+        return f"{misread}_on_a_person"
     kept = [c for c in noun.children if c.dep_ == "amod" and c.i != leaving.i]
     kept += [g for c in kept for g in c.children if g.dep_ == "conj"]
     if arriving_class is not None and any(class_of(c.lower_) == arriving_class for c in kept):

@@ -54,6 +54,23 @@ def takes_attributes(lemma: str) -> bool:
     return any(synset.lexname() not in UNSEEN_LEXNAMES for synset in synsets)
 
 
+def names_something_seen(token) -> bool:
+    """Whether a noun token names something one sees in a picture: `takes_attributes`, or a word for people (WordNet
+    files "people" as a group)."""
+    from foilforge.foilers.lang.number import names_a_person
+
+    lemma = token.lemma_.lower()
+    return takes_attributes(lemma) or names_a_person(token.lower_, lemma)
+
+
+def person_misread(word: str) -> str | None:
+    """How an attribute word said of a person reads other than as an attribute to see: a colour as skin colour
+    ("colour"), little, big, small or large as age ("size"); None when it reads as itself."""
+    if word in load_classes()[SKIN_READ_CLASS].words:
+        return "colour"
+    return "size" if word in AGE_READ_SIZES else None
+
+
 def in_a_shaded_colour(doc, i: int) -> bool:
     """Whether token `i` is half of a shade-and-colour pair: a colour after a shade word, or a shade word before a
     colour ("light green", "dark blue", "hot pink")."""

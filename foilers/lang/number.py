@@ -78,6 +78,13 @@ COLLECTIVE_NOUNS = frozenset((
     "band", "troop", "gaggle", "school", "swarm", "set", "stack", "pile", "lot", "collection", "variety", "number",
 ))
 
+def collection_with_members(token) -> bool:
+    """Whether a noun names a collection and has its members after it ("a bunch of fruit", "a crowd of people"): an
+    edit of the noun is said of the collection, not of what one sees ("a purple bunch", "a room of people")."""
+    return token.lemma_.lower() in COLLECTIVE_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of"
+                                                            for c in token.children)
+
+
 QUANTITY_NOUNS = (
     "couple", "lot", "lots", "number", "plenty", "variety", "assortment", "handful", "dozen", "dozens", "ton",
     "tons", "few", "array", "selection", "mix", "mixture", "amount", "abundance", "multitude", "several",
