@@ -30,11 +30,15 @@ from foilforge.foilers.lang.attributes import (
     SKIN_READ_CLASS,
     class_of,
     load_classes,
-    names_something_seen,
     without_determiner,
 )
-from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, collection_with_members, names_a_person
-from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
+from foilforge.foilers.lang.number import (
+    PART_NOUNS,
+    QUANTITY_NOUNS,
+    collection_with_members,
+    names_a_person,
+)
+from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start, names_something_seen
 from foilforge.proposers import EditSite
 
 

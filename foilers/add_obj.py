@@ -22,9 +22,15 @@ only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import names_something_seen
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
-from foilforge.foilers.lang.sugar import FINITE_TAGS, NOUN_TAGS, SUBJECT_DEPS, SiteContext, SugarFoiler
+from foilforge.foilers.lang.sugar import (
+    FINITE_TAGS,
+    NOUN_TAGS,
+    SUBJECT_DEPS,
+    SiteContext,
+    SugarFoiler,
+    names_something_seen,
+)
 from foilforge.proposers import EditSite
 
 

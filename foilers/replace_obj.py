@@ -15,9 +15,8 @@ replaces any object the lexicon (or the model) knows a contrasting one for.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.attributes import names_something_seen
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS, collection_with_members
-from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start
+from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start, names_something_seen
 from foilforge.proposers import EditSite
 
 

@@ -54,15 +54,6 @@ def takes_attributes(lemma: str) -> bool:
     return any(synset.lexname() not in UNSEEN_LEXNAMES for synset in synsets)
 
 
-def names_something_seen(token) -> bool:
-    """Whether a noun token names something one sees in a picture: `takes_attributes`, or a word for people (WordNet
-    files "people" as a group)."""
-    from foilforge.foilers.lang.number import names_a_person
-
-    lemma = token.lemma_.lower()
-    return takes_attributes(lemma) or names_a_person(token.lower_, lemma)
-
-
 def person_misread(word: str) -> str | None:
     """How an attribute word said of a person reads other than as an attribute to see: a colour as skin colour
     ("colour"), little, big, small or large as age ("size"); None when it reads as itself."""

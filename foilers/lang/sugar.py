@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from foilforge.errors import InputError
 from foilforge.foiler import CaptionFoiler, RunContext, propose_per_sample
+from foilforge.foilers.lang.attributes import takes_attributes
+from foilforge.foilers.lang.number import names_a_person
 from foilforge.proposers import EditSite, Proposal, ProposerContext, Refusal, build_proposer
 from foilforge.records import Foil
 from foilforge.schema import PositiveInt
@@ -335,3 +337,10 @@ def compound_start(token) -> int:
     while start > 0 and doc[start - 1].dep_ == "compound" and doc[start - 1].head.i in range(start, token.i + 1):
         start -= 1
     return start
+
+
+def names_something_seen(token) -> bool:
+    """Whether a noun token names something one sees in a picture (a site of add_att, add_obj, replace_obj):
+    `takes_attributes`, or a word for people (WordNet files "people" as a group)."""
+    lemma = token.lemma_.lower()
+    return takes_attributes(lemma) or names_a_person(token.lower_, lemma)
