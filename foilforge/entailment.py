@@ -142,8 +142,12 @@ def _antonyms(lemma: str, synsets) -> set[str]:
     return names
 
 
-def _synsets(word: str, pos: str) -> tuple[str, list]:
-    """(the lemma WordNet knows, its synsets) for a word or phrase in any inflection, `pos` "n", "v" or "a"."""
+@functools.lru_cache(maxsize=65536)
+def _synsets(word: str, pos: str) -> tuple[str, tuple]:
+    """(the lemma WordNet knows, its synsets) for a word or phrase in any inflection, `pos` "n", "v" or "a".
+
+    Kept per word: a lemma's SemCor count is a binary search of a file at each call, and the foilers ask of the
+    same few hundred words thousands of times."""
     wn = wordnet()
     key = word.strip().lower().replace(" ", "_")
     if pos == "v":
@@ -157,7 +161,7 @@ def _synsets(word: str, pos: str) -> tuple[str, list]:
         # bus.n.04, a jalopy, a kind of car; "dog" not as frank.n.02); else every sense ("hot dog": none counted)
         attested = [s for s in synsets if any(lem.name().lower() == base and lem.count() for lem in s.lemmas())]
         synsets = attested or synsets
-    return base, synsets
+    return base, tuple(synsets)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -211,6 +215,7 @@ def _lookup_form(words: list[str], pos: str) -> tuple[str, bool]:
     return (words[0] if pos == "v" else words[-1]), True
 
 
+@functools.lru_cache(maxsize=65536)
 def word_relation(old: str, new: str, pos: str) -> str:
     """`lexical_relation` of two phrases, each looked up whole or by its head (`_lookup_form`).
 

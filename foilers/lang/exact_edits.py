@@ -127,7 +127,7 @@ def edit_of(type_: str, caption: str, foil: str, span: tuple[int, int]) -> dict:
 # ---------------------------------------------------------------- WordNet
 
 
-def _synsets(word: str, pos: str) -> list:
+def _synsets(word: str, pos: str) -> tuple:
     """WordNet synsets of a word or phrase in any inflection (`pos` "n", "v" or "a", satellites with "a")."""
     from foilforge.entailment import _synsets as lookup
 
