@@ -36,7 +36,7 @@ from foilforge.batching import (
     same_length_batches,
 )
 from foilforge.errors import ConfigError
-from foilforge.models import ModelSpec, load_tokenizer, load_transformers_model, torch_device
+from foilforge.models import ModelSpec, dtype_name, load_tokenizer, load_transformers_model, torch_device
 from foilforge.pass_store import open_store
 
 POOLINGS = ("mean", "last")
@@ -201,7 +201,7 @@ class StoredPasses:
         """The digest of everything that decides a pass's bits but the text (module docstring)."""
         if self._store_key is None:
             accelerator = self.device.type != "cpu"
-            identity = {"pass": self.pass_kind, "model": model_identity(self.spec), "dtype": self.spec.dtype,
+            identity = {"pass": self.pass_kind, "model": model_identity(self.spec), "dtype": dtype_name(self.spec, self.device),
                         "device": device_kind(self.device), "rows": ACCELERATOR_ROWS if accelerator else None,
                         "scoring": _ranking_code()}
             self._store_key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()

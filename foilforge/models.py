@@ -6,7 +6,7 @@ A model spec (a params.yaml block) is:
     gguf_file: null                 # a GGUF file inside name_or_path (llama.cpp exports)
     revision: null                  # hub models: a branch, tag or commit (pin a commit for a reproducible build)
     device: auto                    # cpu | cuda | cuda:N | mps | auto (cuda, else mps, else cpu)
-    dtype: float32                  # float32 | float16 | bfloat16
+    dtype: float32                  # float32 | float16 | bfloat16 | auto (bfloat16 where the device computes it natively)
     batch_size: 32
 
 `package:<module>` resolves to a model shipped inside an installed Python
@@ -44,7 +44,7 @@ from foilforge.timings import load_section
 
 log = logging.getLogger(__name__)
 
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "auto")
 
 
 class ModelFields(BaseModel):
@@ -61,7 +61,9 @@ class ModelFields(BaseModel):
     gguf_file: str | None = None
     revision: str | None = None          # hub models: a branch, tag or commit
     device: Annotated[str, Field(pattern=r"^(cpu|cuda|mps|auto|cuda:\d+)$")] = "auto"
-    dtype: Literal[DTYPES] = "float32"
+    dtype: Annotated[Literal[DTYPES], Field(description=(
+        "auto: bfloat16 where the device computes it natively (a CUDA GPU that supports it, a CPU with AVX512-BF16 "
+        "or AMX), else float32; float16 runs as float32 on a CPU"))] = "float32"
     batch_size: Annotated[int, Field(ge=1)] = 32
 
 
@@ -172,14 +174,38 @@ def torch_device(spec: ModelSpec):
     return torch.device(spec.device)
 
 
+def native_cpu_bfloat16() -> bool:
+    """True when this CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX). There a causal LM's pass
+    takes about a third of float32's time; elsewhere torch emulates bfloat16 and it is slower than float32
+    (docs/performance.md, "bfloat16 on a CPU")."""
+    import torch
+
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def dtype_name(spec: ModelSpec, device) -> str:
+    """The dtype `spec` runs in on `device`. `auto`: bfloat16 where the device computes it natively (a CUDA GPU
+    that supports it, a CPU with AVX512-BF16 or AMX), else float32. float16 on a CPU runs as float32."""
+    import torch
+
+    if spec.dtype == "auto":
+        if device.type == "cuda":
+            native = torch.cuda.is_bf16_supported()
+        else:
+            native = device.type == "cpu" and native_cpu_bfloat16()
+        return "bfloat16" if native else "float32"
+    if device.type == "cpu" and spec.dtype == "float16":
+        return "float32"
+    return spec.dtype
+
+
 def torch_dtype(spec: ModelSpec, device):
     import torch
 
-    dtype = getattr(torch, spec.dtype)
-    if device.type == "cpu" and dtype is torch.float16:
+    if device.type == "cpu" and spec.dtype == "float16":
         log.warning("%s.dtype float16 is slow or unsupported on cpu; using float32", spec.param_key)
-        return torch.float32
-    return dtype
+    return getattr(torch, dtype_name(spec, device))
 
 
 def _hub_hint(spec: ModelSpec, err: Exception) -> ConfigError:

