@@ -22,18 +22,22 @@ def check_positive(name: str, value) -> None:
 #: they carry the shortcuts
 WORD_TOKENS = r"(?u)\b\w+\b|n't"
 
-#: liblinear's iteration cap; a dual fit that reaches it has not reached the optimum
+#: liblinear's iteration cap of the primal solver
 MAX_ITER = 2000
+#: passes of the dual solver before a fit goes to the primal one. A fit the dual solver ends in fewer is fast (most
+#: n-gram fits end in 10-100 passes); one that needs more (a large C on rows it can hardly separate: the gate's C=10
+#: on multiple-choice pairs) reaches the optimum sooner with the primal solver: past 100 passes the dual solver took
+#: 2.6x the time of a refit on the sample's bd2bb_decoys fits (docs/performance.md)
+DUAL_MAX_ITER = 100
 
 
-def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = MAX_ITER):
+def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = DUAL_MAX_ITER):
     """L2-regularised logistic regression without intercept (liblinear), fitted to its optimum.
 
-    The dual coordinate-descent solver is fast on sparse n-gram rows, but on some sets it stops at MAX_ITER
-    iterations short of the optimum (a large C on rows it can hardly separate: the gate's C=10 on multiple-choice
-    pairs, every fit). Such a fit is done again with the primal trust-region Newton solver at a tight tolerance,
-    which reaches the optimum in a few steps; a fit the first solver finished is kept as it is. `max_iter`: the
-    first solver's cap.
+    The dual coordinate-descent solver is fast on sparse n-gram rows when it ends in a few passes; a fit that
+    reaches `max_iter` passes (DUAL_MAX_ITER; a primal fit MAX_ITER) without ending is done again with the primal trust-region Newton
+    solver at a tight tolerance, which reaches the optimum in a few steps; a fit the first solver finished is
+    kept as it is. Either way the result is the optimum to the solvers' tolerance, whatever the cap.
     """
     import warnings
 
@@ -42,9 +46,10 @@ def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # handled below
-        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=max_iter, dual=dual,
+        cap = max_iter if dual else MAX_ITER
+        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=cap, dual=dual,
                                    random_state=random_state).fit(x, y)
-    if model.n_iter_.max() >= max_iter:
+    if model.n_iter_.max() >= cap:
         model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=MAX_ITER, dual=False,
                                    tol=1e-8, random_state=random_state).fit(x, y)
     return model
