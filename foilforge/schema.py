@@ -282,6 +282,10 @@ class GateBlock(Block):
     folds: Annotated[int, Field(ge=2)] = Field(5, description="grouped folds (by caption)")
     repeats: PositiveInt = Field(5, description="fresh grouped partitions averaged per attacker (seeds seed, "
                                                 "seed+1, ...)")
+    before_repeats: PositiveInt | None = Field(
+        1, description="partitions averaged for the readings on the records without the refinement (the card's "
+                       "'before'): descriptive, no part of the certification, so fewer than `repeats` make the gate "
+                       "cheaper and only those readings noisier; null: `repeats`")
     seed: NonNegativeInt = Field(101, description="seed of the gate's partitions (apart from the filter's)")
     margin: Annotated[Float, Field(gt=0, lt=0.5)] = Field(
         0.12, description="certified: every reading shown within chance +- margin (0.12: 38-62% around 50%)")

@@ -67,7 +67,9 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
         args = dict(blocks=settings.attacker_blocks, folds=settings.folds, seed=settings.seed,
                     repeats=settings.repeats, max_accuracy=settings.max_accuracy, runner=runner)
         after = certify(kept, **args)
-        before = certify(unrefined(kept, rejected), **args) if rejected else after
+        # the before readings only describe what the refinement changed: the certification reads the kept pairs
+        before_repeats = settings.before_repeats or settings.repeats
+        before = certify(unrefined(kept, rejected), **{**args, "repeats": before_repeats}) if rejected else after
     transfer = {}
     if settings.transfer:
         # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
@@ -76,7 +78,8 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
         transfer = certify_transfer(kept, train, settings.attacker_blocks, settings.seed,
                                     settings.max_accuracy)
     return {"max_accuracy": settings.max_accuracy, "mode": settings.mode, "folds": settings.folds,
-            "repeats": settings.repeats, "seed": settings.seed,
+            "repeats": settings.repeats, "before_repeats": before_repeats if rejected else settings.repeats,
+            "seed": settings.seed,
             "passed": all(a["passed"] for a in after.values()),
             **certify_readings(after, transfer, settings.margin, settings.alpha), "refused": refused,
             # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)

@@ -548,3 +548,25 @@ def test_the_score_stage_refuses_them_and_writes_the_rest(tmp_path, caplog):
     written = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
     assert [r["id"] for r in written] == ["a"]
     assert "refused 1 records with empty foil, 1 records with foil equals caption" in caplog.text
+
+
+def test_the_readings_before_the_refinement_average_their_own_partitions_and_leave_the_verdict_alone():
+    from foilforge.filters.attackers import certify
+    from foilforge.pipeline.gate import release_gate, unrefined
+
+    kept = over_balanced(60, 60, seed=3)
+    rejected = [{**r, "id": f"x{r['id']}", "sample_id": f"x{r['sample_id']}",
+                 "filters": {"plausibility": {"passed": False}}} for r in balanced_records(40, seed=4)]
+    blocks = {"word": {"attacker": "word_ngram.v1"}}
+    params = {"instruments": {"x": {}}, "attackers": blocks, "gate": {"attackers": ["word"], "repeats": 3}}
+    gate = release_gate(params, "x", kept, rejected)
+    before = unrefined(kept, rejected)
+    assert len(before) == 160 and gate["repeats"] == 3 and gate["before_repeats"] == 1
+    word = gate["attackers"]["word"]
+    assert word["before"] == certify(before, blocks, folds=5, seed=101, repeats=1)["word"]
+    assert word["after"]["repeats"] == 3
+    every = release_gate({**params, "gate": {**params["gate"], "before_repeats": None}}, "x", kept, rejected)
+    assert every["before_repeats"] == 3
+    assert every["attackers"]["word"]["before"] == certify(before, blocks, folds=5, seed=101, repeats=3)["word"]
+    assert every["attackers"]["word"]["after"] == word["after"]  # the certification reads the kept pairs alone
+    assert {k: every[k] for k in ("certified", "status", "why")} == {k: gate[k] for k in ("certified", "status", "why")}
