@@ -101,6 +101,8 @@ BENCHMARKS = {b.name: b for b in (
     Benchmark("refilter_speed", "speed", "`foilforge refilter` of SugarCrepe's unrefined replace_rel: HEAD against "
               "this working tree", quick=("--base-ref", "HEAD", "--input", str(SUGARCREPE_UNREFINED_REL), "--first", "20"),
               default=("--base-ref", "HEAD", "--input", str(SUGARCREPE_UNREFINED_REL)), needs=(SUGARCREPE_UNREFINED_REL,)),
+    Benchmark("cpu_dtype", "speed", "SmolLM2's passes on a CPU in float32 and bfloat16, native and emulated: time and "
+              "agreement", quick=("--n", "16", "--repeats", "1", "--isas", "native")),
     Benchmark("relations_cuda", "speed", "span scoring on a GPU: float32 and bfloat16, token budgets",
               quick=("--limit", "20"), needs=(_COCO,), gpu=True),
     # quality on real data

@@ -144,3 +144,12 @@ def test_performance_md_lists_every_benchmark_under_what_it_measures():
     measures = {"speed": "speed", "memory": "memory", "quality on real data": "quality"}
     assert {name: measures[kind] for name, kind in listed.items()} == {
         name: b.measures for name, b in suite.BENCHMARKS.items()}
+
+
+def test_cpu_dtype_agreement_on_a_hand_computed_case():
+    from benchmarks.bench_cpu_dtype import agreement
+
+    figures = agreement([-1.0, -2.0, -3.0, -2.5], [-1.5, -2.0, -2.5, -2.6])
+    # differences 0.5, 0, 0.5, 0.1; orders of neighbours: (>, >, <) against (>, >, >)
+    assert figures == {"mean_abs_diff": 0.275, "max_abs_diff": 0.5, "spearman": 0.8, "pair_order_kept": 0.6667,
+                       "pairs": 3}
