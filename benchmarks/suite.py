@@ -117,6 +117,8 @@ BENCHMARKS = {b.name: b for b in (
               quick=("--only", "existence.json", "--repeats", "1"), needs=(_VALSE,)),
     Benchmark("certification_power", "quality", "the certification rule's error rates, by simulation",
               quick=("--trials", "100", "--real-sets", "0")),
+    Benchmark("gate_repeats", "quality", "the gate's readings' scatter, power and size by the partitions averaged",
+              quick=("--sets", "5", "--sizes", "60", "--repeats", "1", "2")),
     Benchmark("transformer_pair", "quality", "the fine-tuned pair classifier on every VALSE dev piece (a GPU advised: "
               "minutes a fold on a CPU, even quick)",
               quick=("--only", "existence.json", "--epochs", "1", "--folds", "2"), needs=(_VALSE,)),
