@@ -28,7 +28,10 @@ def test_paper_profile_sets_the_papers_models():
     params = paper()
     instruments = params["instruments"]
     assert instruments["relations"]["args"]["ranker"] == {"kind": "masked_lm", "name_or_path": "bert-large-cased",
-                                                          "device": "auto", "batch_size": 64}
+                                                          "device": "auto", "dtype": "float32", "batch_size": 64}
+    # the paper's models in the paper's precision, whatever dtype params.yaml's offline SmolLM2 block runs in
+    assert instruments["action_replacement"]["args"]["proposer"]["dtype"] == "float32"
+    assert params["models"]["text_baseline"]["dtype"] == "float32"
     assert instruments["action_replacement"]["args"]["proposer"]["name_or_path"] == "bert-base-uncased"
     assert instruments["bd2bb_decoys"]["args"]["encoder"]["kind"] == "tf_hub"
     assert {instruments[i]["args"]["spacy_model"] for i in ("plurals", "relations", "bd2bb_decoys")} == {"en_core_web_sm"}
