@@ -164,13 +164,15 @@ def real_readings(n: int, sets: int, share: float, repeats: int = 5) -> list[flo
             for seed in range(sets)]
 
 
-def real_check(n: int, sets: int, share: float, margin: float, alpha: float, readings: int) -> dict:
-    """Real readings against the binomial model at their own mean: scatter, equivalence passes, chance excluded."""
+def real_check(n: int, sets: int, share: float, margin: float, alpha: float, readings: int,
+               repeats: int = 5) -> dict:
+    """Real readings (`repeats` partitions averaged) against the binomial model at their own mean: scatter,
+    equivalence passes, chance excluded."""
     import numpy as np
 
     from foilforge.filters.certification import chance_p, within_p
 
-    values = real_readings(n, sets, share)
+    values = real_readings(n, sets, share, repeats=repeats)
     mean = float(np.mean(values))
     t = tables(n, 0.5, margin, alpha, readings)
     model = pmf(n, mean)

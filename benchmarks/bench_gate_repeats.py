@@ -6,8 +6,9 @@ The gate's word n-gram attacker out of fold (`certify`, folds 5, seed 101), aver
 on `--sets` sets of n random sentence pairs (no text tells caption from foil: the share certified is the power)
 and on the same pairs with a cue word in 24% of the captions (it reads about 0.62, chance + margin: the share
 certified is the size, which the equivalence test promises at about alpha = 0.05) (bench_certification_power's
-`real_readings`). Per row: the readings' mean and scatter, the share the equivalence test passes (within chance
-+- 0.12 at 0.05) and the share whose exact test excludes chance at 0.05 / 16 (Holm's first step over 16 readings).
+`real_check`). Per row: the readings' mean and scatter, the share the equivalence test passes (within chance
++- 0.12 at 0.05) and the share whose exact test excludes chance at 0.05 / 16 (Holm's first step over 16 readings),
+each beside what the binomial model says.
 
 Fewer partitions make every reading noisier: the power falls and the size rises, so the gate keeps `repeats`
 for the kept pairs; only the readings before the refinement, which the certification does not read, average
@@ -28,17 +29,9 @@ MARGIN, ALPHA, READINGS = 0.12, 0.05, 16
 
 
 def row(n: int, sets: int, share: float, repeats: int) -> dict:
-    import numpy as np
+    from benchmarks.bench_certification_power import real_check
 
-    from benchmarks.bench_certification_power import real_readings
-    from foilforge.filters.certification import chance_p, within_p
-
-    values = real_readings(n, sets, share, repeats=repeats)
-    figures = [{"accuracy": v, "n": n} for v in values]
-    return {"n": n, "cue_share": share, "repeats": repeats, "sets": sets, "mean": round(float(np.mean(values)), 4),
-            "std": round(float(np.std(values, ddof=1)), 4),
-            "within": round(float(np.mean([within_p(f, MARGIN) <= ALPHA for f in figures])), 4),
-            "off_chance": round(float(np.mean([chance_p(f) <= ALPHA / READINGS for f in figures])), 4)}
+    return {"repeats": repeats, **real_check(n, sets, share, MARGIN, ALPHA, READINGS, repeats=repeats)}
 
 
 def main(argv=None) -> dict:
