@@ -93,11 +93,11 @@ class Gruen:
 
         self.lm_spec, self.cola_spec = lm_spec, cola_spec
         self.lm_tokenizer = load_tokenizer(lm_spec)
-        self.lm = load_transformers_model(lm_spec, "AutoModelForMaskedLM", refuse_new_weights=MLM_HEAD_KEYS)
+        self.lm = load_transformers_model(lm_spec, "AutoModelForMaskedLM", refuse_new_weights=MLM_HEAD_KEYS, shared=True)
         self.lm_device = torch_device(lm_spec)
         self.cola_tokenizer = load_tokenizer(cola_spec)
         self.cola = load_transformers_model(cola_spec, "AutoModelForSequenceClassification",
-                                            refuse_new_weights=CLASSIFIER_HEAD_KEYS)
+                                            refuse_new_weights=CLASSIFIER_HEAD_KEYS, shared=True)
         self.cola_device = torch_device(cola_spec)
         self.cola_class = acceptable_index(self.cola.config)
 

@@ -30,6 +30,8 @@ Null-link search is exponential in n on long run-on texts, hence the caps.
 
 from __future__ import annotations
 
+import functools
+
 from foilforge.batching import progress_bar
 from foilforge.errors import ConfigError
 from foilforge.filters.gruen import scored_sentences
@@ -43,6 +45,17 @@ def sentence_score(null_links: int | None) -> float:
     return 0.0 if null_links is None else 1.0 / (1.0 + null_links)
 
 
+@functools.lru_cache(maxsize=1)
+def english_dictionary():
+    """The en dictionary, loaded once a process (it is only read): the pipeline's workers score stage after stage."""
+    import linkgrammar
+
+    from foilforge.timings import load_section
+
+    with load_section("Link Grammar en dictionary"):
+        return linkgrammar.Dictionary("en")
+
+
 class LinkGrammar:
     def __init__(self, max_null_count: int = 3, max_parse_time: int = 10):
         try:
@@ -52,10 +65,7 @@ class LinkGrammar:
         self.lg = linkgrammar
         # the C library prints locale notes to stderr while loading the dictionary
         linkgrammar.LG_Error.set_handler(lambda error, data: None)
-        from foilforge.timings import load_section
-
-        with load_section("Link Grammar en dictionary"):
-            self.dictionary = linkgrammar.Dictionary("en")
+        self.dictionary = english_dictionary()
         self.options = linkgrammar.ParseOptions(min_null_count=0, max_null_count=max_null_count, linkage_limit=1,
                                                 max_parse_time=max_parse_time, verbosity=0)
 

@@ -110,7 +110,8 @@ class NLIModel:
 
         self.spec = spec
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_transformers_model(spec, "AutoModelForSequenceClassification", refuse_new_weights=CLASSIFIER_HEAD_KEYS)
+        self.model = load_transformers_model(spec, "AutoModelForSequenceClassification", refuse_new_weights=CLASSIFIER_HEAD_KEYS,
+                                             shared=True)
         self.device = torch_device(spec)
         self.labels, source = resolve_labels(self.model.config.id2label, label_map, spec.describe())
         self.variant = ",".join(f"{i}={self.labels[i]}" for i in sorted(self.labels)) + f" ({source})"

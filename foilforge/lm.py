@@ -307,7 +307,8 @@ class CausalLM(StoredPasses):
     @property
     def model(self):
         if self._model is None:
-            self._model = load_transformers_model(self.spec, "AutoModelForCausalLM", refuse_new_weights=CAUSAL_HEAD_KEYS)
+            self._model = load_transformers_model(self.spec, "AutoModelForCausalLM", refuse_new_weights=CAUSAL_HEAD_KEYS,
+                                                  shared=True)
         return self._model
 
     @property
@@ -388,7 +389,7 @@ class TextEncoder(StoredPasses):
     @property
     def model(self):
         if self._model is None:
-            self._model = load_transformers_model(self.spec, "AutoModel")
+            self._model = load_transformers_model(self.spec, "AutoModel", shared=True)
         return self._model
 
     def encode(self, texts: list[str], max_length: int | None = None) -> list[list[int]]:
@@ -415,7 +416,7 @@ class MaskedLM:
     def __init__(self, spec: ModelSpec):
         self.spec = spec
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_transformers_model(spec, "AutoModelForMaskedLM", refuse_new_weights=MLM_HEAD_KEYS)
+        self.model = load_transformers_model(spec, "AutoModelForMaskedLM", refuse_new_weights=MLM_HEAD_KEYS, shared=True)
         self.device = torch_device(spec)
         if self.tokenizer.mask_token_id is None:
             from foilforge.errors import ConfigError

@@ -34,6 +34,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -249,10 +250,71 @@ def _write_cache(directory: Path, save) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: models and tokenizers this process has loaded, by what was loaded (`_loaded_key`), least recently used first.
+#: `foilforge repro` runs stage after stage in the same worker processes (pipeline/runner/repro.py), and most
+#: stages load the same SmolLM2: kept here, each worker loads it once.
+_LOADED: OrderedDict = OrderedDict()
+#: how much a process keeps loaded, in bytes of weights (tokenizers are small and not counted): the offline
+#: models all fit (SmolLM2-135M in bfloat16 is 0.27 GB); a larger model is not kept, so a worker never holds a
+#: GPU's memory for a stage that has ended
+KEEP_BYTES = 1 << 30
+
+
+def _loaded_key(spec: ModelSpec, part: str, path: str, gguf: str | None, device=None, dtype=None) -> tuple:
+    """What makes two loads the same: the resolved path, GGUF file, revision, part (tokenizer or auto class),
+    device and dtype, and for a local directory its files' names, sizes and modification times (a model
+    rewritten in place, as a test does, is loaded again)."""
+    files = ()
+    if os.path.isdir(path):
+        files = tuple(sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
+                             for entry in os.scandir(path) if entry.is_file()))
+    converted = gguf_cache_dir(path, gguf, part) if gguf else None
+    return (path, gguf, spec.revision, part, str(device), str(dtype), files, str(converted))
+
+
+def forget_loaded() -> None:
+    """Drop every model and tokenizer this process keeps: the next load reads the files again."""
+    _LOADED.clear()
+
+
+def _keep(key: tuple, value, size: int) -> None:
+    """Keep `value` (`size` bytes of weights) under `key`, dropping the least recently used models beyond
+    KEEP_BYTES; a value larger than KEEP_BYTES alone is not kept."""
+    if size > KEEP_BYTES:
+        return
+    _LOADED[key] = (value, size)
+    while sum(kept for _, kept in _LOADED.values()) > KEEP_BYTES:
+        del _LOADED[next(k for k, (_, kept) in _LOADED.items() if kept)]
+
+
+def _weight_bytes(model) -> int:
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
+def _kept(key: tuple):
+    if key not in _LOADED:
+        return None
+    _LOADED.move_to_end(key)
+    return _LOADED[key][0]
+
+
 def load_tokenizer(spec: ModelSpec):
-    from transformers import AutoTokenizer
+    """The spec's tokenizer: a copy of the one this process loaded before for the same spec, else loaded now
+    (callers set `padding_side` and `pad_token`, so each gets its own copy)."""
+    import copy
 
     path, gguf = resolve_path(spec)
+    key = _loaded_key(spec, "tokenizer", path, gguf)
+    tokenizer = _kept(key)
+    if tokenizer is None:
+        tokenizer = _load_tokenizer(spec, path, gguf)
+        _keep(key, tokenizer, 0)
+    return copy.deepcopy(tokenizer)
+
+
+def _load_tokenizer(spec: ModelSpec, path: str, gguf: str | None):
+    from transformers import AutoTokenizer
+
     cached = gguf_cache_dir(path, gguf, "tokenizer")
     if cached is not None and cached.is_dir():
         path, gguf = str(cached), None
@@ -300,13 +362,29 @@ def _converted_gguf(spec: ModelSpec, path: str, gguf: str, auto_class: str) -> s
     return str(cached) if cached.is_dir() else None
 
 
-def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weights: tuple[str, ...] = ()):
+def load_transformers_model(spec: ModelSpec, auto_class: str, *, refuse_new_weights: tuple[str, ...] = (),
+                            shared: bool = False):
     """Load `transformers.<auto_class>` from the spec, on its device and dtype, in eval mode.
 
     `refuse_new_weights`: name fragments (e.g. "cls.predictions", "lm_head") of
     weights that must come from the checkpoint; if transformers reports them
     newly initialised the load is refused (a random head gives noise).
+    `shared`: the caller only reads the model (never trains it or changes its weights, dtype or device), so the
+    model this process loaded before for the same spec may be returned, and it is kept for the next caller.
     """
+    if not shared:
+        return _load_transformers_model(spec, auto_class, refuse_new_weights)
+    path, gguf = resolve_path(spec)
+    device = torch_device(spec)
+    key = _loaded_key(spec, auto_class, path, gguf, device, torch_dtype(spec, device)) + (refuse_new_weights,)
+    model = _kept(key)
+    if model is None:
+        model = _load_transformers_model(spec, auto_class, refuse_new_weights)
+        _keep(key, model, _weight_bytes(model))
+    return model
+
+
+def _load_transformers_model(spec: ModelSpec, auto_class: str, refuse_new_weights: tuple[str, ...]):
     import transformers
 
     path, gguf = resolve_path(spec)

@@ -30,6 +30,16 @@ def tiny_models(tmp_path_factory):
     return tm.TinyModels(root)
 
 
+@pytest.fixture(autouse=True)
+def models_loaded_afresh():
+    """Each test loads its models from the files (foilforge/models.py keeps a process's loads for the next stage)."""
+    from foilforge.models import forget_loaded
+
+    forget_loaded()
+    yield
+    forget_loaded()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def gguf_cache(tmp_path_factory):
     """The GGUF conversions of this test session (foilforge/models.py): converted once per session, in a temporary

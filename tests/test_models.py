@@ -19,6 +19,7 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
     from foilforge.lm import CausalLM
+    from foilforge.models import forget_loaded
 
     spec = smollm2_spec()
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
@@ -37,6 +38,7 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
         raise AssertionError("the GGUF file was read again")
 
     monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", no_gguf)
+    forget_loaded()  # what a new process finds: the conversion on disk, no model in memory
     cached = CausalLM(spec)
     cached.tokenizer, cached.model  # from the cache: no GGUF read
     for lm in (first, cached):
@@ -110,3 +112,51 @@ def test_a_tokenizer_with_padding_in_its_file_goes_through_the_wrapper(tiny_mode
 
 def shared_captions(shared):
     return shared("data", "real", "coco", "captions_val2017.json")
+
+
+def test_a_read_only_model_is_loaded_once_a_process_and_its_tokenizer_copied(tiny_models, tmp_path):
+    """The pipeline's workers run stage after stage: a shared model is loaded once; each caller gets its own
+    tokenizer (callers set padding_side); a model rewritten in place, another dtype or a caller that trains the
+    model (shared=False) gets a fresh load."""
+    import shutil
+
+    import torch
+
+    from foilforge.models import load_tokenizer, load_transformers_model
+
+    directory = tmp_path / "lm"
+    shutil.copytree(tiny_models.gpt2_lm(), directory)
+    spec = ModelSpec(name_or_path=str(directory), device="cpu", param_key="models.x")
+    first = load_transformers_model(spec, "AutoModelForCausalLM", shared=True)
+    assert load_transformers_model(spec, "AutoModelForCausalLM", shared=True) is first
+    assert load_transformers_model(spec, "AutoModelForCausalLM") is not first  # not shared: its own copy
+    bf16 = ModelSpec(name_or_path=str(directory), device="cpu", dtype="bfloat16", param_key="models.x")
+    assert load_transformers_model(bf16, "AutoModelForCausalLM", shared=True).dtype == torch.bfloat16
+
+    one, two = load_tokenizer(spec), load_tokenizer(spec)
+    one.padding_side = "left"
+    assert one is not two and two.padding_side == "right"
+    assert one("a cat on a mat")["input_ids"] == two("a cat on a mat")["input_ids"]
+
+    with torch.no_grad():
+        for parameter in first.parameters():
+            parameter.add_(1.0)
+    first.save_pretrained(directory)  # the files change: the next load reads them
+    again = load_transformers_model(spec, "AutoModelForCausalLM", shared=True)
+    assert again is not first
+    assert torch.equal(next(again.parameters()), next(first.parameters()))
+
+
+def test_a_model_over_the_budget_is_not_kept(tiny_models, monkeypatch):
+    import foilforge.models as models
+
+    spec = ModelSpec(name_or_path=str(tiny_models.gpt2_lm()), device="cpu", param_key="models.x")
+    monkeypatch.setattr(models, "KEEP_BYTES", 1000)  # the tiny model's weights are larger
+    first = models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True)
+    assert models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True) is not first
+    monkeypatch.setattr(models, "KEEP_BYTES", 3 * models._weight_bytes(first) // 2)  # room for one model
+    kept = models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True)
+    assert models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True) is kept
+    other = models.load_transformers_model(spec, "AutoModel", shared=True)  # the older one makes room
+    assert models.load_transformers_model(spec, "AutoModel", shared=True) is other
+    assert models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True) is not kept
