@@ -565,6 +565,32 @@ def test_a_capped_dual_logistic_fit_is_done_again_to_the_optimum():
     assert dual.n_iter_.max() < DUAL_MAX_ITER and np.array_equal(finished.coef_, dual.coef_)
 
 
+def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
+    """liblinear's solvers call BLAS (scipy's) thousands of times a fit: inside the fit every BLAS pool has one
+    thread, and the process's own counts come back after it."""
+    import numpy as np
+    from sklearn.linear_model import _logistic
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from foilforge.filters.attackers.base import fit_logistic
+
+    def blas_threads():
+        return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+
+    seen, liblinear = [], _logistic._fit_liblinear
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return liblinear(*args, **kwargs)
+
+    monkeypatch.setattr(_logistic, "_fit_liblinear", spy)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 8))
+    with threadpool_limits(limits=2, user_api="blas"):  # what a process on 2 cores has
+        fit_logistic(np.vstack([x, -x]), np.r_[np.ones(60), np.zeros(60)], 1.0, 0, dual=False)
+        assert seen == [[1]] and blas_threads() == [2]
+
+
 def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
     """The gate's out-of-fold runs (a grid, a generative and a boosted attacker, several partitions) on two forked
     processes: every margin as here, to the bit."""

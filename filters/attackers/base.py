@@ -8,6 +8,8 @@ both orders, so it is antisymmetric; a family supplies the feature map phi (`fit
 
 from __future__ import annotations
 
+import functools
+
 from foilforge.attacker import Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
 
@@ -31,6 +33,20 @@ MAX_ITER = 2000
 DUAL_MAX_ITER = 100
 
 
+@functools.lru_cache(maxsize=1)
+def thread_pools():
+    """threadpoolctl's controller of this process's thread pools, found once (`threadpool_limits` looks for them
+    through every loaded library on each call). scikit-learn's estimators and scipy's linear algebra are imported
+    first, so the OpenMP runtime of its trees and the BLAS liblinear calls (scipy's; numpy's is loaded by then too)
+    are among them (a runtime loaded later, torch's say, is not, and no fit here runs on it)."""
+    import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which liblinear calls)
+    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)
+    import sklearn.svm  # noqa: F401
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = DUAL_MAX_ITER):
     """L2-regularised logistic regression without intercept (liblinear), fitted to its optimum.
 
@@ -38,20 +54,25 @@ def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = 
     reaches `max_iter` passes (DUAL_MAX_ITER; a primal fit MAX_ITER) without ending is done again with the primal trust-region Newton
     solver at a tight tolerance, which reaches the optimum in a few steps; a fit the first solver finished is
     kept as it is. Either way the result is the optimum to the solvers' tolerance, whatever the cap.
+
+    On one BLAS thread: liblinear's solvers make thousands of vector operations a fit, each too small to gain from
+    threads, and with every core busy (the pipeline's workers side by side) threads that wait for each other
+    made one fit up to 80 times slower (docs/performance.md). One thread also makes a fit's last bits the same on
+    any machine, whatever its cores.
     """
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), thread_pools().limit(limits=1, user_api="blas"):
         warnings.simplefilter("ignore", ConvergenceWarning)  # handled below
         cap = max_iter if dual else MAX_ITER
         model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=cap, dual=dual,
                                    random_state=random_state).fit(x, y)
-    if model.n_iter_.max() >= cap:
-        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=MAX_ITER, dual=False,
-                                   tol=1e-8, random_state=random_state).fit(x, y)
+        if model.n_iter_.max() >= cap:
+            model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=MAX_ITER, dual=False,
+                                       tol=1e-8, random_state=random_state).fit(x, y)
     return model
 
 

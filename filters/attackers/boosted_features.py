@@ -6,6 +6,7 @@ import functools
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
+from foilforge.filters.attackers.base import thread_pools
 
 
 @functools.lru_cache(maxsize=1 << 16)  # every fold, partition and filter round asks for the same texts
@@ -17,18 +18,6 @@ def surface_features(text: str) -> tuple[float, ...]:
     negations = sum(w in {"no", "not", "none", "nobody", "nothing", "never", "zero", "n't"} for w in words)
     return (float(len(words)), float(len(text)), sum(map(len, words)) / max(1, len(words)),
             float(sum(w.isdigit() for w in words)), float(negations), float(sum(w.endswith("s") for w in words)))
-
-
-@functools.lru_cache(maxsize=1)
-def openmp_threads():
-    """threadpoolctl's controller of this process's thread pools, found once. `threadpool_limits` looks for them
-    through every loaded library on each call, twice a fold. scikit-learn's estimators are imported
-    first, so the OpenMP runtime the fits use is among them (one loaded later, torch's say, is not, and no fit
-    here runs on it)."""
-    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 @ATTACKERS.register("boosted_features.v1")
@@ -78,7 +67,7 @@ class BoostedFeaturesAttacker(Attacker):
         labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
         # one OpenMP thread: a few hundred rows gain nothing from more, and on a busy machine threads that wait
         # for each other make each fit several times slower
-        with openmp_threads().limit(limits=1, user_api="openmp"):
+        with thread_pools().limit(limits=1, user_api="openmp"):
             self.classifier_ = HistGradientBoostingClassifier(
                 max_iter=self.max_iter, max_depth=self.max_depth, learning_rate=self.learning_rate,
                 early_stopping=False, random_state=self.random_state).fit(x, labels)
@@ -90,5 +79,5 @@ class BoostedFeaturesAttacker(Attacker):
         if not pairs:
             return np.zeros(0)
         d = self.difference(pairs)
-        with openmp_threads().limit(limits=1, user_api="openmp"):
+        with thread_pools().limit(limits=1, user_api="openmp"):
             return self.classifier_.decision_function(d) - self.classifier_.decision_function(-d)
