@@ -289,13 +289,15 @@ def test_independent_stages_run_at_once_with_jobs_and_one_after_another_without(
 
 def test_workers_beside_each_other_let_openmp_threads_sleep_and_share_the_cores(tmp_path):
     """With more than one worker, OpenMP's waiting threads sleep (set before torch starts OpenMP) and torch takes
-    its share of the cores, cores // jobs threads; one worker alone, or a policy or thread count the user set, is
-    left as it is."""
+    its share of the cores, cores // jobs threads, and so do numpy's and scipy's BLAS; one worker alone, or a
+    policy or thread count the user set, is left as it is."""
     script = ("import os, sys\nfrom foilforge.pipeline.runner.repro import _start_worker, _TORCH_THREADS\n"
-              "_start_worker(int(sys.argv[1]))\nimport torch\n"
+              "_start_worker(int(sys.argv[1]))\nimport torch\nfrom threadpoolctl import threadpool_info\n"
               "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules, torch.get_num_threads(), "
-              "_TORCH_THREADS == [torch.get_num_threads()])")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+              "_TORCH_THREADS == [torch.get_num_threads()], "
+              "max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     cores = os.cpu_count()
 
     def policy(jobs: str, **extra) -> list[str]:
@@ -304,6 +306,7 @@ def test_workers_beside_each_other_let_openmp_threads_sleep_and_share_the_cores(
 
     alone = policy("1")
     assert alone[:2] == ["None", "True"] and alone[3] == "True"     # torch's own default count (physical cores)
-    assert policy(str(cores)) == ["PASSIVE", "True", "1", "True"]   # as many workers as cores: one thread each
+    assert policy(str(cores)) == ["PASSIVE", "True", "1", "True", "1"]   # as many workers as cores: one thread each
     assert policy("2", OMP_WAIT_POLICY="ACTIVE")[:3] == ["ACTIVE", "True", str(min(int(alone[2]), max(1, cores // 2)))]
+    assert policy("2")[4] == str(max(1, cores // 2))
     assert policy("1", OMP_NUM_THREADS="1")[2] == "1"

@@ -73,8 +73,9 @@ def _start_worker(jobs: int = 1) -> None:
     With other workers beside it, OpenMP's threads (torch's, scikit-learn's) sleep instead of spinning while they
     wait (OMP_WAIT_POLICY=PASSIVE, unless the environment sets it): spinning, two torch stages side by side on 2
     cores took about twice the CPU for the same outputs (docs/performance.md). And the workers share the cores
-    rather than each taking them all: torch gets `cores // jobs` threads (at least one; fewer if the environment
-    asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread each, and spend less CPU for it.
+    rather than each taking them all: torch, and numpy's and scipy's BLAS, get `cores // jobs` threads (at least
+    one; fewer if the environment asked for fewer), so the 2 workers on 2 cores of `make repro` run one thread
+    each, and spend less CPU for it.
     The sample build's bits do not move with it: a text's model pass (foilforge/lm.py) and the span ranker
     (foilforge/span_ranking.py) run on one thread on a CPU whatever the process has, and score, baseline and foil write
     the same bytes with the process on 1 and 2 threads (docs/performance.md, "One pass per text"). What else sums
@@ -89,14 +90,20 @@ def _start_worker(jobs: int = 1) -> None:
 
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    share = max(1, (os.cpu_count() or 1) // jobs)
+    if jobs > 1:  # numpy's and scipy's BLAS likewise (their threads spin while they wait for each other)
+        import numpy  # noqa: F401
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import threadpool_info, threadpool_limits
+
+        if any(pool["num_threads"] > share for pool in threadpool_info() if pool["user_api"] == "blas"):
+            threadpool_limits(limits=share, user_api="blas")
     try:
         import torch
     except ImportError:
         return
-    if jobs > 1:
-        share = max(1, (os.cpu_count() or 1) // jobs)
-        if torch.get_num_threads() > share:
-            torch.set_num_threads(share)
+    if jobs > 1 and torch.get_num_threads() > share:
+        torch.set_num_threads(share)
     _TORCH_THREADS.append(torch.get_num_threads())
 
 
