@@ -103,6 +103,8 @@ BENCHMARKS = {b.name: b for b in (
               default=("--base-ref", "HEAD", "--input", str(SUGARCREPE_UNREFINED_REL)), needs=(SUGARCREPE_UNREFINED_REL,)),
     Benchmark("cpu_dtype", "speed", "SmolLM2's passes on a CPU in float32 and bfloat16, native and emulated: time and "
               "agreement", quick=("--n", "16", "--repeats", "1", "--isas", "native")),
+    Benchmark("blas_threads", "speed", "the gate's logistic fits on one BLAS thread against the process's default, "
+              "idle and beside busy cores", quick=("--pairs", "60", "--repeats", "1")),
     Benchmark("relations_cuda", "speed", "span scoring on a GPU: float32 and bfloat16, token budgets",
               quick=("--limit", "20"), needs=(_COCO,), gpu=True),
     # quality on real data

@@ -153,3 +153,17 @@ def test_cpu_dtype_agreement_on_a_hand_computed_case():
     # differences 0.5, 0, 0.5, 0.1; orders of neighbours: (>, >, <) against (>, >, >)
     assert figures == {"mean_abs_diff": 0.275, "max_abs_diff": 0.5, "spearman": 0.8, "pair_order_kept": 0.6667,
                        "pairs": 3}
+
+
+def test_blas_threads_rows_are_the_edit_tokens_rows_of_caption_pairs(tmp_path, monkeypatch):
+    """The benchmark fits the rows the edit_tokens attacker builds: each pair's edit one way (label 1), the other
+    way (label 0)."""
+    from benchmarks import bench_blas_threads
+
+    captions = [f"a dog number {k} on a mat" for k in range(5)] + ["a cat on a sofa", "two birds", "a red bus",
+                                                                     "an old man", "a boy"]
+    monkeypatch.setattr(bench_blas_threads, "read_captions", lambda path, limit: captions[:limit])
+    x, y = bench_blas_threads.rows(2)
+    assert x.shape[0] == 4 and list(y) == [1.0, 1.0, 0.0, 0.0]
+    # "a dog number 0 on a mat" against "a red bus": out:dog ... in:red in:bus, and each replacement pair
+    assert x[0].sum() == x[2].sum() > 0 and (x[0] != x[2]).nnz > 0
