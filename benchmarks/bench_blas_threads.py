@@ -7,9 +7,9 @@ OpenBLAS for its vector operations, thousands of times a fit. Here: the edit_tok
 caption pairs (the first COCO val 2017 captions, each against the caption 7 further on: two descriptions of
 different images, long edits, as BD2BB's target-against-decoy pairs have; the embedded sample's captions where the
 real file is absent), fitted with each of `fit_logistic`'s two fits (`fit`) at C = 0.1, 1 and 10, once with BLAS
-limited to one thread and once with the process's own count, the faster of `--repeats` timings each. Then the same beside busy neighbours: one process spinning on each core but
-one, as the pipeline's other workers keep the cores busy in `make repro`. Also: how far the coefficients of the
-two thread counts differ.
+limited to one thread and once with the process's own count, the faster of `--repeats` timings each: on an idle machine, beside a process spinning on each core but one (as the
+other worker of `make repro` on 2 cores keeps its core busy), and beside one spinning on every core (more busy
+processes than cores: a second build, the test suite). Also: how far the coefficients of the two counts differ.
 
 Writes benchmarks/results/blas_threads.json.
 """
@@ -106,25 +106,25 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     x, y = rows(args.pairs)
+    cores = os.cpu_count() or 1
     metrics = {"rows": int(x.shape[0]), "features": int(x.shape[1]), "captions": str(coco_captions_file()),
-               "idle": measure(x, y, args.repeats)}
-    neighbours = max(1, (os.cpu_count() or 1) - 1)
-    stop = multiprocessing.Event()
-    spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(neighbours)]
-    for process in spinners:
-        process.start()
-    try:
-        metrics["busy"] = measure(x, y, args.repeats)
-    finally:
-        stop.set()
+               "cores": cores, "by_busy_neighbours": {}}
+    for neighbours in sorted({0, max(1, cores - 1), cores}):
+        stop = multiprocessing.Event()
+        spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(neighbours)]
         for process in spinners:
-            process.join()
-    metrics["busy_neighbours"] = neighbours
-    for condition in ("idle", "busy"):
-        for row in metrics[condition]:
-            print(f"{condition:5s} {row['solver']:6s} C={row['C']:<5} one thread {row['one_thread_s']:.4f} s, "
-                  f"{row['default_threads']} threads {row['default_threads_s']:.4f} s ({row['slower_by']}x), "
-                  f"coef differ by {row['coef_max_abs_diff']:.2e}")
+            process.start()
+        try:
+            metrics["by_busy_neighbours"][str(neighbours)] = measure(x, y, args.repeats)
+        finally:
+            stop.set()
+            for process in spinners:
+                process.join()
+    for neighbours, found in metrics["by_busy_neighbours"].items():
+        for row in found:
+            print(f"{neighbours} busy neighbour(s) {row['solver']:6s} C={row['C']:<5} one thread "
+                  f"{row['one_thread_s']:.4f} s, {row['default_threads']} threads {row['default_threads_s']:.4f} s "
+                  f"({row['slower_by']}x), coef differ by {row['coef_max_abs_diff']:.2e}")
     write_result(NAME, metrics, args, argv)
     return metrics
 
