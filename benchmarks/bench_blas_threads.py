@@ -43,21 +43,14 @@ def rows(n_pairs: int):
 
 
 def fit(x, y, C: float, solver: str):
-    """One of fit_logistic's two fits, without its thread limit (the caller sets one or not): the dual solver capped
+    """One of fit_logistic's two fits without its thread limit (the caller sets one or not): the dual solver capped
     at DUAL_MAX_ITER passes (where most n-gram fits end), or the primal one at tol 1e-8 (the fits the dual one did
     not end, BD2BB's multiple-choice pairs at C=1 and 10, and the dense probe rows)."""
-    import warnings
+    from foilforge.filters.attackers.base import DUAL_MAX_ITER, MAX_ITER, liblinear_fit
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-
-    from foilforge.filters.attackers.base import DUAL_MAX_ITER, MAX_ITER
-
-    settings = {"dual": True, "max_iter": DUAL_MAX_ITER} if solver == "dual" else {"dual": False, "tol": 1e-8,
-                                                                                   "max_iter": MAX_ITER}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return LogisticRegression(C=C, fit_intercept=False, solver="liblinear", random_state=0, **settings).fit(x, y)
+    if solver == "dual":
+        return liblinear_fit(x, y, C, 0, True, DUAL_MAX_ITER)
+    return liblinear_fit(x, y, C, 0, False, MAX_ITER, tol=1e-8)
 
 
 def timed(x, y, C: float, solver: str, threads: int | None, repeats: int):

@@ -266,8 +266,8 @@ def _loaded_key(spec: ModelSpec, part: str, path: str, gguf: str | None, device=
     rewritten in place, as a test does, is loaded again)."""
     files = ()
     if os.path.isdir(path):
-        files = tuple(sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
-                             for entry in os.scandir(path) if entry.is_file()))
+        found = [(entry.name, entry.stat()) for entry in os.scandir(path) if entry.is_file()]
+        files = tuple(sorted((name, stat.st_size, stat.st_mtime_ns) for name, stat in found))
     converted = gguf_cache_dir(path, gguf, part) if gguf else None
     return (path, gguf, spec.revision, part, str(device), str(dtype), files, str(converted))
 

@@ -57,23 +57,30 @@ def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = 
 
     On one BLAS thread: liblinear's solvers make thousands of vector operations a fit, each too small to gain from
     threads, and with every core busy (the pipeline's workers side by side) threads that wait for each other
-    made one fit up to 80 times slower (docs/performance.md). One thread also makes a fit's last bits the same on
-    any machine, whatever its cores.
+    made a primal fit 88-163 times slower (docs/performance.md, bench_blas_threads). One thread also makes a fit's
+    last bits the same on any machine, whatever its cores.
     """
+    with thread_pools().limit(limits=1, user_api="blas"):
+        cap = max_iter if dual else MAX_ITER
+        model = liblinear_fit(x, y, C, random_state, dual, cap)
+        if model.n_iter_.max() >= cap:
+            model = liblinear_fit(x, y, C, random_state, False, MAX_ITER, tol=1e-8)
+    return model
+
+
+def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, tol: float = 1e-4):
+    """One liblinear fit of L2-regularised logistic regression without intercept, as `fit_logistic` runs it (once,
+    or twice: the primal refit at tol 1e-8), on the process's threads; a ConvergenceWarning is not shown (the
+    caller reads `n_iter_`)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    with warnings.catch_warnings(), thread_pools().limit(limits=1, user_api="blas"):
-        warnings.simplefilter("ignore", ConvergenceWarning)  # handled below
-        cap = max_iter if dual else MAX_ITER
-        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=cap, dual=dual,
-                                   random_state=random_state).fit(x, y)
-        if model.n_iter_.max() >= cap:
-            model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=MAX_ITER, dual=False,
-                                       tol=1e-8, random_state=random_state).fit(x, y)
-    return model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=max_iter, dual=dual, tol=tol,
+                                  random_state=random_state).fit(x, y)
 
 
 class ModelBackedAttacker:
