@@ -565,11 +565,42 @@ def test_a_capped_dual_logistic_fit_is_done_again_to_the_optimum():
     assert dual.n_iter_.max() < DUAL_MAX_ITER and np.array_equal(finished.coef_, dual.coef_)
 
 
+def test_a_liblinear_fit_is_logistic_regressions_fit_bit_for_bit():
+    """liblinear_fit skips LogisticRegression's checks, not its arithmetic: the same coefficients, iterations and
+    margins, compared by their bytes (a zero row's too), on sparse rows with the dual and the primal solver, dense
+    rows, and a fit that stops at its cap."""
+    import warnings
+
+    import numpy as np
+    from scipy import sparse
+    from sklearn.linear_model import LogisticRegression
+
+    from foilforge.filters.attackers.base import liblinear_fit
+
+    rng = np.random.default_rng(3)
+    rows = sparse.random(90, 400, density=0.02, random_state=3, data_rvs=lambda n: rng.choice([-1.0, 1.0], n))
+    dense = rng.normal(size=(70, 24))
+    both = sparse.vstack([rows, -rows]).tocsr()
+    cases = [(both, True, 100, 1e-4), (both, False, 2000, 1e-8),
+             (np.vstack([dense, -dense]), False, 2000, 1e-4), (both, True, 3, 1e-4)]
+    for x, dual, max_iter, tol in cases:
+        y = np.r_[np.ones(x.shape[0] // 2), np.zeros(x.shape[0] // 2)]
+        for C in (0.1, 10.0):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                expected = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", dual=dual, tol=tol,
+                                              max_iter=max_iter, random_state=5).fit(x, y)
+            fit = liblinear_fit(x, y, C, 5, dual, max_iter, tol=tol)
+            assert fit.coef_.tobytes() == expected.coef_.tobytes() and np.array_equal(fit.n_iter_, expected.n_iter_)
+            held = sparse.vstack([x[:7], x[:1] * 0.0]).tocsr() if sparse.issparse(x) else np.vstack([x[:7], x[:1] * 0])
+            assert fit.decision_function(held).tobytes() == expected.decision_function(held).tobytes()
+
+
 def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     """liblinear's solvers call BLAS (scipy's) thousands of times a fit: inside the fit every BLAS pool has one
     thread, and the process's own counts come back after it."""
     import numpy as np
-    from sklearn.linear_model import _logistic
+    from sklearn.svm import _base
     from threadpoolctl import threadpool_info, threadpool_limits
 
     from foilforge.filters.attackers.base import fit_logistic
@@ -577,13 +608,13 @@ def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     def blas_threads():
         return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
 
-    seen, liblinear = [], _logistic._fit_liblinear
+    seen, liblinear = [], _base._fit_liblinear
 
     def spy(*args, **kwargs):
         seen.append(blas_threads())
         return liblinear(*args, **kwargs)
 
-    monkeypatch.setattr(_logistic, "_fit_liblinear", spy)
+    monkeypatch.setattr(_base, "_fit_liblinear", spy)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 8))
     with threadpool_limits(limits=2, user_api="blas"):  # what a process on 2 cores has

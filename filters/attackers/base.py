@@ -68,19 +68,40 @@ def fit_logistic(x, y, C: float, random_state: int, dual: bool, max_iter: int = 
     return model
 
 
-def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, tol: float = 1e-4):
+def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, tol: float = 1e-4) -> "LogisticFit":
     """One liblinear fit of L2-regularised logistic regression without intercept, as `fit_logistic` runs it (once,
-    or twice: the primal refit at tol 1e-8), on the process's threads; a ConvergenceWarning is not shown (the
-    caller reads `n_iter_`)."""
+    or twice: the primal refit at tol 1e-8), on the process's threads; not converging is not reported (the caller
+    reads `n_iter_`).
+
+    The fit scikit-learn's LogisticRegression(solver="liblinear", fit_intercept=False) makes, bit for bit (tests/
+    test_attackers.py), without its checks of arguments and data: the gate makes tens of thousands of fits of a few
+    hundred rows, where those checks took about as long as the solver (docs/performance.md). The rows are given
+    as LogisticRegression would pass them on: CSR or C-ordered, float64."""
     import warnings
 
+    import numpy as np
+    from scipy import sparse
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm._base import _fit_liblinear
 
+    x = x.tocsr().astype(np.float64, copy=False) if sparse.issparse(x) else np.ascontiguousarray(x, dtype=np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=max_iter, dual=dual, tol=tol,
-                                  random_state=random_state).fit(x, y)
+        coef, _, n_iter = _fit_liblinear(x, y, C, False, 1.0, None, "l2", dual, 0, max_iter, tol, random_state)
+    return LogisticFit(coef, n_iter)
+
+
+class LogisticFit:
+    """A fitted logistic regression without intercept: `coef_` (1, features), `n_iter_`, and the margins."""
+
+    def __init__(self, coef, n_iter):
+        self.coef_, self.n_iter_ = coef, n_iter
+
+    def decision_function(self, x):
+        """x @ coef as LogisticRegression computes it: a column plus its intercept 0.0, flattened."""
+        import numpy as np
+
+        return (np.asarray(x @ self.coef_.T) + 0.0).reshape(-1)
 
 
 class ModelBackedAttacker:
