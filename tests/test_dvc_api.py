@@ -67,3 +67,42 @@ def test_commands_and_shell_argv_read_a_stage_as_dvc_runs_it(tmp_path, monkeypat
         assert dvc_api.shell_argv("echo x")[-1] == "echo x"
     finally:
         repo.close()
+
+
+def test_params_read_once_parses_each_state_of_the_file_once_and_hands_out_copies(tmp_path, monkeypatch):
+    """Inside `params_read_once`, DVC's reads of a params file (several keys, flattened or not) parse it once; what a
+    read returns is a copy (changing it changes no later read); an edited file is read again; outside, DVC's own
+    reader is back."""
+    import os
+
+    from dvc.dependency import param
+    from dvc.fs import LocalFileSystem
+    from dvc.utils.serialize import _yaml
+
+    parses = []
+    parse_yaml = _yaml.parse_yaml
+
+    def counted(*args, **kwargs):
+        parses.append(args[1])
+        return parse_yaml(*args, **kwargs)
+
+    monkeypatch.setattr(_yaml, "parse_yaml", counted)
+    path = tmp_path / "params.yaml"
+    path.write_text("gate:\n  seed: 101\n  grid: {C: [0.1, 1.0]}\nseed: 7\n")
+    fs, original = LocalFileSystem(), param.read_param_file
+    with dvc_api.params_read_once():
+        first = param.read_param_file(fs, str(path), ["gate.seed", "seed"], flatten=True)
+        assert first == {"gate.seed": 101, "seed": 7}
+        nested = param.read_param_file(fs, str(path), ["gate"])
+        assert nested == {"gate": {"seed": 101, "grid": {"C": [0.1, 1.0]}}}
+        nested["gate"]["grid"]["C"].append(10.0)
+        assert param.read_param_file(fs, str(path), ["gate"]) == {"gate": {"seed": 101, "grid": {"C": [0.1, 1.0]}}}
+        assert param.read_param_file(fs, str(path), ["seed"], flatten=True) == {"seed": 7}
+        assert len(parses) == 1
+        path.write_text("gate:\n  seed: 202\n  grid: {C: [0.1]}\nseed: 7\n")
+        os.utime(path, ns=(1, 1))  # another state even where the clock would give the same mtime
+        assert param.read_param_file(fs, str(path), ["gate.seed"], flatten=True) == {"gate.seed": 202}
+        assert len(parses) == 2
+    assert param.read_param_file is original
+    param.read_param_file(fs, str(path), ["seed"], flatten=True)
+    assert len(parses) == 3

@@ -9,6 +9,8 @@ that the installed DVC lies in it and has each call with the arguments used here
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 #: the DVC versions these calls are known to work with; pyproject.toml's requirement says the same
 SUPPORTED = ">=3.50,<4"
 
@@ -27,6 +29,70 @@ def plan(repo, targets: list[str] | None) -> tuple:
     stages = collect_stages(repo, targets or [PROJECT_FILE])
     graph = get_active_graph(repo.index.graph)
     return graph, plan_repro(graph, stages)
+
+
+@contextmanager
+def params_read_once():
+    """Within it, DVC parses each state of a local params file once: `read_param_file` (DVC's reader of params.yaml
+    for a stage's params: whether they changed, their hash for the run cache, the lock entry) keeps the parsed file
+    under its state (size, mtime, inode) and what it found for the keys asked, and gives a copy the next time.
+
+    DVC parses the whole file for every such read, about seven times a stage (1,092 parses of params.yaml in the
+    sample build, most of the runner's own CPU time: docs/performance.md). An edited file has another state, so it
+    is read again: the values are the file's, as DVC would read them."""
+    import copy
+    import threading
+
+    from dvc.dependency import param
+    from dvc.fs import LocalFileSystem
+
+    original_read, original_load = param.read_param_file, param.load_path
+    parsed: dict = {}
+    found: dict = {}
+    guard = threading.Lock()  # the lock writer's thread may read beside the main one
+
+    def load_path(path, fs, **load_kwargs):
+        state = _file_state(path) if isinstance(fs, LocalFileSystem) else None
+        if state is None:
+            return original_load(path, fs, **load_kwargs)
+        key = (state, tuple(sorted(load_kwargs.items())))
+        with guard:
+            config = parsed.get(key)
+        if config is None:
+            config = original_load(path, fs, **load_kwargs)
+            with guard:
+                parsed[key] = config
+        return copy.deepcopy(config)
+
+    def read_param_file(fs, path, key_paths=None, flatten=False, **load_kwargs):
+        state = _file_state(path) if isinstance(fs, LocalFileSystem) else None
+        if state is None:
+            return original_read(fs, path, key_paths, flatten, **load_kwargs)
+        key = (state, tuple(key_paths or ()), flatten, tuple(sorted(load_kwargs.items())))
+        with guard:
+            values = found.get(key)
+        if values is None:
+            values = original_read(fs, path, key_paths, flatten, **load_kwargs)
+            with guard:
+                found[key] = values
+        return copy.deepcopy(values)
+
+    param.read_param_file, param.load_path = read_param_file, load_path
+    try:
+        yield
+    finally:
+        param.read_param_file, param.load_path = original_read, original_load
+
+
+def _file_state(path) -> tuple | None:
+    """(real path, size, mtime in ns, inode, ctime in ns) of a file; None when it cannot be read."""
+    import os
+
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), found.st_size, found.st_mtime_ns, found.st_ino, found.st_ctime_ns
 
 
 def upstream(graph, stage) -> list:

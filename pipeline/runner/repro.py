@@ -392,7 +392,7 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        with repo.lock:
+        with repo.lock, dvc_api.params_read_once():
             graph, planned = dvc_api.plan(repo, targets)
             build = Build(graph, planned, force, workers, lock)
             try:
