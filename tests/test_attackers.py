@@ -492,6 +492,20 @@ def test_the_boosted_attacker_finds_a_length_cue():
     assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1  # sides shuffled: nothing left to find
 
 
+def test_the_boosted_margins_are_the_two_calls_values_by_their_bytes():
+    """margins predicts d and -d in one call: each value is the one a call of its own gives, to the bit."""
+    import numpy as np
+
+    records = [{"id": f"t:{k}", "sample_id": f"t:{k}", "caption": f"A dog number {k} sits on the {'red ' * (k % 3)}mat",
+                "foil": f"A cat number {k} sits {'quietly ' * (k % 2)}on the mat", "classes": "dog",
+                "classes_foil": "cat"} for k in range(60)]
+    pairs = pairs_from_records(records)
+    attacker = build_attacker({"attacker": "boosted_features.v1"}, "test").fit(pairs[:40])
+    d = attacker.difference(pairs[40:])
+    alone = attacker.classifier_.decision_function(d) - attacker.classifier_.decision_function(-d)
+    assert attacker.margins(pairs[40:]).tobytes() == alone.tobytes() and np.abs(alone).max() > 0
+
+
 def test_the_boosted_attacker_fits_and_predicts_on_one_openmp_thread(monkeypatch):
     """Fits run side by side (a fold a job), so each holds one OpenMP thread: checked inside scikit-learn's own
     fit and predict, on the OpenMP runtime scikit-learn ships (torch may have loaded another one)."""
