@@ -379,7 +379,13 @@ def default_jobs() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
-def reproduce(targets: list[str] | None = None, force: bool = False, lock_every: float = 60.0,
+#: seconds between dvc.lock's rewrites during a build. A rewrite parses and dumps the whole file (about 4 CPU-s on the
+#: sample's, beside two busy workers); a build killed between two of them loses no finished stage: the next run
+#: restores those from DVC's run cache instead of running them
+LOCK_EVERY_S = 180.0
+
+
+def reproduce(targets: list[str] | None = None, force: bool = False, lock_every: float = LOCK_EVERY_S,
               jobs: int | None = None, root: str | None = None) -> list[str]:
     """DVC's reproduce of `targets` (None: the whole pipeline, dvc.yaml) with the `foilforge` commands in
     long-lived workers, up to `jobs` at once, and dvc.lock written in batches. Returns the addresses of the

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from foilforge.pipeline.runner.repro import reproduce
+from foilforge.pipeline.runner.repro import LOCK_EVERY_S, reproduce
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +19,9 @@ def add_arguments(parser) -> None:
                         help="run the targets even when nothing they depend on changed (as dvc repro --force)")
     parser.add_argument("-j", "--jobs", type=int, default=None,
                         help="stages run at once, each in its own worker (default: one per core, at most 4)")
-    parser.add_argument("--lock-every", type=float, default=60.0,
-                        help="seconds between writes of dvc.lock (default 60; it is always written at the end)")
+    parser.add_argument("--lock-every", type=float, default=LOCK_EVERY_S,
+                        help=f"seconds between writes of dvc.lock (default {LOCK_EVERY_S:g}; it is always written at the "
+                             "end, and a stage that finished since the last write is restored from the run cache)")
     parser.add_argument("--profile", default=None,
                         help="first write profiles/NAME.yaml into params.yaml, as `dvc exp run` with `foilforge "
                              "profile NAME` does (validated first; `git checkout params.yaml` undoes it)")
