@@ -614,7 +614,7 @@ def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     """liblinear's solvers call BLAS (scipy's) thousands of times a fit: inside the fit every BLAS pool has one
     thread, and the process's own counts come back after it."""
     import numpy as np
-    from sklearn.svm import _base
+    from sklearn.svm import _liblinear
     from threadpoolctl import threadpool_info, threadpool_limits
 
     from foilforge.filters.attackers.base import fit_logistic
@@ -622,13 +622,13 @@ def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     def blas_threads():
         return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
 
-    seen, liblinear = [], _base._fit_liblinear
+    seen, liblinear = [], _liblinear.train_wrap
 
     def spy(*args, **kwargs):
         seen.append(blas_threads())
         return liblinear(*args, **kwargs)
 
-    monkeypatch.setattr(_base, "_fit_liblinear", spy)
+    monkeypatch.setattr(_liblinear, "train_wrap", spy)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 8))
     with threadpool_limits(limits=2, user_api="blas"):  # what a process on 2 cores has

@@ -74,21 +74,30 @@ def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, 
     reads `n_iter_`).
 
     The fit scikit-learn's LogisticRegression(solver="liblinear", fit_intercept=False) makes, bit for bit (tests/
-    test_attackers.py), without its checks of arguments and data: the gate makes tens of thousands of fits of a few
-    hundred rows, where those checks took about as long as the solver (docs/performance.md). The rows are given
-    as LogisticRegression would pass them on: CSR or C-ordered, float64."""
-    import warnings
-
+    test_attackers.py): the same call of scikit-learn's liblinear wrapper with the same arguments (labels as
+    indices into the sorted classes, class and sample weights 1, the seed a RandomState of `random_state` draws),
+    without the checks of arguments and data around it: the gate and the adversarial filter make tens of
+    thousands of fits of a few hundred rows, where those checks took as long as the solver (docs/performance.md).
+    The rows are given as LogisticRegression passes them on: CSR or C-ordered, float64."""
     import numpy as np
     from scipy import sparse
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm._base import _fit_liblinear
+    from sklearn.svm import _liblinear
 
     x = x.tocsr().astype(np.float64, copy=False) if sparse.issparse(x) else np.ascontiguousarray(x, dtype=np.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        coef, _, n_iter = _fit_liblinear(x, y, C, False, 1.0, None, "l2", dual, 0, max_iter, tol, random_state)
+    classes, labels = np.unique(np.asarray(y), return_inverse=True)
+    if len(classes) != 2:
+        raise ValueError(f"a logistic fit needs rows of exactly two classes, got {len(classes)}")
+    seed = np.random.RandomState(random_state).randint(np.iinfo("i").max)
+    solver = LIBLINEAR_L2_LOGISTIC_DUAL if dual else LIBLINEAR_L2_LOGISTIC_PRIMAL
+    _liblinear.set_verbosity_wrap(0)
+    coef, n_iter = _liblinear.train_wrap(x, np.require(labels.astype(np.float64).ravel(), requirements="W"),
+                                         sparse.issparse(x), solver, tol, -1.0, C, np.ones(2), max_iter, seed, 0.1,
+                                         np.ones(x.shape[0]))
     return LogisticFit(coef, n_iter)
+
+
+#: liblinear's solver numbers of L2-regularised logistic regression, primal (trust-region Newton) and dual
+LIBLINEAR_L2_LOGISTIC_PRIMAL, LIBLINEAR_L2_LOGISTIC_DUAL = 0, 7
 
 
 class LogisticFit:

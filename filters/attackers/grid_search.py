@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from foilforge.attacker import (
@@ -92,6 +93,12 @@ def grid_settings(grid: dict, param_key: str) -> list[dict]:
 RUN_ARGUMENTS = ("random_state", "param_key")
 
 
+@functools.lru_cache(maxsize=None)
+def takes_param_key(cls) -> bool:
+    """Whether an attacker class's constructor takes `param_key` (asked once a class: a gate builds an attacker a fit)."""
+    return "param_key" in inspect.signature(cls.__init__).parameters
+
+
 def build_attacker(block, param_key: str) -> Attacker:
     """An attacker from a params block `{attacker: word_ngram.v1, args: {...}}` (args checked against __init__).
 
@@ -120,6 +127,6 @@ def build_attacker(block, param_key: str) -> Attacker:
     if reserved:
         raise ConfigError(f"{param_key}.args: {', '.join(reserved)} is set by the run (the stage's seed, the "
                           f"block's key), not in params.yaml")
-    if "param_key" in inspect.signature(ATTACKERS.get(name).__init__).parameters:
+    if takes_param_key(ATTACKERS.get(name)):
         args["param_key"] = param_key
     return ATTACKERS.build(name, args, where=param_key)
