@@ -610,6 +610,32 @@ def test_a_liblinear_fit_is_logistic_regressions_fit_bit_for_bit():
             assert fit.decision_function(held).tobytes() == expected.decision_function(held).tobytes()
 
 
+def test_a_scikit_learn_whose_liblinear_binding_differs_fits_through_logistic_regression(monkeypatch, caplog):
+    """The binding liblinear_fit calls is scikit-learn's private one: where it takes other arguments, the fit goes
+    through LogisticRegression, with the same numbers, says so once, and stays there."""
+    import numpy as np
+    from scipy import sparse
+
+    from foilforge.filters.attackers import base
+
+    rows = sparse.random(50, 80, density=0.05, random_state=7, data_rvs=lambda n: np.ones(n))
+    x, y = sparse.vstack([rows, -rows]).tocsr(), np.r_[np.ones(50), np.zeros(50)]
+    expected = base.liblinear_fit(x, y, 1.0, 3, True, 100)
+    calls = []
+
+    def other_binding(*args):
+        calls.append(len(args))
+        raise TypeError("train_wrap() takes 13 positional arguments but 12 were given")
+
+    monkeypatch.setattr(base, "liblinear_binding", lambda: other_binding)
+    monkeypatch.setattr(base, "_BINDING_WORKS", [True])
+    with caplog.at_level("WARNING"):
+        first, second = base.liblinear_fit(x, y, 1.0, 3, True, 100), base.liblinear_fit(x, y, 1.0, 3, True, 100)
+    assert first.coef_.tobytes() == expected.coef_.tobytes() == second.coef_.tobytes()
+    assert np.array_equal(first.n_iter_, expected.n_iter_) and calls == [12]
+    assert sum("LogisticRegression instead" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     """liblinear's solvers call BLAS (scipy's) thousands of times a fit: inside the fit every BLAS pool has one
     thread, and the process's own counts come back after it."""

@@ -78,7 +78,8 @@ def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, 
     indices into the sorted classes, class and sample weights 1, the seed a RandomState of `random_state` draws),
     without the checks of arguments and data around it: the gate and the adversarial filter make tens of
     thousands of fits of a few hundred rows, where those checks took as long as the solver (docs/performance.md).
-    The rows are given as LogisticRegression passes them on: CSR or C-ordered, float64."""
+    The rows are given as LogisticRegression passes them on: CSR or C-ordered, float64. A scikit-learn whose
+    binding takes other arguments gets the fit through LogisticRegression: the same numbers, slower."""
     import numpy as np
     from scipy import sparse
     from sklearn.svm import _liblinear
@@ -87,13 +88,48 @@ def liblinear_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, 
     classes, labels = np.unique(np.asarray(y), return_inverse=True)
     if len(classes) != 2:
         raise ValueError(f"a logistic fit needs rows of exactly two classes, got {len(classes)}")
+    if not _BINDING_WORKS:
+        return _wrapped_fit(x, y, C, random_state, dual, max_iter, tol)
     seed = np.random.RandomState(random_state).randint(np.iinfo("i").max)
     solver = LIBLINEAR_L2_LOGISTIC_DUAL if dual else LIBLINEAR_L2_LOGISTIC_PRIMAL
-    _liblinear.set_verbosity_wrap(0)
-    coef, n_iter = _liblinear.train_wrap(x, np.require(labels.astype(np.float64).ravel(), requirements="W"),
-                                         sparse.issparse(x), solver, tol, -1.0, C, np.ones(2), max_iter, seed, 0.1,
-                                         np.ones(x.shape[0]))
+    try:
+        _liblinear.set_verbosity_wrap(0)
+        coef, n_iter = liblinear_binding()(x, np.require(labels.astype(np.float64).ravel(), requirements="W"),
+                                           sparse.issparse(x), solver, tol, -1.0, C, np.ones(2), max_iter, seed,
+                                           0.1, np.ones(x.shape[0]))
+    except TypeError as err:  # a scikit-learn whose private binding takes other arguments: its public estimator
+        import logging
+
+        _BINDING_WORKS.clear()
+        logging.getLogger(__name__).warning("scikit-learn's liblinear binding takes other arguments (%s): fitting "
+                                            "with LogisticRegression instead (the same numbers, slower)", err)
+        return _wrapped_fit(x, y, C, random_state, dual, max_iter, tol)
     return LogisticFit(coef, n_iter)
+
+
+#: non-empty while the direct call of scikit-learn's liblinear binding works in this process
+_BINDING_WORKS = [True]
+
+
+def liblinear_binding():
+    """scikit-learn's liblinear training function (private: `train_wrap`), which LogisticRegression calls too."""
+    from sklearn.svm import _liblinear
+
+    return _liblinear.train_wrap
+
+
+def _wrapped_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, tol: float) -> "LogisticFit":
+    """The same fit through LogisticRegression (its checks included): where the binding's arguments differ."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LogisticRegression(C=C, fit_intercept=False, solver="liblinear", max_iter=max_iter, dual=dual,
+                                   tol=tol, random_state=random_state).fit(x, y)
+    return LogisticFit(model.coef_, model.n_iter_)
 
 
 #: liblinear's solver numbers of L2-regularised logistic regression, primal (trust-region Newton) and dual
