@@ -47,35 +47,32 @@ def params_read_once():
     from dvc.fs import LocalFileSystem
 
     original_read, original_load = param.read_param_file, param.load_path
-    parsed: dict = {}
-    found: dict = {}
+    kept: dict = {}
     guard = threading.Lock()  # the lock writer's thread may read beside the main one
+
+    def once(key, read):
+        """A copy of what `read()` gave the first time `key` was asked."""
+        with guard:
+            value = kept.get(key)
+        if value is None:
+            value = read()
+            with guard:
+                kept[key] = value
+        return copy.deepcopy(value)
 
     def load_path(path, fs, **load_kwargs):
         state = _file_state(path) if isinstance(fs, LocalFileSystem) else None
         if state is None:
             return original_load(path, fs, **load_kwargs)
-        key = (state, tuple(sorted(load_kwargs.items())))
-        with guard:
-            config = parsed.get(key)
-        if config is None:
-            config = original_load(path, fs, **load_kwargs)
-            with guard:
-                parsed[key] = config
-        return copy.deepcopy(config)
+        return once(("file", state, tuple(sorted(load_kwargs.items()))),
+                    lambda: original_load(path, fs, **load_kwargs))
 
     def read_param_file(fs, path, key_paths=None, flatten=False, **load_kwargs):
         state = _file_state(path) if isinstance(fs, LocalFileSystem) else None
         if state is None:
             return original_read(fs, path, key_paths, flatten, **load_kwargs)
-        key = (state, tuple(key_paths or ()), flatten, tuple(sorted(load_kwargs.items())))
-        with guard:
-            values = found.get(key)
-        if values is None:
-            values = original_read(fs, path, key_paths, flatten, **load_kwargs)
-            with guard:
-                found[key] = values
-        return copy.deepcopy(values)
+        return once(("keys", state, tuple(key_paths or ()), flatten, tuple(sorted(load_kwargs.items()))),
+                    lambda: original_read(fs, path, key_paths, flatten, **load_kwargs))
 
     param.read_param_file, param.load_path = read_param_file, load_path
     try:
