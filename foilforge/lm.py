@@ -61,12 +61,36 @@ def use_tokenizer_padding(tokenizer, side: str) -> None:
     tokenizer.padding_side = side
 
 
+#: float32 logits converted at a time by `token_logprobs` on a CPU: half a MiB, which stays in a core's cache
+CPU_LOGPROB_CHUNK = 1 << 17
+
+
 def token_logprobs(logits, targets):
-    """log p(target) at every position, in float32, without materialising a second vocabulary-sized tensor."""
+    """log p(target) at every position, in float32, without materialising a second vocabulary-sized tensor.
+
+    On a CPU the positions go a few at a time (`CPU_LOGPROB_CHUNK` floats): a batch's float32 copy of its logits
+    (hundreds of MiB) left the cache between the conversion and the log-sum-exp, which then waited on memory
+    for four times as long as it computed. Each position's log-sum-exp is a reduction over its own row alone,
+    so its bits are those of one call over the whole batch (tests/test_lm.py).
+    """
     import torch
 
-    logits = logits.float()
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    if logits.device.type != "cpu" or logits.dim() < 2:
+        logits = logits.float()
+        return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    out = torch.empty(targets.shape, dtype=torch.float32)
+    step = max(1, CPU_LOGPROB_CHUNK // max(1, logits.shape[-1]))
+    rows = logits.reshape(-1, logits.shape[-1]) if logits.dim() == 2 or logits.is_contiguous() else None
+    if rows is None:  # a slice such as logits[:, :-1]: row by row of the first dimension, no copy of the whole
+        for index in range(logits.shape[0]):
+            out[index] = token_logprobs(logits[index], targets[index])
+        return out
+    flat_targets, flat_out = targets.reshape(-1), out.view(-1)
+    for start in range(0, rows.shape[0], step):
+        part = rows[start : start + step].float()
+        flat_out[start : start + step] = (part.gather(-1, flat_targets[start : start + step].unsqueeze(-1)).squeeze(-1)
+                                          - torch.logsumexp(part, dim=-1))
+    return out
 
 
 def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:

@@ -383,3 +383,37 @@ def test_passes_spread_over_forked_processes_give_the_bits_of_one(tiny_models, m
     assert _PASS_WORKERS[0] == 1
     assert forked[0] == here[0]
     assert np.array_equal(forked[1], here[1]) and np.array_equal(forked[2], here[2])
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_token_logprobs_in_chunks_are_the_bits_of_one_call_over_the_whole_batch(monkeypatch, dtype_name):
+    """On a CPU the log-probabilities go a few positions at a time: each position's numbers are those of a single
+    call over the whole batch, for a batch, a slice of one (logits[:, :-1]) and flat rows, with chunks that end
+    inside a row of the batch and a last chunk of one position."""
+    import torch
+
+    torch.manual_seed(0)
+    dtype = getattr(torch, dtype_name)
+    vocabulary = 1000
+    logits = (torch.randn(3, 8, vocabulary) * 4).to(dtype)
+    targets = torch.randint(0, vocabulary, (3, 7))
+
+    def one_call(values, chosen):
+        values = values.float()
+        return values.gather(-1, chosen.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(values, dim=-1)
+
+    monkeypatch.setattr(lm_module, "CPU_LOGPROB_CHUNK", 3 * vocabulary)  # 3 positions a chunk: 7 = 3 + 3 + 1
+    calls, real_logsumexp = [], torch.logsumexp
+    monkeypatch.setattr(torch, "logsumexp", lambda values, dim: calls.append(values.shape) or real_logsumexp(values, dim))
+    sliced = lm_module.token_logprobs(logits[:, :-1], targets)
+    assert calls == [(3, vocabulary), (3, vocabulary), (1, vocabulary)] * 3
+    monkeypatch.setattr(torch, "logsumexp", real_logsumexp)
+    assert sliced.dtype == torch.float32 and sliced.shape == (3, 7)
+    assert torch.equal(sliced, one_call(logits[:, :-1], targets))
+    whole = logits[:, 1:].contiguous()
+    assert torch.equal(lm_module.token_logprobs(whole, targets), one_call(whole, targets))
+    flat, flat_targets = logits.reshape(-1, vocabulary)[:11], torch.randint(0, vocabulary, (11,))
+    assert torch.equal(lm_module.token_logprobs(flat, flat_targets), one_call(flat, flat_targets))
+    # the values themselves: log-softmax at the target
+    expected = torch.log_softmax(logits[0, 0].float(), -1)[targets[0, 0]]
+    assert torch.allclose(sliced[0, 0], expected, atol=1e-5)
