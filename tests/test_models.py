@@ -4,6 +4,7 @@ import importlib.util
 
 import pytest
 
+from foilforge.errors import ConfigError
 from foilforge.models import ModelSpec
 
 TEXTS = ["There are no animals shown.", "A man riding a horse on the beach!", "Two dogs  play with a frisbee 12"]
@@ -160,3 +161,28 @@ def test_a_model_over_the_budget_is_not_kept(tiny_models, monkeypatch):
     other = models.load_transformers_model(spec, "AutoModel", shared=True)  # the older one makes room
     assert models.load_transformers_model(spec, "AutoModel", shared=True) is other
     assert models.load_transformers_model(spec, "AutoModelForCausalLM", shared=True) is not kept
+
+
+def test_a_spacy_pipeline_loads_once_a_process_whichever_params_key_names_it(monkeypatch):
+    """Stages of one worker name the same pipeline under their own params keys: it is loaded once, and a name that
+    does not load says which key to set."""
+    import spacy
+
+    from foilforge import nlp
+
+    loads = []
+    monkeypatch.setattr(spacy, "load", lambda name: loads.append(name) or object())
+    nlp._load_spacy.cache_clear()
+    try:
+        first = nlp.load_spacy("some_pipeline", param_key="instruments.relations.args.spacy_model")
+        second = nlp.load_spacy("some_pipeline", param_key="instruments.<I>.pairing.args.spacy_model")
+        assert first is second and loads == ["some_pipeline"]
+
+        def missing(name):
+            raise OSError(f"[E050] Can't find model '{name}'.")
+
+        monkeypatch.setattr(spacy, "load", missing)
+        with pytest.raises(ConfigError, match=r"could not load spaCy pipeline 'absent'.*set instruments\.x\.spacy_model"):
+            nlp.load_spacy("absent", param_key="instruments.x.spacy_model")
+    finally:
+        nlp._load_spacy.cache_clear()

@@ -776,3 +776,26 @@ def test_the_pairing_aware_choice_sets_aside_only_siblings_of_a_pairable_candida
     grouped, pairing = attach_groups([r for r in chosen if r["ok"]], candidates)
     assert [r["id"] for r in grouped if "group" in r] == ["a#1"] and grouped[0]["group"]["image_1"] == "9.jpg"
     assert pairing.report(4)["coverage"] == 0.25
+
+
+def test_pairers_of_two_instruments_parse_the_same_captions_once(monkeypatch):
+    """Every COCO instrument's partners stage indexes the same captions: a worker running two of them parses the
+    list once, and the second pairer finds what a fresh parse finds; another list is parsed anew."""
+    from foilforge.foilers.pairers import coco_captions
+
+    caption, foil = "A cat sitting on a table.", "A cat sitting under a table."
+    record = relations_record(caption, foil, "on", "under", image="1", sample="coco:1")
+    samples = [coco(1, "1", caption), coco(2, "2", "A cat sitting under a table."), coco(3, "3", "A dog on a bed.")]
+    coco_captions._SOURCE_DOCS.clear()
+    fresh, _ = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    parsed = []
+    real = coco_captions.CocoCaptions._parse
+    monkeypatch.setattr(coco_captions.CocoCaptions, "_parse", lambda self, texts: parsed.append(len(texts))
+                        or real(self, texts))
+    again, _ = search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples)
+    assert 3 not in parsed  # the list of three captions was not parsed again
+    assert [(p.image_file, p.support) for p in again[record["id"]]] == \
+        [(p.image_file, p.support) for p in fresh[record["id"]]] == [("2.jpg", 1.0)]
+    search_partners(PAIRERS.build("coco_captions.v1", COCO_PAIRER), [record], samples[:2])
+    assert 2 in parsed
+    coco_captions._SOURCE_DOCS.clear()

@@ -64,6 +64,9 @@ from foilforge.foilers.lang.claims import (
 from foilforge.groups import Claim
 from foilforge.pairing import PAIRERS, Pairer, Partner
 
+#: the last list of captions `CocoCaptions.index` parsed, and its docs (read only)
+_SOURCE_DOCS: dict = {}
+
 MINIMAL_PAIR = "coco captions: a caption of the partner is the foil (minimal pair)"
 CLAIMS_MATCHED = "coco captions: the foil's claims stated by the partner's captions"
 INSTANCES_AGREE = "; COCO instances agree"
@@ -149,10 +152,19 @@ class CocoCaptions(Pairer):
         nlp = load_spacy(self.spacy_model, param_key="instruments.<I>.pairing.args.spacy_model")
         return list(nlp.pipe(texts, batch_size=256, disable=[n for n in ("ner",) if n in nlp.pipe_names]))
 
+    def _parse_source(self, texts: list[str]):
+        """The docs of a source's captions: every COCO instrument's partners stage indexes the same captions in the
+        same order, so a worker that runs several of them parses the list once (the same call, the same docs)."""
+        key = (self.spacy_model, tuple(texts))
+        if _SOURCE_DOCS.get("key") != key:
+            _SOURCE_DOCS.clear()
+            _SOURCE_DOCS.update(key=key, docs=self._parse(texts))
+        return _SOURCE_DOCS["docs"]
+
     def index(self, samples, records) -> None:
         captions = [s for s in samples if isinstance(s.get("caption"), str) and s.get("image_file")]
         captions.sort(key=lambda s: str(s["id"]))
-        docs = self._parse([s["caption"] for s in captions])
+        docs = self._parse_source([s["caption"] for s in captions])
         images: dict[str, _Image] = {}
         #: statement ref -> image -> ids of its captions making the statement
         self._stated: dict[tuple, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
