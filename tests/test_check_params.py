@@ -146,3 +146,19 @@ def test_every_block_is_checked(params, edit, expected):
     edit(broken)
     problems = check(broken)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_load_params_reads_the_mapping_pyyamls_safe_loader_reads_and_names_a_broken_file(tmp_path):
+    """params.yaml is parsed by libyaml where PyYAML has it: the same mapping, key order and types as the pure-Python
+    safe loader (anchors and merge keys included); a broken file is named with what is wrong."""
+    import pickle
+
+    from foilforge.errors import InputError
+    from foilforge.params import load_params
+
+    text = Path("params.yaml").read_text(encoding="utf-8")
+    assert pickle.dumps(dict(load_params("params.yaml"))) == pickle.dumps(yaml.safe_load(text))
+    broken = tmp_path / "params.yaml"
+    broken.write_text("seed: 0\nmodels: {a: [1, 2}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"params\.yaml.*invalid YAML"):
+        load_params(broken)
