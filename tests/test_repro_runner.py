@@ -310,3 +310,55 @@ def test_workers_beside_each_other_let_openmp_threads_sleep_and_share_the_cores(
     assert policy("2", OMP_WAIT_POLICY="ACTIVE")[:3] == ["ACTIVE", "True", str(min(int(alone[2]), max(1, cores // 2)))]
     assert policy("2")[4] == str(max(1, cores // 2))
     assert policy("1", OMP_NUM_THREADS="1")[2] == "1"
+
+
+def test_one_stage_more_than_the_workers_waits_in_their_queue_and_never_a_shell_command(monkeypatch):
+    """A worker that finishes a command finds the next one waiting (the runner records the finished stage
+    meanwhile): one stage beyond `jobs` is handed to the workers ahead. A shell command is never started beyond
+    `jobs`: it would run at once, beside the workers."""
+    import threading
+    import time
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from foilforge.pipeline.runner import repro as runner
+
+    class Stage(SimpleNamespace):
+        __hash__ = object.__hash__
+
+    stages = [Stage(name=n, addressing=n, cmd="cp a b" if n.startswith("shell") else f"foilforge {n}")
+              for n in ("a", "b", "c", "shell", "d")]
+    outstanding: list = []  # (stage name, future) handed out and not finished
+    seen: list = []  # (stage started, names of the stages outstanding then)
+    guard = threading.Lock()
+
+    def start(self, stage):
+        with guard:
+            seen.append((stage.name, [name for name, f in outstanding if not f.done()]))
+            future = Future()
+            outstanding.append((stage.name, future))
+        if not stage.name.startswith("shell"):
+            self.in_workers.add(future)
+        return future
+
+    def finish_in_order():  # the oldest command finishes first, one every 50 ms
+        done = 0
+        while done < len(stages):
+            time.sleep(0.05)
+            with guard:
+                pending = [f for _, f in outstanding if not f.done()]
+                if pending:
+                    pending[0].set_result(0)
+                    done += 1
+
+    monkeypatch.setattr(runner.Build, "start", start)
+    monkeypatch.setattr(runner.Build, "finish", lambda self, stage: self.ran.append(stage))
+    monkeypatch.setattr(runner.Build, "upstream", lambda self, stage: [])
+    workers = SimpleNamespace(jobs=1, status=lambda future: future.result())
+    build = runner.Build(graph=None, plan=stages, force=True, workers=workers, lock=None)
+    threading.Thread(target=finish_in_order, daemon=True).start()
+    assert build._run_plan() == []
+    assert [name for name, _ in seen] == ["a", "b", "c", "shell", "d"]
+    # the shell command waits for the workers to be idle, and nothing waits behind it
+    assert dict(seen) == {"a": [], "b": ["a"], "c": ["b"], "shell": [], "d": []}
+    assert [stage.name for stage in build.ran] == ["a", "b", "c", "shell", "d"]

@@ -123,6 +123,13 @@ def commands(stage) -> tuple[list[str], str, dict]:
     return _enforce_cmd_list(stage.cmd), options["cwd"], options["env"]
 
 
+def command_list(stage) -> list[str]:
+    """The stage's commands (`cmd` as one or several)."""
+    from dvc.stage.run import _enforce_cmd_list
+
+    return _enforce_cmd_list(stage.cmd)
+
+
 def shell_argv(cmd: str) -> list[str]:
     """The argv DVC runs a shell command with (its shell, without rc files)."""
     from dvc.stage.run import _make_cmd, get_executable
