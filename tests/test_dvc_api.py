@@ -106,3 +106,59 @@ def test_params_read_once_parses_each_state_of_the_file_once_and_hands_out_copie
     assert param.read_param_file is original
     param.read_param_file(fs, str(path), ["seed"], flatten=True)
     assert len(parses) == 3
+
+
+def test_lock_parsed_once_writes_dvcs_bytes_and_parses_only_a_text_it_did_not_write(tmp_path, monkeypatch):
+    """Inside `lock_parsed_once`, rewrites of dvc.lock give the bytes DVC's own rewrites give (a new file, entries
+    added, an entry changed), the file written last is not parsed again, and a file changed by someone else is;
+    outside, DVC's own `modify_yaml` is back."""
+    import subprocess
+    import sys
+
+    import dvc.dvcfile as dvcfile
+    from dvc.utils.serialize import _yaml
+
+    monkeypatch.chdir(tmp_path)
+    dvc = str(Path(sys.executable).parent / "dvc")
+    subprocess.run([dvc, "init", "--no-scm", "-q"], check=True)
+    (tmp_path / "params.yaml").write_text("rate: 0.001\nname: 'yes'\nsizes: [1, 2.5e-06]\n")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n"
+        "  one:\n    cmd: echo 1 > a.txt\n    params: [rate, name, sizes]\n    outs: [a.txt]\n"
+        "  two:\n    cmd: echo 2 > b.txt\n    deps: [a.txt]\n    outs: [b.txt]\n"
+        "  three:\n    cmd: echo 3 > c.txt\n    deps: [b.txt]\n    outs: [c.txt]\n")
+    subprocess.run([dvc, "repro", "-q"], check=True)
+    lock = tmp_path / "dvc.lock"
+
+    def rewrites(batches, edit_between=None) -> bytes:
+        lock.unlink()
+        repo = dvc_api.open_repo(str(tmp_path))
+        try:
+            _, planned = dvc_api.plan(repo, None)
+            by_name = {stage.name: stage for stage in planned}
+            for n, names in enumerate(batches):
+                if edit_between is not None and n == 1:
+                    edit_between(by_name)
+                dvc_api.write_lock([by_name[name] for name in names])
+        finally:
+            repo.close()
+        return lock.read_bytes()
+
+    def another_writer(by_name):  # the file changed between two rewrites: a comment added by hand (DVC keeps it)
+        text = lock.read_text()
+        assert text.startswith("schema: '2.0'\n")
+        lock.write_text(text.replace("schema: '2.0'\n", "schema: '2.0'\n# checked by hand\n", 1))
+
+    batches = [["one"], ["two", "three"], ["one"]]
+    expected = rewrites(batches)
+    expected_edited = rewrites(batches, another_writer)
+    assert b"# checked by hand" in expected_edited and expected_edited != expected
+    parsed = []
+    real_parse = _yaml.parse_yaml_for_update
+    monkeypatch.setattr(_yaml, "parse_yaml_for_update", lambda text, path: parsed.append(path) or real_parse(text, path))
+    with dvc_api.lock_parsed_once():
+        assert rewrites(batches) == expected
+        assert parsed == []  # a new file, then only texts it wrote itself
+        assert rewrites(batches, another_writer) == expected_edited
+        assert len(parsed) == 1  # the file someone else changed
+    assert dvcfile.modify_yaml is not None and dvcfile.modify_yaml.__module__ == "dvc.utils.serialize._yaml"

@@ -81,6 +81,58 @@ def params_read_once():
         param.read_param_file, param.load_path = original_read, original_load
 
 
+@contextmanager
+def lock_parsed_once():
+    """Within it, a dvc.lock this process wrote is not parsed again for its next rewrite: DVC's `modify_yaml` (how
+    Lockfile.dump_stages reads, changes and dumps the file) gets the round-trip structure it dumped last time, when
+    the file still holds exactly the text dumped from it; any other text is parsed as DVC parses it.
+
+    Each rewrite parses the whole file with ruamel's round-trip parser, most of a rewrite's 3-4 CPU-s on the
+    sample's dvc.lock, and the last rewrite holds up the end of the build (docs/performance.md). The text written
+    is what DVC's own dumper makes of the structure (tests/test_dvc_api.py compares the bytes with DVC's)."""
+    import io
+    import os
+    import threading
+
+    import dvc.dvcfile as dvcfile
+    from dvc.utils.serialize._yaml import _dump, parse_yaml_for_update
+
+    original = dvcfile.modify_yaml
+    kept: dict = {}  # real path -> (the text last dumped there, the structure it was dumped from)
+    guard = threading.Lock()  # one rewrite at a time (the lock writer's thread and the main one's last)
+
+    @contextmanager
+    def modify_yaml(path, fs=None):
+        opener = fs.open if fs is not None else open
+        exists = fs.exists(os.fspath(path)) if fs is not None else os.path.exists(path)
+        key = os.path.realpath(os.fspath(path))
+        with guard:
+            text = None
+            if exists:
+                with opener(path, encoding="utf-8") as handle:
+                    text = handle.read()
+            last = kept.pop(key, None)
+            if text is None:
+                data = {}
+            elif last is not None and last[0] == text:
+                data = last[1]
+            else:
+                data = parse_yaml_for_update(text, path)
+            yield data
+            buffer = io.StringIO()
+            _dump(data, buffer)
+            written = buffer.getvalue()
+            with opener(path, "w+", encoding="utf-8") as handle:
+                handle.write(written)
+            kept[key] = (written, data)
+
+    dvcfile.modify_yaml = modify_yaml
+    try:
+        yield
+    finally:
+        dvcfile.modify_yaml = original
+
+
 def _file_state(path) -> tuple | None:
     """(real path, size, mtime in ns, inode, ctime in ns) of a file; None when it cannot be read."""
     import os

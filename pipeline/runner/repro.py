@@ -12,7 +12,8 @@ dependencies and outputs, committing them to DVC's cache), and differs in three 
   process has it, and forgets what the previous stage kept for its own run (foilforge/stage_state.py), so each
   stage writes what it would write in a process of its own. Any other command runs in a shell, as DVC runs it.
 * up to `--jobs` commands run at once (one worker each), a stage starting as soon as every stage it depends on
-  has finished: DVC's plan, in parallel where the graph allows.
+  has finished: DVC's plan, in parallel where the graph allows. The workers start while DVC plans, and one
+  stage more waits in their queue, so a worker goes on to it while this process records the stage it finished.
 * the dvc.lock entries of finished stages are written together, in a thread beside the build: at most every
   `--lock-every` seconds, at the end, and when a stage fails (then no new stage starts, the running ones finish
   and are recorded, so a rerun starts after them). Ctrl-C or SIGTERM ends the commands under way (a shell
@@ -427,7 +428,7 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        with repo.lock, dvc_api.params_read_once():
+        with repo.lock, dvc_api.params_read_once(), dvc_api.lock_parsed_once():
             graph, planned = dvc_api.plan(repo, targets)
             build = Build(graph, planned, force, workers, lock)
             try:
