@@ -71,7 +71,7 @@ def token_logprobs(logits, targets):
     On a CPU the positions go a few at a time (`CPU_LOGPROB_CHUNK` floats): a batch's float32 copy of its logits
     (hundreds of MiB) left the cache between the conversion and the log-sum-exp, which then waited on memory
     for four times as long as it computed. Each position's log-sum-exp is a reduction over its own row alone,
-    so its bits are those of one call over the whole batch (tests/test_lm.py).
+    so its bits are those of one call over the whole batch (tests/test_pass_store.py).
     """
     import torch
 

@@ -424,14 +424,14 @@ def reproduce(targets: list[str] | None = None, force: bool = False, lock_every:
 
     repo = dvc_api.open_repo(root)
     workers, lock = StageWorkers(jobs or default_jobs()), LockWriter(lock_every)
-    workers.start()
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         with repo.lock, dvc_api.params_read_once(), dvc_api.lock_parsed_once():
-            graph, planned = dvc_api.plan(repo, targets)
-            build = Build(graph, planned, force, workers, lock)
+            workers.start()
             try:
+                graph, planned = dvc_api.plan(repo, targets)
+                build = Build(graph, planned, force, workers, lock)
                 build.run()
             except KeyboardInterrupt:
                 # interrupted (Ctrl-C, SIGTERM): the commands under way end unrecorded; the lock entries of the
