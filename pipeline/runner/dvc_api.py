@@ -169,10 +169,10 @@ def restore_from_run_cache(stage) -> bool:
 
 def commands(stage) -> tuple[list[str], str, dict]:
     """(the stage's commands, the directory and the environment DVC runs them in)."""
-    from dvc.stage.run import _enforce_cmd_list, prepare_kwargs
+    from dvc.stage.run import prepare_kwargs
 
     options = prepare_kwargs(stage)
-    return _enforce_cmd_list(stage.cmd), options["cwd"], options["env"]
+    return command_list(stage), options["cwd"], options["env"]
 
 
 def command_list(stage) -> list[str]:

@@ -300,7 +300,6 @@ class Build:
     def __init__(self, graph, plan: list, force: bool, workers: StageWorkers, lock: LockWriter):
         self.graph, self.plan, self.force, self.workers, self.lock = graph, plan, force, workers, lock
         self.ran: list = []
-        self.in_workers: set = set()  # the futures of commands handed to the workers
         self.shell = None  # the threads that wait on shell commands, while `run` runs
 
     def upstream(self, stage) -> list:
@@ -323,12 +322,10 @@ class Build:
             return None
         log.info("Running stage '%s':", stage.addressing)
         commands, cwd, env = dvc_api.commands(stage)
-        argv = worker_argv(commands[0]) if len(commands) == 1 else None
+        argv = worker_command(commands)
         if argv is not None:
             log.info("> %s", commands[0])
-            future = self.workers.submit(argv, cwd, env)
-            self.in_workers.add(future)
-            return future
+            return self.workers.submit(argv, cwd, env)
 
         def in_order():  # several commands, or the shell's: one after another in a thread, as DVC runs them
             for cmd in commands:
@@ -367,8 +364,7 @@ class Build:
             for stage in list(waiting):
                 if failed or len(running) >= self.workers.jobs + QUEUED_AHEAD:
                     break
-                if len(running) >= self.workers.jobs and not (
-                        all(future in self.in_workers for future in running) and runs_in_worker(stage)):
+                if len(running) >= self.workers.jobs and not all(map(runs_in_worker, [*running.values(), stage])):
                     break  # a command beyond `jobs` only waits in the workers' queue: a shell would run it at once
                 if all(up in finished or up not in self.plan for up in self.upstream(stage)):
                     waiting.remove(stage)
@@ -386,7 +382,6 @@ class Build:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 stage = running.pop(future)
-                self.in_workers.discard(future)
                 status = self.workers.status(future)
                 if status == 0:
                     self.finish(stage)
@@ -397,10 +392,14 @@ class Build:
         return failed
 
 
+def worker_command(commands: list[str]) -> list[str] | None:
+    """The arguments a worker runs for a stage's commands: one plain `foilforge ...` command; None for a shell."""
+    return worker_argv(commands[0]) if len(commands) == 1 else None
+
+
 def runs_in_worker(stage) -> bool:
-    """Whether the stage's command goes to a worker (one plain `foilforge ...` command), not to a shell."""
-    commands = dvc_api.command_list(stage)
-    return len(commands) == 1 and worker_argv(commands[0]) is not None
+    """Whether the stage's command goes to a worker, not to a shell."""
+    return worker_command(dvc_api.command_list(stage)) is not None
 
 
 def default_jobs() -> int:
