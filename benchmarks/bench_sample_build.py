@@ -27,7 +27,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import ROOT, read_metrics, result_path, write_result
+from benchmarks.common import ROOT, machine, read_metrics, result_path, write_result
 
 NAME = "sample_build"
 # stage kinds in pipeline order (dvc.yaml); check-params is `make repro`'s first command
@@ -142,6 +141,7 @@ def build(args) -> dict:
         env["FOILFORGE_GGUF_CACHE"] = str(worktree / ".bench" / "gguf")
     log_path = worktree / ".bench" / "build.log"
     steps = {}
+    host = machine(bf16=True)  # before the build: its timings are not the build's
     sampler = LoadSampler()
     busy_before, began = machine_busy_seconds(), time.perf_counter()
     sampler.start()
@@ -210,7 +210,7 @@ def build(args) -> dict:
         "runner": None if args.only else args.runner,
         "reference_lock": reference_ref,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": host,
         "gguf_cache": "warm (shared)" if args.warm_gguf else "fresh (the first SmolLM2 load converts the GGUF file)",
         "steps": steps, "failed": failed, "total_wall_s": round(total_wall, 1),
         "stage_processes": len(stages),

@@ -3,12 +3,18 @@
 A result file (benchmarks/results/<name>.json, or where `--output` says) is one JSON object:
 
     {"format": 1, "benchmark": "ingest_memory", "commit": "<sha of HEAD>[+changes]", "date": "<UTC, ISO 8601>",
-     "machine": {"platform", "python", "cpus", "cpu", "gpu"}, "argv": [...], "params": {...}, "metrics": {...}}
+     "machine": {"platform", "python", "cpus", "cpu", "cpu_id", "speed", "gpu"}, "argv": [...], "params": {...},
+     "metrics": {...}}
 
 `params` is the benchmark's parsed command line (defaults filled in), `metrics` what it measured. Files written
 before this shape existed (no "format" key) are still read: `read_metrics` returns such a file whole. A benchmark
 that adds entries to its file (sample_build's labels, one entry per released piece) keeps the entries already there;
 `commit`, `date` and `machine` are those of the run that wrote the file last.
+
+Hosts that print the same CPU name ("AMD EPYC") differ: one ran the sample build 4x slower than another, and gave
+other last bits in two of its outputs. So `machine` names the CPU's family, model and stepping (`cpu_id`) and
+times three small fixed workloads on it (`speed`, `host_speed`): only timings of hosts of one `cpu_id` and about
+the same `speed` compare.
 
 FOILFORGE_BENCH_RESULTS, when set, is the folder results go to instead of benchmarks/results/ (the suite's
 `--results`, the tests).
@@ -17,6 +23,7 @@ FOILFORGE_BENCH_RESULTS, when set, is the folder results go to instead of benchm
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import platform
 import subprocess
@@ -62,19 +69,93 @@ def commit() -> str | None:
     return sha + ("+changes" if dirty else "")
 
 
-def machine() -> dict:
-    cpu = None
+def cpu_info(path="/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), None)
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
+    return fields
+
+
+def cpu_identity(fields: dict[str, str]) -> dict | None:
+    """vendor, family, model, stepping and whether the CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16),
+    from `cpu_info`'s fields; None without them."""
+    if "cpu family" not in fields:
+        return None
+    flags = set(fields.get("flags", "").split())
+    return {"vendor": fields.get("vendor_id"), "family": int(fields["cpu family"]),
+            "model": int(fields.get("model", -1)), "stepping": int(fields.get("stepping", -1)),
+            "bf16": bool(flags & {"avx512_bf16", "amx_bf16"})}
+
+
+def best_seconds(work, repeats: int = 5) -> float:
+    """The least wall time of `repeats` runs of `work()`: the run least disturbed by the rest of the machine."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+def python_loop(iterations: int = 200_000) -> int:
+    """A fixed pure-Python workload (arithmetic, a dict, a list): what the stages' Python code runs on."""
+    counts: dict[int, int] = {}
+    kept = []
+    for i in range(iterations):
+        key = (i * 7919) % 97
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] % 11 == 0:
+            kept.append(key)
+    return len(kept)
+
+
+@functools.lru_cache(maxsize=2)
+def host_speed(bf16: bool = False) -> dict:
+    """This host's speed on three fixed workloads, each the best of 5 runs on one thread (about a second in all):
+    `python_loop_ms` (`python_loop`), `f64_gemm_gflops` (numpy's float64 256x256 product, the BLAS liblinear and
+    the filters use) and, with `bf16` (imports torch), `bf16_gemm_gflops` (torch's bfloat16 product of SmolLM2's
+    shape, 256 x 576 by 576 x 1536: most of its CPU time)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    a = np.random.default_rng(0).random((256, 256))
+    with threadpool_limits(limits=1):
+        gemm = best_seconds(lambda: [a @ a for _ in range(10)])
+    speed = {"python_loop_ms": round(1000 * best_seconds(python_loop), 1),
+             "f64_gemm_gflops": round(10 * 2 * 256 ** 3 / gemm / 1e9, 1)}
+    if bf16:
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            x = torch.ones(256, 576, dtype=torch.bfloat16)
+            w = torch.ones(576, 1536, dtype=torch.bfloat16)
+            seconds = best_seconds(lambda: [x @ w for _ in range(10)])
+        finally:
+            torch.set_num_threads(threads)
+        speed["bf16_gemm_gflops"] = round(10 * 2 * 256 * 576 * 1536 / seconds / 1e9, 1)
+    return speed
+
+
+def machine(bf16: bool = False) -> dict:
+    """Where a result was measured: platform, Python, cores, the CPU's name and identity, its `host_speed`
+    (`bf16`: the bfloat16 product too) and the GPU where the benchmark loaded torch and has one."""
+    fields = cpu_info()
     gpu = None
     torch = sys.modules.get("torch")  # asked only when the benchmark loaded torch: no import for this alone
     if torch is not None and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)
     return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "cpu": cpu, "gpu": gpu}
+            "cpu": fields.get("model name"), "cpu_id": cpu_identity(fields), "speed": host_speed(bf16), "gpu": gpu}
 
 
 def plain(value):

@@ -80,11 +80,40 @@ def test_ingest_memory_quick_writes_the_one_result_shape(tmp_path, capsys):
     metrics = result["metrics"]
     assert metrics["ok"] is True and metrics["samples"] == 20 and metrics["peak_rss_mib"] > 0, metrics
     assert result["machine"]["cpus"] >= 1 and result["machine"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(result["machine"]["speed"]) == {"python_loop_ms", "f64_gemm_gflops"}  # no torch import for it
+    assert all(value > 0 for value in result["machine"]["speed"].values())
     assert datetime.datetime.fromisoformat(result["date"]).tzinfo is not None
     assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", result["commit"])
     assert common.read_metrics(tmp_path / "ingest_memory.json") == metrics
     # a quick run never touches the measured figures
     assert (ROOT / "benchmarks" / "results" / "ingest_memory.json").read_bytes() == committed
+
+
+CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
+           "stepping\t: 1\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n\n"
+           "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n\n")
+
+
+def test_a_result_names_the_cpu_by_family_model_and_stepping_not_by_its_name_alone(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text(CPUINFO, encoding="utf-8")
+    fields = common.cpu_info(info)
+    assert fields["model name"] == "AMD EPYC" and fields["vendor_id"] == "AuthenticAMD"  # the first processor only
+    assert common.cpu_identity(fields) == {"vendor": "AuthenticAMD", "family": 25, "model": 17, "stepping": 1,
+                                           "bf16": True}
+    no_bf16 = {**fields, "flags": "fpu avx2 avx512f"}
+    assert common.cpu_identity(no_bf16)["bf16"] is False
+    assert common.cpu_info(tmp_path / "absent") == {} and common.cpu_identity({}) is None
+
+
+def test_the_speed_workload_is_fixed_and_its_timing_the_least_of_its_runs(monkeypatch):
+    # 7919 is prime to 97: every 97 steps meet each key once, so 11 x 97 steps bring each key to 11 once
+    assert common.python_loop(11 * 97) == 97 and common.python_loop(11 * 97 - 1) == 96
+    calls = []
+    ticks = iter([0.0, 3.0, 10.0, 11.0, 20.0, 22.0])  # runs of 3, 1 and 2 seconds
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(ticks))
+    assert common.best_seconds(lambda: calls.append(1), repeats=3) == 1.0
+    assert len(calls) == 3
 
 
 def fake_benchmark(tmp_path, monkeypatch, body: str, **fields) -> suite.Benchmark:
