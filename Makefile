@@ -53,7 +53,7 @@ else
 	$(BIN)/foilforge check-params --profile $(PROFILE)
 	$(BIN)/dvc exp run $$($(BIN)/foilforge profile $(PROFILE))
 endif
-	$(BIN)/dvc metrics show
+	$(BIN)/foilforge summary
 
 # COCO=<the folder holding captions_val2017.json>: every COCO instrument on the first caption of each of COCO val
 # 2017's 5,000 images (profiles/coco-val.yaml, written into params.yaml). Killed, the same command goes on
@@ -61,7 +61,7 @@ COCO ?=
 coco-val: export FOILFORGE_SCORE_CACHE ?= $(abspath .foilforge-cache/scores)
 coco-val: setup
 	$(BIN)/foilforge repro $(REPRO_JOBS) --profile coco-val $(if $(COCO),-S sources.coco.root=$(abspath $(COCO)))
-	$(BIN)/dvc metrics show
+	$(BIN)/foilforge summary
 
 test: setup
 	$(BIN)/ruff check .

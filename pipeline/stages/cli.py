@@ -29,6 +29,7 @@ COMMANDS = {
     "evaluate": ("foilforge.pipeline.stages.evaluate", "score a benchmark with a scorer and write metrics"),
     "annotate": ("foilforge.pipeline.stages.annotate", "human validation tasks: crowd batch export, annotation server, votes dump"),
     "refilter": ("foilforge.pipeline.stages.refilter", "re-filter a released benchmark file (VALSE, SugarCrepe, foilforge JSONL) through an instrument's filters, adversarial filter and gate"),
+    "summary": ("foilforge.pipeline.stages.summary", "print the built benchmark's verdicts, one line per instrument (the data card's first table)"),
     "repro": ("foilforge.pipeline.stages.repro", "dvc repro with every foilforge stage command in one long-lived worker process and dvc.lock written in batches"),
     "check-params": ("foilforge.pipeline.stages.check_params", "validate params.yaml against every registered plug-in's signature"),
     "profile": ("foilforge.pipeline.stages.profile", "print a params profile (profiles/NAME.yaml) as dvc exp run --set-param overrides"),
