@@ -316,8 +316,6 @@ def test_one_stage_more_than_the_workers_waits_in_their_queue_and_never_a_shell_
     """A worker that finishes a command finds the next one waiting (the runner records the finished stage
     meanwhile): one stage beyond `jobs` is handed to the workers ahead. A shell command is never started beyond
     `jobs`: it would run at once, beside the workers."""
-    import threading
-    import time
     from concurrent.futures import Future
     from types import SimpleNamespace
 
@@ -330,31 +328,24 @@ def test_one_stage_more_than_the_workers_waits_in_their_queue_and_never_a_shell_
               for n in ("a", "b", "c", "shell", "d")]
     outstanding: list = []  # (stage name, future) handed out and not finished
     seen: list = []  # (stage started, names of the stages outstanding then)
-    guard = threading.Lock()
 
     def start(self, stage):
-        with guard:
-            seen.append((stage.name, [name for name, f in outstanding if not f.done()]))
-            future = Future()
-            outstanding.append((stage.name, future))
+        seen.append((stage.name, [name for name, f in outstanding if not f.done()]))
+        future = Future()
+        outstanding.append((stage.name, future))
         return future
 
-    def finish_in_order():  # the oldest command finishes first, one every 50 ms
-        done = 0
-        while done < len(stages):
-            time.sleep(0.05)
-            with guard:
-                pending = [f for _, f in outstanding if not f.done()]
-                if pending:
-                    pending[0].set_result(0)
-                    done += 1
+    def oldest_finishes(futures, return_when):  # each time the runner waits, the oldest command it started ends
+        oldest = next(f for _, f in outstanding if not f.done())
+        oldest.set_result(0)
+        return {oldest}, set(futures) - {oldest}
 
     monkeypatch.setattr(runner.Build, "start", start)
     monkeypatch.setattr(runner.Build, "finish", lambda self, stage: self.ran.append(stage))
     monkeypatch.setattr(runner.Build, "upstream", lambda self, stage: [])
+    monkeypatch.setattr(runner, "wait", oldest_finishes)
     workers = SimpleNamespace(jobs=1, status=lambda future: future.result())
     build = runner.Build(graph=None, plan=stages, force=True, workers=workers, lock=None)
-    threading.Thread(target=finish_in_order, daemon=True).start()
     assert build._run_plan() == []
     assert [name for name, _ in seen] == ["a", "b", "c", "shell", "d"]
     # the shell command waits for the workers to be idle, and nothing waits behind it
