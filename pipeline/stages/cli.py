@@ -78,9 +78,10 @@ def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", mac
     OpenBLAS (numpy's and scipy's: liblinear's fits, the attackers' products) picks its kernels by the CPU it
     detects, and two hosts of one CPU name took different ones (AVX-512 and AVX2 kernels), whose float64 sums differ
     in their last bits: two baseline outputs of the sample build differed between those hosts, and were equal with
-    the AVX2 kernels on both (docs/performance.md, "Hosts of one CPU name"). So a build gives the same bytes on any
-    x86-64 Linux host with AVX2 (elsewhere, without /proc/cpuinfo, OpenBLAS chooses). OpenBLAS reads the variable when it loads: this runs before any stage imports numpy, and
-    the runner's workers inherit it."""
+    the AVX2 kernels on both (docs/performance.md, "Hosts of one CPU name"). So OpenBLAS sums alike on any x86-64
+    Linux host with AVX2 (elsewhere, without /proc/cpuinfo, it chooses); torch's libraries decide the models' bits
+    (that page says which switches do). OpenBLAS reads the variable when it loads: this runs before any stage
+    imports numpy, and the runner's workers inherit it."""
     if "OPENBLAS_CORETYPE" in environ:
         return None
     if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
