@@ -1,87 +1,79 @@
-"""`foilforge summary`: the data card's verdicts as aligned lines (what `make repro` ends with), and its errors."""
+"""`foilforge summary`: the data card's verdicts, from the manifest, as aligned lines (what `make repro` ends
+with), and its errors."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from foilforge.pipeline.stages import summary
 from foilforge.pipeline.stages.cli import main
+from tests.test_verdicts import gate_of, reading
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# the head of a card as pipeline/templates/datacard.md.j2 renders it (rows from the sample build's card)
-CARD = """# foilforge benchmark: data card
 
-## Verdicts
+def manifest() -> dict:
+    """Two instruments as export writes them (the card's first-screen test, tests/test_verdicts.py)."""
+    from foilforge.pipeline.release import certification_entry
 
-| instrument | kept pairs | groups | verdict | strongest reading (95% CI) | what would change it |
-|---|---|---|---|---|---|
-| actant_swap | 144 | 26 | inconclusive: 144 pairs, about 170 needed | minilm_probe from removed: 61.8% (54-69%) | about 170 pairs: more source data; or a group-only release: 26 groups |
-| bd2bb_decoys | 150 | n/a (no pairer) | over-balanced | word_ngram: 4.9% (2-9%) | a filter that stops at chance, not past it (params.yaml adversarial) |
-
-Certified: every trained text-only attacker's reading (out of fold within the kept pairs, and fitted on the
-removed ones) is shown within chance ± 12 points by two one-sided exact binomial tests at level
-0.05: a set that one attacker reads 12 points above chance (62% for pairs) is certified at
-most 5% of the time.
-
-## Instruments
-
-| instrument | exported | counts through the filters | #lexical items | JS | text-only acc_r |
-|---|---|---|---|---|---|
-| actant_swap | 144 | input 272 -> after_length 272 -> exported 144 | 33 | 0.000 | 50.0% |
-"""
+    gates = {"existence": gate_of({"word": reading(200, 400)}, {"word": reading(205, 400)}),
+             "counting_balanced": gate_of({"word": reading(120, 400)})}
+    groups = {"existence": None, "counting_balanced": {"pairer": "counting.v1", "groups": 40, "kept_pairs": 400,
+                                                       "valid_groups": None}}
+    return {"instruments": {name: {"gate": gate, **certification_entry(gate), "counts": {"exported": 400},
+                                   "groups": groups[name], "provenance": {}, "filters": {}}
+                            for name, gate in gates.items()}, "sources": {}}
 
 
-def card_dir(tmp_path, text=CARD) -> Path:
-    (tmp_path / "DATACARD.md").write_text(text, encoding="utf-8")
+def benchmark_dir(tmp_path, document) -> Path:
+    (tmp_path / "manifest.json").write_text(json.dumps(document), encoding="utf-8")
     return tmp_path
 
 
 def test_the_verdicts_print_as_aligned_columns_without_the_last_one(tmp_path, capsys):
-    assert main(["summary", "--benchmark-dir", str(card_dir(tmp_path))]) == 0
+    assert main(["summary", "--benchmark-dir", str(benchmark_dir(tmp_path, manifest()))]) == 0
     assert capsys.readouterr().out == (
-        "instrument    kept pairs  groups           verdict                                    "
-        "strongest reading (95% CI)\n"
-        "------------  ----------  ---------------  -----------------------------------------  "
-        "-----------------------------------------\n"
-        "actant_swap   144         26               inconclusive: 144 pairs, about 170 needed  "
-        "minilm_probe from removed: 61.8% (54-69%)\n"
-        "bd2bb_decoys  150         n/a (no pairer)  over-balanced                              "
-        "word_ngram: 4.9% (2-9%)\n"
+        "instrument         kept pairs  groups           verdict        strongest reading (95% CI)\n"
+        "-----------------  ----------  ---------------  -------------  ---------------------------------\n"
+        "existence          400         n/a (no pairer)  certified      word from removed: 51.2% (46-56%)\n"
+        "counting_balanced  400         40               over-balanced  word: 30.0% (26-35%)\n"
         f"\n2 instruments. The card: {tmp_path / 'DATACARD.md'}; every stage's metrics: dvc metrics show\n")
 
 
-def test_all_columns_adds_what_would_change_each_verdict(tmp_path, capsys):
-    assert main(["summary", "--benchmark-dir", str(card_dir(tmp_path)), "--all-columns"]) == 0
+def test_all_columns_adds_what_would_change_each_verdict_and_the_rows_are_the_cards(tmp_path, capsys):
+    from foilforge.pipeline.card import datacard_text
+
+    assert main(["summary", "--benchmark-dir", str(benchmark_dir(tmp_path, manifest())), "--all-columns"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("what would change it")
-    assert lines[2].endswith("  about 170 pairs: more source data; or a group-only release: 26 groups")
-    assert lines[3].endswith("  a filter that stops at chance, not past it (params.yaml adversarial)")
+    assert lines[2].endswith("  nothing: certified")
+    assert lines[3].endswith("  a filter that stops at chance, not past it (params.yaml adversarial); or a "
+                             "group-only release: 40 groups")
+    card = datacard_text(manifest()).splitlines()
+    table = [line for line in card[card.index("## Verdicts"):] if line.startswith("| ")][:3]
+    assert [" ".join(line.split()) for line in lines[:1] + lines[2:4]] == [
+        " ".join(line.strip("| ").replace(" | ", " ").split()) for line in table]
 
 
-def test_a_missing_card_a_card_without_verdicts_and_a_short_row_are_named(tmp_path, capsys):
+def test_a_missing_or_foreign_manifest_and_a_broken_entry_are_named(tmp_path, capsys):
+    path = tmp_path / "manifest.json"
     assert main(["summary", "--benchmark-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"foilforge summary: error: {tmp_path / 'DATACARD.md'}: no data card there; "
-                                       "build the benchmark first (make repro) or name its folder with "
-                                       "--benchmark-dir\n")
-    card_dir(tmp_path, CARD.replace("## Verdicts", "## Outcomes"))
+    assert capsys.readouterr().err == (f"foilforge summary: error: {path}: no manifest there; build the benchmark "
+                                       "first (make repro) or name its folder with --benchmark-dir\n")
+    benchmark_dir(tmp_path, {"pieces": {}})
     assert main(["summary", "--benchmark-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"foilforge summary: error: {tmp_path / 'DATACARD.md'}: no '## Verdicts' "
-                                       "section (the data card foilforge export writes has one)\n")
-    card_dir(tmp_path, CARD.replace("| 150 | n/a (no pairer) |", "| 150 |"))
+    assert capsys.readouterr().err == (f"foilforge summary: error: {path}, field 'instruments': expected a mapping "
+                                       "of instruments (the manifest foilforge export writes)\n")
+    broken = manifest()
+    del broken["instruments"]["counting_balanced"]["counts"]
+    benchmark_dir(tmp_path, broken)
     assert main(["summary", "--benchmark-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"foilforge summary: error: {tmp_path / 'DATACARD.md'}, record 2 "
-                                       "(bd2bb_decoys) of the '## Verdicts' table: has 5 cells where the header "
-                                       "has 6\n")
-    card_dir(tmp_path, CARD.split("| instrument | kept")[0] + "## Instruments\n")
-    assert main(["summary", "--benchmark-dir", str(tmp_path)]) == 2
-    assert "the '## Verdicts' section has no table rows" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"foilforge summary: error: {path}, record instrument counting_balanced: not "
+                                       "an entry foilforge export writes (KeyError: 'counts')\n")
 
 
-def test_the_card_template_writes_the_section_and_header_summary_reads():
-    template = (ROOT / "pipeline" / "templates" / "datacard.md.j2").read_text(encoding="utf-8")
-    lines = template.splitlines()
-    assert summary.HEADING in lines
-    header = next(line for line in lines[lines.index(summary.HEADING):] if line.startswith("| "))
-    assert summary.verdict_rows(f"{summary.HEADING}\n\n{header}\n|---|\n| {' | '.join('x' * 6)} |\n", "t")[0] == [
-        "instrument", "kept pairs", "groups", "verdict", "strongest reading (95% CI)", "what would change it"]
+def test_the_header_is_the_card_templates():
+    template = (ROOT / "pipeline" / "templates" / "datacard.md.j2").read_text(encoding="utf-8").splitlines()
+    header = next(line for line in template[template.index("## Verdicts"):] if line.startswith("| "))
+    assert header == "| " + " | ".join(summary.HEADER) + " |"
