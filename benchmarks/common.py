@@ -69,24 +69,9 @@ def commit() -> str | None:
     return sha + ("+changes" if dirty else "")
 
 
-def cpu_info(path="/proc/cpuinfo") -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
-    fields: dict[str, str] = {}
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    return fields
-
-
 def cpu_identity(fields: dict[str, str]) -> dict | None:
     """vendor, family, model, stepping and whether the CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16),
-    from `cpu_info`'s fields; None without them."""
+    from foilforge.host `cpu_info`'s fields; None without them."""
     if "cpu family" not in fields:
         return None
     flags = set(fields.get("flags", "").split())
@@ -149,6 +134,8 @@ def host_speed(bf16: bool = False) -> dict:
 def machine(bf16: bool = False) -> dict:
     """Where a result was measured: platform, Python, cores, the CPU's name and identity, its `host_speed`
     (`bf16`: the bfloat16 product too) and the GPU where the benchmark loaded torch and has one."""
+    from foilforge.host import cpu_info
+
     fields = cpu_info()
     gpu = None
     torch = sys.modules.get("torch")  # asked only when the benchmark loaded torch: no import for this alone

@@ -95,15 +95,17 @@ CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t
 
 
 def test_a_result_names_the_cpu_by_family_model_and_stepping_not_by_its_name_alone(tmp_path):
+    from foilforge.host import cpu_info
+
     info = tmp_path / "cpuinfo"
     info.write_text(CPUINFO, encoding="utf-8")
-    fields = common.cpu_info(info)
+    fields = cpu_info(info)
     assert fields["model name"] == "AMD EPYC" and fields["vendor_id"] == "AuthenticAMD"  # the first processor only
     assert common.cpu_identity(fields) == {"vendor": "AuthenticAMD", "family": 25, "model": 17, "stepping": 1,
                                            "bf16": True}
     no_bf16 = {**fields, "flags": "fpu avx2 avx512f"}
     assert common.cpu_identity(no_bf16)["bf16"] is False
-    assert common.cpu_info(tmp_path / "absent") == {} and common.cpu_identity({}) is None
+    assert cpu_info(tmp_path / "absent") == {} and common.cpu_identity({}) is None
 
 
 def test_the_speed_workload_is_fixed_and_its_timing_the_least_of_its_runs(monkeypatch):

@@ -1,4 +1,4 @@
-"""Every foilforge command pins OpenBLAS's kernels (pipeline/stages/cli.py `pin_openblas_kernels`), so a build's
+"""Every foilforge command pins OpenBLAS's kernels (foilforge/host.py `pin_openblas_kernels`), so a build's
 float64 sums, and with them its bytes, do not depend on which x86-64 CPU generation OpenBLAS detects."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from foilforge.pipeline.stages.cli import OPENBLAS_KERNELS, pin_openblas_kernels
+from foilforge.host import OPENBLAS_KERNELS, cpu_flags, pin_openblas_kernels
 
 CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
            "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512_bf16\n\n")
@@ -40,12 +39,7 @@ def test_no_pin_where_the_kernels_would_not_run_or_the_cpu_is_unknown(tmp_path):
 
 
 def x86_with_avx2() -> bool:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return {"avx2", "fma"} <= set(flags)
+    return {"avx2", "fma"} <= cpu_flags()
 
 
 @pytest.mark.skipif(not x86_with_avx2(), reason="the pin applies to x86-64 Linux CPUs with AVX2 and FMA")

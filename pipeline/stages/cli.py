@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
-import platform
 import sys
 
 from foilforge import timings
 from foilforge.errors import ConfigError, GateError, InputError
+from foilforge.host import pin_openblas_kernels
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -66,35 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser
-
-
-#: OpenBLAS's kernels every foilforge process uses on an x86-64 CPU with AVX2 and FMA, unless OPENBLAS_CORETYPE is set
-OPENBLAS_KERNELS = "Haswell"
-
-
-def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", machine: str | None = None) -> str | None:
-    """Set OPENBLAS_CORETYPE to OPENBLAS_KERNELS (returned) where the CPU runs them and the variable is unset.
-
-    OpenBLAS (numpy's and scipy's: liblinear's fits, the attackers' products) picks its kernels by the CPU it
-    detects, and two hosts of one CPU name took different ones (AVX-512 and AVX2 kernels), whose float64 sums differ
-    in their last bits: two baseline outputs of the sample build differed between those hosts, and were equal with
-    the AVX2 kernels on both (docs/performance.md, "Hosts of one CPU name"). So OpenBLAS sums alike on any x86-64
-    Linux host with AVX2 (elsewhere, without /proc/cpuinfo, it chooses); torch's libraries decide the models' bits
-    (that page says which switches do). OpenBLAS reads the variable when it loads: this runs before any stage
-    imports numpy, and the runner's workers inherit it."""
-    if "OPENBLAS_CORETYPE" in environ:
-        return None
-    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
-        return None
-    try:
-        with open(cpuinfo, encoding="utf-8") as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
-    except OSError:
-        return None
-    if not {"avx2", "fma"} <= set(flags):
-        return None
-    environ["OPENBLAS_CORETYPE"] = OPENBLAS_KERNELS
-    return OPENBLAS_KERNELS
 
 
 def main(argv=None) -> int:
