@@ -18,7 +18,7 @@ records that swap each other's caption and foil) are kept together or not at all
 
 The subset is the optimum of a 0/1 program (`RefinementProgram`, HiGHS
 through scipy.optimize.milp): as many records as those constraints allow
-(within HiGHS's proven gap, `MIP_REL_GAP`: exact on small pools, a few
+(within HiGHS's proven gap, `MIP_REL_GAP`, or its bound after `MIP_NODE_LIMIT` nodes: exact on small pools, a few
 records short on a full corpus, at most 8 of 20,000 on a 60,000-candidate
 synthetic pool; the report says how many at most), then, as tie-breaks, the foiler's earlier proposals and the
 smallest imbalance of the changed items (below). A greedy matching kept far fewer
@@ -200,9 +200,10 @@ class RefinementProgram:
         result = milp(cost, constraints=LinearConstraint(self.matrix, self.lower, self.upper),
                       integrality=np.concatenate([np.ones(self.n), np.zeros(self.m)]),
                       bounds=Bounds(np.zeros(self.n + self.m), np.concatenate([np.ones(self.n), np.full(self.m, np.inf)])),
-                      options={"mip_rel_gap": MIP_REL_GAP})
-        if result.x is None:  # cannot happen: keeping nothing is always feasible
-            raise RuntimeError(f"the refinement program found no solution: {result.message}")
+                      options={"mip_rel_gap": MIP_REL_GAP, "node_limit": MIP_NODE_LIMIT})
+        if result.x is None:  # keeping nothing is always feasible, and HiGHS's heuristics find a solution at its root
+            raise RuntimeError(f"the refinement program found no solution within {MIP_NODE_LIMIT} branch-and-bound "
+                               f"nodes: {result.message}")
         kept = [rid for rid, value in zip(self.pool, result.x[:self.n]) if value > 0.5]
         return kept, round(float(result.mip_gap or 0.0) * abs(float(result.fun)), 2)
 
@@ -212,6 +213,12 @@ class RefinementProgram:
 #: at 1e-3 it takes 2 s and keeps 7,332 of 7,333 samples); the report gives the bound it reached
 #: (`records_from_optimum_at_most`). A small pool is solved exactly (1e-3 of a few hundred records is below one).
 MIP_REL_GAP = 1e-3
+#: ... or once it has searched this many branch-and-bound nodes, with the best solution found and the bound it proved
+#: (a count, not a clock: the same pool gives the same subset on any machine). The sample's programs end within
+#: it; its foil_it pool scored on another CPU (other last bits) took 3,106 nodes and 59 s to prove 1e-3 and the
+#: next program ran over 3 min (200 nodes: 1.7 records from the optimum), and a random pool of 40 samples never
+#: ends (tests/test_plausibility.py).
+MIP_NODE_LIMIT = 1000
 
 #: L1 weights tried in turn while the kept set's JS exceeds the bound. Below 0.5 no one-item edit is dropped
 #: for its items (keeping it adds at most 2 to L1): only the choice among proposals and mirror partners moves

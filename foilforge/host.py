@@ -1,15 +1,24 @@
-"""The machine a process runs on: its CPU's /proc/cpuinfo fields, and the OpenBLAS kernels foilforge pins.
+"""The machine a process runs on: its CPU's /proc/cpuinfo fields, and the kernels foilforge pins so that its
+bytes do not depend on which x86-64 CPU generation a library detects.
 
-`cpu_info` is read by `pin_openblas_kernels` (every `foilforge` command, pipeline/stages/cli.py) and by the
-benchmarks' machine record (benchmarks/common.py)."""
+`pin_kernels` runs when the package is imported (foilforge/__init__.py), before numpy or torch load in any
+foilforge command, test or benchmark; `cpu_info` also feeds the benchmarks' machine record (benchmarks/common.py).
+Why each pin: docs/performance.md, "Hosts of one CPU name"."""
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
+import sys
+
+log = logging.getLogger(__name__)
 
 #: OpenBLAS's kernels every foilforge process uses on an x86-64 CPU with AVX2 and FMA, unless OPENBLAS_CORETYPE is set
 OPENBLAS_KERNELS = "Haswell"
+#: the highest instruction set oneDNN (torch's bfloat16 products on the CPU) may use, unless ONEDNN_MAX_CPU_ISA is
+#: set: AVX-512 with bfloat16, not AMX
+ONEDNN_ISA = "AVX512_CORE_BF16"
 
 
 def cpu_info(path="/proc/cpuinfo") -> dict[str, str]:
@@ -39,9 +48,8 @@ def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", mac
     detects, and two hosts of one CPU name took different ones (AVX-512 and AVX2 kernels), whose float64 sums differ
     in their last bits: two baseline outputs of the sample build differed between those hosts, and were equal with
     the AVX2 kernels on both (docs/performance.md, "Hosts of one CPU name"). So OpenBLAS sums alike on any x86-64
-    Linux host with AVX2 (elsewhere, without /proc/cpuinfo, it chooses); torch's libraries decide the models' bits
-    (that page says which switches do). OpenBLAS reads the variable when it loads: the CLI calls this before any
-    stage imports numpy, and the runner's workers inherit it."""
+    Linux host with AVX2 (elsewhere, without /proc/cpuinfo, it chooses). OpenBLAS reads the variable when it loads:
+    `pin_kernels` calls this before anything imports numpy, and the runner's workers inherit it."""
     if "OPENBLAS_CORETYPE" in environ:
         return None
     if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
@@ -50,3 +58,38 @@ def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", mac
         return None
     environ["OPENBLAS_CORETYPE"] = OPENBLAS_KERNELS
     return OPENBLAS_KERNELS
+
+
+def pin_onednn_isa(environ=os.environ, machine: str | None = None) -> str | None:
+    """Set ONEDNN_MAX_CPU_ISA to ONEDNN_ISA (returned) on x86-64 where the variable is unset.
+
+    On a CPU with AMX, oneDNN computes a bfloat16 product of several texts of one length with AMX tiles and one
+    text alone without them, and the two sum in another order: every SmolLM2 log-probability and pooled state of
+    the sample build then depended on which texts shared its batch, against the pass store's promise (a text's
+    outputs are a function of the model and the text; foilforge/pass_store.py). Capped at AVX-512 with bfloat16
+    a text gets the same bits alone and in any batch there, and the bits of a CPU without AMX. A CPU below the
+    cap is unaffected. oneDNN reads the variable when torch loads, so this runs before anything imports torch."""
+    if "ONEDNN_MAX_CPU_ISA" in environ:
+        return None
+    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+        return None
+    environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA
+    return ONEDNN_ISA
+
+
+def pin_kernels(environ=os.environ, modules=None) -> dict[str, str]:
+    """Both pins ({variable: value} of those set now). A library already loaded has read its variable: pinned too
+    late, it keeps the kernels it chose, and that is logged (import foilforge before numpy and torch)."""
+    modules = sys.modules if modules is None else modules
+    pinned = {}
+    if pin_openblas_kernels(environ):
+        pinned["OPENBLAS_CORETYPE"] = OPENBLAS_KERNELS
+    if pin_onednn_isa(environ):
+        pinned["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA
+    late = [name for name, module in (("OPENBLAS_CORETYPE", "numpy"), ("ONEDNN_MAX_CPU_ISA", "torch"))
+            if name in pinned and module in modules]
+    for name in late:
+        log.warning("%s=%s was set after %s loaded, which keeps the kernels it chose: outputs may differ from "
+                    "another host's; import foilforge before numpy and torch", name, pinned[name],
+                    "numpy" if name == "OPENBLAS_CORETYPE" else "torch")
+    return pinned

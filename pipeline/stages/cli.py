@@ -14,7 +14,6 @@ import sys
 
 from foilforge import timings
 from foilforge.errors import ConfigError, GateError, InputError
-from foilforge.host import pin_openblas_kernels
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -68,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    pin_openblas_kernels()
     timings.start()  # a no-op unless FOILFORGE_STAGE_TIMINGS names a directory (foilforge/timings.py)
     rc = 1
     try:
