@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+import foilforge  # noqa: F401  (before numpy and torch: the kernels foilforge pins, so a benchmark measures them)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SHARED = ROOT.parent / "shared" / "data"
