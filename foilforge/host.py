@@ -67,8 +67,9 @@ def pin_onednn_isa(environ=os.environ, machine: str | None = None) -> str | None
     text alone without them, and the two sum in another order: every SmolLM2 log-probability and pooled state of
     the sample build then depended on which texts shared its batch, against the pass store's promise (a text's
     outputs are a function of the model and the text; foilforge/pass_store.py). Capped at AVX-512 with bfloat16
-    a text gets the same bits alone and in any batch there, and the bits of a CPU without AMX. A CPU below the
-    cap is unaffected. oneDNN reads the variable when torch loads, so this runs before anything imports torch."""
+    a text gets the same bits alone and in any batch there (not the bits of another vendor's CPU: the pass store
+    keys the processor, foilforge/lm.py `device_kind`). A CPU below the cap is unaffected. oneDNN reads the
+    variable when torch loads, so this runs before anything imports torch."""
     if "ONEDNN_MAX_CPU_ISA" in environ:
         return None
     if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
