@@ -41,6 +41,11 @@ def cpu_flags(path="/proc/cpuinfo") -> set[str]:
     return set(cpu_info(path).get("flags", "").split())
 
 
+def is_x86_64(machine: str | None = None) -> bool:
+    """Whether `machine` (default this one's, platform.machine()) is x86-64, the CPUs both pins apply to."""
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64")
+
+
 def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", machine: str | None = None) -> str | None:
     """Set OPENBLAS_CORETYPE to OPENBLAS_KERNELS (returned) where the CPU runs them and the variable is unset.
 
@@ -52,7 +57,7 @@ def pin_openblas_kernels(environ=os.environ, cpuinfo: str = "/proc/cpuinfo", mac
     `pin_kernels` calls this before anything imports numpy, and the runner's workers inherit it."""
     if "OPENBLAS_CORETYPE" in environ:
         return None
-    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+    if not is_x86_64(machine):
         return None
     if not {"avx2", "fma"} <= cpu_flags(cpuinfo):
         return None
@@ -72,7 +77,7 @@ def pin_onednn_isa(environ=os.environ, machine: str | None = None) -> str | None
     variable when torch loads, so this runs before anything imports torch."""
     if "ONEDNN_MAX_CPU_ISA" in environ:
         return None
-    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+    if not is_x86_64(machine):
         return None
     environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA
     return ONEDNN_ISA
@@ -83,14 +88,13 @@ def pin_kernels(environ=os.environ, modules=None) -> dict[str, str]:
     late, it keeps the kernels it chose, and that is logged (import foilforge before numpy and torch)."""
     modules = sys.modules if modules is None else modules
     pinned = {}
-    if pin_openblas_kernels(environ):
-        pinned["OPENBLAS_CORETYPE"] = OPENBLAS_KERNELS
-    if pin_onednn_isa(environ):
-        pinned["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA
-    late = [name for name, module in (("OPENBLAS_CORETYPE", "numpy"), ("ONEDNN_MAX_CPU_ISA", "torch"))
-            if name in pinned and module in modules]
-    for name in late:
-        log.warning("%s=%s was set after %s loaded, which keeps the kernels it chose: outputs may differ from "
-                    "another host's; import foilforge before numpy and torch", name, pinned[name],
-                    "numpy" if name == "OPENBLAS_CORETYPE" else "torch")
+    for variable, pin, library in (("OPENBLAS_CORETYPE", pin_openblas_kernels, "numpy"),
+                                   ("ONEDNN_MAX_CPU_ISA", pin_onednn_isa, "torch")):
+        value = pin(environ)
+        if value is None:
+            continue
+        pinned[variable] = value
+        if library in modules:
+            log.warning("%s=%s was set after %s loaded, which keeps the kernels it chose: outputs may differ from "
+                        "another host's; import foilforge before numpy and torch", variable, value, library)
     return pinned

@@ -10,7 +10,15 @@ import sys
 
 import pytest
 
-from foilforge.host import ONEDNN_ISA, OPENBLAS_KERNELS, cpu_flags, pin_kernels, pin_onednn_isa, pin_openblas_kernels
+from foilforge.host import (
+    ONEDNN_ISA,
+    OPENBLAS_KERNELS,
+    cpu_flags,
+    is_x86_64,
+    pin_kernels,
+    pin_onednn_isa,
+    pin_openblas_kernels,
+)
 
 CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
            "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512_bf16\n\n")
@@ -65,9 +73,7 @@ def test_onednn_is_capped_below_amx_on_x86_unless_the_user_chose():
 
 
 def test_a_pin_set_after_its_library_loaded_is_reported(caplog):
-    import platform
-
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    if not is_x86_64():
         pytest.skip("the oneDNN pin applies to x86-64")
     with caplog.at_level("WARNING", logger="foilforge.host"):
         assert pin_kernels({"OPENBLAS_CORETYPE": "Zen"}, modules={}) == {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
