@@ -7,7 +7,7 @@ imports `foilers` and `filters`, which import only `foilforge`; `foilforge` impo
 
 __version__ = "0.1.0"
 
-# Before numpy or torch load: the BLAS and oneDNN kernels every foilforge process uses (foilforge/host.py)
+# Before numpy loads: the OpenBLAS kernels every foilforge process uses (foilforge/host.py)
 from foilforge.host import pin_kernels as _pin_kernels  # noqa: E402
 
 _pin_kernels()

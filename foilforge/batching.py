@@ -9,13 +9,19 @@ and masked LMs), foilforge.span_ranking (span scoring), filters/gruen.py, filter
 A mask keeps the padding out of a text's numbers, but not out of their last bits: a matrix product sums in an
 order that depends on the shape it is given and on the threads that share it, so a padded text's scores depend on
 the texts batched with it. `same_length_batches` is the canonical way foilforge.lm computes a text's pass instead:
-texts of one token length together, no padding, and on the CPU one torch thread, every batch at least
-`MIN_BATCH_TOKENS` tokens (a product of a few rows takes another path in the BLAS: SmolLM2's texts of 2 and 3
-tokens alone differed from the same texts in a batch). A text then gets the same bits alone, in any batch of its
-length, at any place in it (tests/test_pass_store.py; docs/performance.md, "One pass per text"). On an
-accelerator the libraries may choose kernels by shape, so there every batch has the same row count,
-`ACCELERATOR_ROWS`: a batch's shape is a function of its texts' length alone. Rows are made up by repeating the
-last one (`fill_rows`), and their outputs are dropped.
+texts of one token length together, no padding, one torch thread on the CPU, and a row count `batch_rows` sets:
+
+* on a CPU without AMX, up to the caller's batch size, every batch at least `MIN_BATCH_TOKENS` tokens (a product
+  of a few rows takes another path in the BLAS: SmolLM2's texts of 2 and 3 tokens alone differed from the same
+  texts in a batch); more rows do not change a row's sums there;
+* on a CPU with AMX, in bfloat16, exactly ceil(`AMX_BATCH_TOKENS` / length) rows: oneDNN picks its AMX or
+  AVX-512 kernel by the product's shape (for SmolLM2's 12-token texts, 1 and 2 rows summed otherwise than 3 to
+  32), so the shape must be a function of the length alone;
+* on an accelerator, whose libraries also choose kernels by shape, `ACCELERATOR_ROWS` rows.
+
+A text then gets the same bits alone, in any batch of its length, at any place in it (tests/test_pass_store.py;
+docs/performance.md, "One pass per text"). Rows are made up by repeating the last one (`fill_rows`), and their
+outputs are dropped.
 """
 
 from __future__ import annotations
@@ -32,25 +38,37 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[list[
 
 #: rows of every canonical batch on an accelerator (CUDA, MPS): the shape does not depend on the other texts
 ACCELERATOR_ROWS = 64
-#: tokens (rows x length) of every canonical batch on the CPU at least
+#: tokens (rows x length) of every canonical batch on a CPU without AMX at least
 MIN_BATCH_TOKENS = 32
+#: tokens (rows x length) of every canonical bfloat16 batch on a CPU with AMX, rounded up to whole rows: 64 gave
+#: SmolLM2 its shortest passes over a stage's texts and over a few texts alone (docs/performance.md)
+AMX_BATCH_TOKENS = 64
 
 
-def canonical_rows(length: int, accelerator: bool) -> int:
-    """The rows a canonical batch of texts of `length` tokens is filled up to (module docstring)."""
-    return ACCELERATOR_ROWS if accelerator else -(-MIN_BATCH_TOKENS // max(1, length))
+def batch_rows(length: int, shapes: str, most: int) -> tuple[int, int]:
+    """(rows a canonical batch of texts of `length` tokens takes at most, rows it is filled up to), by the
+    `shapes` rule of the device that runs it: "accelerator", "amx" (a bfloat16 pass on a CPU with AMX) or "cpu"
+    (any other CPU pass, whose batches hold up to `most` texts; module docstring)."""
+    if shapes == "accelerator":
+        return ACCELERATOR_ROWS, ACCELERATOR_ROWS
+    if shapes == "amx":
+        rows = -(-AMX_BATCH_TOKENS // max(1, length))
+        return rows, rows
+    return max(1, most), -(-MIN_BATCH_TOKENS // max(1, length))
 
 
-def same_length_batches(lengths: list[int], rows: int) -> Iterator[list[int]]:
-    """Indices into `lengths` in batches of at most `rows` texts of one length, shortest first (ties in index
-    order). With no padding a text's outputs do not depend on its companions (module docstring)."""
+def same_length_batches(lengths: list[int], rows) -> Iterator[list[int]]:
+    """Indices into `lengths` in batches of at most `rows` texts of one length (an int, or a function of the
+    length), shortest first (ties in index order). With no padding a text's outputs do not depend on its
+    companions (module docstring)."""
     by_length: dict[int, list[int]] = {}
     for i, length in enumerate(lengths):
         by_length.setdefault(length, []).append(i)
     for length in sorted(by_length):
         same = by_length[length]
-        for start in range(0, len(same), max(1, rows)):
-            yield same[start : start + rows]
+        most = max(1, rows(length) if callable(rows) else rows)
+        for start in range(0, len(same), most):
+            yield same[start : start + most]
 
 
 def fill_rows(ids, rows: int):

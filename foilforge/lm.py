@@ -6,17 +6,17 @@
 * `MaskedLM`: a masked LM whose prediction head must come from the checkpoint; a freshly initialised head
   (SpanBERT hub checkpoints, docs/reference.md §2) is refused at load time.
 
-A text's pass is computed in one canonical way: in a batch of texts of its own token length with no padding
-(foilforge/batching.py `same_length_batches`), so its bits are a function of the model and the text alone, not
-of the other texts of the call or the batch size. That makes them storable: with $FOILFORGE_SCORE_CACHE set
-(`make repro` sets it to .foilforge-cache/scores, which DVC does not track) every pass is kept in the pass store
-(foilforge/pass_store.py), keyed by the model (its name, revision, GGUF file, its files' names, sizes and
-modification times), dtype, device kind and the scoring code, and the text. A causal LM's pass stores the
-log-probability and the pooled states the probes ask by default (`STORED_POOLS`) at once, so foil, score,
-baseline (text LM and probe) and evaluate run each text through SmolLM2 once between them, and a stage whose
-texts are all stored loads no model. Without the store every pass is computed, with the same bits. Inside
-`pass_workers(n)` (refilter's `--workers`) a CPU call's batches are spread over n forked processes, each batch on
-one torch thread as always: the same bits.
+A text's pass is computed in one canonical way: in a batch of texts of its own token length with no padding, of a
+row count the device's shape rule sets (foilforge/batching.py `same_length_batches`, `batch_rows`), so its bits are
+a function of the model and the text alone, not of the other texts of the call or the batch size. That makes them
+storable: with $FOILFORGE_SCORE_CACHE set (`make repro` sets it to .foilforge-cache/scores, which DVC does not
+track) every pass is kept in the pass store (foilforge/pass_store.py), keyed by the model (its name, revision, GGUF
+file, its files' names, sizes and modification times), dtype, device kind, shape rule and the scoring code, and the
+text. A causal LM's pass stores the log-probability and the pooled states the probes ask by default (`STORED_POOLS`)
+at once, so foil, score, baseline (text LM and probe) and evaluate run each text through SmolLM2 once between them,
+and a stage whose texts are all stored loads no model. Without the store every pass is computed, with the same bits.
+Inside `pass_workers(n)` (refilter's `--workers`) a CPU call's batches are spread over n forked processes, each
+batch on one torch thread as always: the same bits.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from foilforge.batching import (
     ACCELERATOR_ROWS,
-    canonical_rows,
+    AMX_BATCH_TOKENS,
+    batch_rows,
     ensure_pad_token,
     fill_rows,
     pad_ids,
@@ -122,8 +123,8 @@ def model_identity(spec: ModelSpec) -> dict:
 def device_kind(device) -> str:
     """The kind of device a pass runs on, as far as it decides the bits: on the CPU its vector instruction set (the
     kernels torch picks), the processor (vendor, family, model: an Intel and an AMD CPU with AVX512-BF16 gave
-    SmolLM2 other bits) and oneDNN's cap (foilforge/host.py); a GPU's model name. So a pass store shared by
-    machines of several kinds never hands one kind's passes to another."""
+    SmolLM2 other bits) and oneDNN's cap if the user set one (ONEDNN_MAX_CPU_ISA); a GPU's model name. So a pass
+    store shared by machines of several kinds never hands one kind's passes to another."""
     import torch
 
     if device.type == "cpu":
@@ -194,7 +195,7 @@ _FORKED = None
 
 def _forked_batch(batch: list[list[int]]) -> list[dict[str, bytes]]:
     passes, pools, where = _FORKED
-    return passes._batch(batch, pools, where, False)
+    return passes._batch(batch, pools, where)
 
 
 @contextmanager
@@ -211,7 +212,7 @@ def pass_workers(workers: int):
 
 class StoredPasses:
     """A model's passes over whole texts: read from the pass store where they are, computed canonically (batches of
-    one token length, no padding; on an accelerator a fixed row count) where they are not, and stored.
+    one token length, no padding, rows by the device's shape rule) where they are not, and stored.
 
     Subclasses say how a text is encoded (`encode`) and what a batch's pass gives (`_pass_fields`)."""
 
@@ -220,7 +221,7 @@ class StoredPasses:
     def __init__(self, spec: ModelSpec):
         self.spec = spec
         self._tokenizer = self._model = self._device = None
-        self._store_key = None
+        self._store_key = self._shapes = None
         self.cache_hits = self.cache_misses = 0  # texts answered from the store / computed and stored
 
     @property
@@ -229,12 +230,27 @@ class StoredPasses:
             self._device = torch_device(self.spec)
         return self._device
 
+    @property
+    def shapes(self) -> str:
+        """The rule this model's batches are shaped by (foilforge/batching.py `batch_rows`): "accelerator", "amx"
+        (bfloat16 on a CPU with AMX) or "cpu"."""
+        if self._shapes is None:
+            from foilforge.host import has_amx
+
+            if self.device.type != "cpu":
+                self._shapes = "accelerator"
+            elif dtype_name(self.spec, self.device) == "bfloat16" and has_amx():
+                self._shapes = "amx"
+            else:
+                self._shapes = "cpu"
+        return self._shapes
+
     def store_key(self) -> str:
         """The digest of everything that decides a pass's bits but the text (module docstring)."""
         if self._store_key is None:
-            accelerator = self.device.type != "cpu"
+            shape = {"accelerator": ACCELERATOR_ROWS, "amx": AMX_BATCH_TOKENS, "cpu": None}[self.shapes]
             identity = {"pass": self.pass_kind, "model": model_identity(self.spec), "dtype": dtype_name(self.spec, self.device),
-                        "device": device_kind(self.device), "rows": ACCELERATOR_ROWS if accelerator else None,
+                        "device": device_kind(self.device), "shapes": [self.shapes, shape],
                         "scoring": _ranking_code()}
             self._store_key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
         return self._store_key
@@ -265,10 +281,11 @@ class StoredPasses:
         import multiprocessing
 
         encoded = self._encode_for(texts, pools)
-        accelerator = self.device.type != "cpu"
-        rows = ACCELERATOR_ROWS if accelerator else rows
-        batches = [[encoded[i] for i in batch] for batch in same_length_batches([len(e) for e in encoded], rows)]
-        if _PASS_WORKERS[0] > 1 and not accelerator and len(batches) > 1 \
+        shapes = self.shapes
+        lengths = [len(e) for e in encoded]
+        batches = [[encoded[i] for i in batch]
+                   for batch in same_length_batches(lengths, lambda length: batch_rows(length, shapes, rows)[0])]
+        if _PASS_WORKERS[0] > 1 and shapes != "accelerator" and len(batches) > 1 \
                 and "fork" in multiprocessing.get_all_start_methods():
             global _FORKED
             self.model  # noqa: B018  (loaded here: the forked processes inherit it)
@@ -279,16 +296,18 @@ class StoredPasses:
             finally:
                 _FORKED = None
         else:
-            results = [self._batch(batch, pools, where, accelerator) for batch in batches]
+            results = [self._batch(batch, pools, where) for batch in batches]
         by_ids = {tuple(ids): fields for batch, found in zip(batches, results) for ids, fields in zip(batch, found)}
         return {text: by_ids[tuple(ids)] for text, ids in zip(texts, encoded)}
 
-    def _batch(self, batch: list[list[int]], pools: tuple, where: str, accelerator: bool) -> list[dict[str, bytes]]:
-        """The fields of one batch of encoded texts of one length (a CPU batch on one torch thread)."""
+    def _batch(self, batch: list[list[int]], pools: tuple, where: str) -> list[dict[str, bytes]]:
+        """The fields of one batch of encoded texts of one length, filled to its shape rule's rows (a CPU batch on
+        one torch thread)."""
         import torch
 
-        with torch.inference_mode(), one_thread(not accelerator):
-            ids = fill_rows(torch.tensor(batch, dtype=torch.long), canonical_rows(len(batch[0]), accelerator))
+        with torch.inference_mode(), one_thread(self.shapes != "accelerator"):
+            filled = batch_rows(len(batch[0]), self.shapes, len(batch))[1]
+            ids = fill_rows(torch.tensor(batch, dtype=torch.long), filled)
             return self._pass_fields(ids.to(self.device), len(batch), pools, where)
 
     def _pooled(self, states, rows: int, pools: tuple, span, where: str) -> list[dict[str, bytes]]:
@@ -378,7 +397,7 @@ class CausalLM(StoredPasses):
     def _pass_fields(self, ids, rows: int, pools: tuple, where: str) -> list[dict[str, bytes]]:
         out = self.model(input_ids=ids, output_hidden_states=bool(pools))
         length = ids.shape[1]
-        # every row of the batch (on an accelerator its fixed shape), then the real ones
+        # every row of the filled batch, then the real ones
         sums = token_logprobs(out.logits[:, :-1], ids[:, 1:]).sum(-1)[:rows].tolist() if length > 1 else [0.0] * rows
         start = 1 if self.bos is not None else 0
 

@@ -607,15 +607,16 @@ def ranking_code() -> dict:
 
 
 def ranker_identity(ranker) -> dict:
-    """What makes two span rankers give the same numbers: kind, model, its files, device, dtype, the speed args, the
-    torch threads (a matrix product sums in an order that depends on them: on a CPU the ranker runs on one), the
-    code.
+    """What makes two span rankers give the same numbers: kind, model, its files, the kind of device (on a CPU the
+    processor and a cap on oneDNN: foilforge/lm.py `device_kind`), dtype, the speed args, the torch threads (a
+    matrix product sums in an order that depends on them: on a CPU the ranker runs on one), the code.
 
     The files of a local model (or of a `package:` model) enter as (name, size, mtime): weights replaced under the
     same path are a different model. A hub id enters as id and revision. The code is `ranking_code()`.
     """
     import torch
 
+    from foilforge.lm import device_kind
     from foilforge.models import dtype_name, resolve_path
 
     spec = ranker.spec
@@ -624,7 +625,7 @@ def ranker_identity(ranker) -> dict:
     files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
         if directory.is_dir() else None
     return {"kind": ranker.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
-            "files": files, "device": str(ranker.lm.device), "dtype": dtype_name(spec, ranker.lm.device), "prune_to": ranker.prune_to,
+            "files": files, "device": device_kind(ranker.lm.device), "dtype": dtype_name(spec, ranker.lm.device), "prune_to": ranker.prune_to,
             "lookahead_words": ranker.lookahead_words, "certified": ranker.certified, "exhaustive": ranker.exhaustive,
             "max_batch_tokens": ranker.max_batch_tokens, "sdpa_backends": ranker.sdpa_backends,
             "merge_prefix_lengths": ranker.merge_prefix_lengths,

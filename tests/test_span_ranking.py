@@ -386,3 +386,11 @@ def test_journal_answers_a_repeated_call_from_disk_and_keys_on_the_scorer(tiny_m
         torch.set_num_threads(threads)
     back = JournaledRanker(pruned, path)
     assert back.score(ITEMS) == first and (back.reused, back.scored) == (1, 0)
+    # another kind of CPU (or a cap on oneDNN, as ONEDNN_MAX_CPU_ISA sets) sums otherwise: another key
+    import foilforge.host
+
+    monkeypatch.setattr(foilforge.host, "cpu_info", lambda: {"vendor_id": "NoSuchVendor", "cpu family": "0",
+                                                             "model": "0"})
+    monkeypatch.setattr(pruned, "score", lambda items: [[0.0] * len(fills) for _, _, fills in items])
+    elsewhere = JournaledRanker(pruned, path)
+    assert elsewhere.score(ITEMS) != first and (elsewhere.reused, elsewhere.scored) == (0, 1)
