@@ -11,6 +11,8 @@ pays for it (torch emulates it there); `dtype: auto` (foilforge/models.py) picks
 Agreement, float32 against bfloat16 at `native`: the mean and largest absolute difference of a caption's summed
 log-probability, the Spearman correlation over the captions, and the share of caption pairs (each caption with
 the next) whose order both dtypes give alike: how often a comparison such as caption against foil could flip.
+The same figures for bfloat16 at each other ISA against bfloat16 at the first (`bfloat16_across_isas`): how far
+the kernels alone move a bfloat16 pass (on a CPU with AMX, `native` runs AMX and AVX512_CORE_BF16 does not).
 
 Writes benchmarks/results/cpu_dtype.json.
 """
@@ -93,6 +95,10 @@ def main(argv=None) -> dict:
                                   "native_bfloat16": run["native_bfloat16"] if isa == "native" else None}
     reference = runs.get("native") or next(iter(runs.values()))
     metrics["agreement"] = agreement(reference["float32"]["logprobs"], reference["bfloat16"]["logprobs"])
+    first, *others = args.isas
+    metrics["bfloat16_across_isas"] = {f"{isa} vs {first}": agreement(runs[first]["bfloat16"]["logprobs"],
+                                                                     runs[isa]["bfloat16"]["logprobs"])
+                                       for isa in others}
     path = write_result(NAME, metrics, args, argv, path=args.output)
     print(json.dumps(metrics, indent=1))
     print(f"written: {path}")
