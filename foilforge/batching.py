@@ -40,8 +40,9 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[list[
 ACCELERATOR_ROWS = 64
 #: tokens (rows x length) of every canonical batch on a CPU without AMX at least
 MIN_BATCH_TOKENS = 32
-#: tokens (rows x length) of every canonical bfloat16 batch on a CPU with AMX, rounded up to whole rows: 64 gave
-#: SmolLM2 its shortest passes over a stage's texts and over a few texts alone (docs/performance.md)
+#: tokens (rows x length) of every canonical bfloat16 batch on a CPU with AMX, rounded up to whole rows: larger
+#: batches serve a stage's many texts faster, and slow a few texts alone with their filler rows; 64 is between the
+#: two (docs/performance.md, "Hosts of one CPU name")
 AMX_BATCH_TOKENS = 64
 
 
