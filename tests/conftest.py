@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
-import foilforge  # noqa: E402,F401  (first: it pins the BLAS and oneDNN kernels before numpy and torch load)
+import foilforge  # noqa: E402,F401  (first: it pins the OpenBLAS kernels before numpy loads)
 
 
 def shared_path(*parts) -> Path:
