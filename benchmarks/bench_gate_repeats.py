@@ -14,7 +14,13 @@ Fewer partitions make every reading noisier: the power falls and the size rises,
 for the kept pairs; only the readings before the refinement, which the certification does not read, average
 fewer (`gate.before_repeats`, docs/performance.md).
 
-Writes benchmarks/results/gate_repeats.json.
+    python -m benchmarks.bench_gate_repeats --settled [--sets 300] [--sizes 150 400 550]
+
+compares, on the same sets, the reading of all five partitions with the reading where the gate's settled rule
+stops (`gate.min_repeats`: filters/certification.py `settled`): the shares certified and called off chance by
+each, the partitions used on average, and the sets on which the two readings take another decision.
+
+Writes benchmarks/results/gate_repeats.json (`--settled`: gate_repeats_settled.json).
 """
 
 from __future__ import annotations
@@ -34,14 +40,60 @@ def row(n: int, sets: int, share: float, repeats: int) -> dict:
     return {"repeats": repeats, **real_check(n, sets, share, MARGIN, ALPHA, READINGS, repeats=repeats)}
 
 
+def settled_row(n: int, sets: int, share: float) -> dict:
+    """Five partitions against the settled rule on the same sets: each set's five partition accuracies (`certify`'s
+    `partitions`), the reading of all five and the reading where `settled` stops (at least 2), with the share each
+    certifies (the equivalence test), the share whose chance test excludes chance at Holm's first step, the
+    partitions the rule used on average, and the sets where the two readings take another decision."""
+    import numpy as np
+
+    from benchmarks.bench_certification_power import cued_records
+    from foilforge.filters.attackers import certify
+    from foilforge.filters.certification import chance_p, decisions, settled, within_p
+
+    blocks = {"word_ngram": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 2]}}}
+    five, early, used, changed = [], [], [], 0
+    for seed in range(sets):
+        partitions = certify(cued_records(n, seed, share), blocks, folds=5, seed=101, repeats=5)["word_ngram"]["partitions"]
+        r = 2
+        while not settled(partitions[:r], n, 5, margin=MARGIN, alpha=ALPHA, readings=READINGS):
+            r += 1
+        five.append(float(np.mean(partitions)))
+        early.append(float(np.mean(partitions[:r])))
+        used.append(r)
+        counts = [round(five[-1] * n)], [round(early[-1] * n)]
+        changed += decisions(counts[0], n, 0.5, MARGIN, ALPHA, READINGS, 0.55) != \
+            decisions(counts[1], n, 0.5, MARGIN, ALPHA, READINGS, 0.55)
+
+    def rates(values):
+        figures = [{"accuracy": v, "n": n} for v in values]
+        return {"std": round(float(np.std(values, ddof=1)), 4),
+                "within": round(float(np.mean([within_p(f, MARGIN) <= ALPHA for f in figures])), 4),
+                "off_chance": round(float(np.mean([chance_p(f) <= ALPHA / READINGS for f in figures])), 4)}
+
+    return {"n": n, "sets": sets, "cue_share": share, "five": rates(five), "settled": rates(early),
+            "partitions_mean": round(float(np.mean(used)), 3), "decisions_changed": changed}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=300, help="sets a row (default 300)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[150, 400, 550], help="pairs a set")
     parser.add_argument("--repeats", type=int, nargs="+", default=[1, 2, 5], help="partitions averaged")
+    parser.add_argument("--settled", action="store_true",
+                        help="instead: five partitions against the settled rule (gate.min_repeats) on the same sets")
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
     rows = []
+    if args.settled:
+        for n in args.sizes:
+            for share in (0.0, 0.24):
+                rows.append(settled_row(n, args.sets, share))
+                print(json.dumps(rows[-1]), flush=True)
+        path = write_result(NAME + "_settled", {"rows": rows, "margin": MARGIN, "alpha": ALPHA, "readings": READINGS},
+                            args, argv, path=args.output)
+        print(f"written: {path}")
+        return {"rows": rows}
     for n in args.sizes:
         for share in (0.0, 0.24):
             for repeats in args.repeats:

@@ -227,6 +227,68 @@ def set_needed(inconclusive: list[dict]) -> int | None:
     return min((m for m in (exclude, within_all) if m is not None), default=None)
 
 
+#: how far, in standard deviations of what the remaining partitions could move it, a reading's mean must be from
+#: every decision for its partitions to stop early (`settled`)
+SETTLE_Z = 3.0
+
+
+def decisions(count, n: int, chance: float, margin: float, alpha: float, readings: int, max_accuracy: float):
+    """Per success count (whole counts out of n): what the gate, the export and the card decide from a reading of
+    that accuracy, as one tuple: within chance +- margin (the equivalence test); whether chance is excluded at
+    Holm's first level (alpha / readings: "first"), not even at its last (alpha: "none") or in between
+    ("between"); the side of chance where that decides a label (solvable or over-balanced), else None; at or
+    below `max_accuracy` (export's point-estimate gate); and the card's verdict words (at chance within 5
+    points, chance within the Wilson 95% interval, or the side preferred)."""
+    from foilforge.metrics import CHANCE_MARGIN, wilson_interval
+
+    rows = []
+    for k in count:
+        k = int(k)
+        accuracy = k / n
+        figures = {"accuracy": accuracy, "n": n, "chance": chance}
+        within = within_p(figures, margin) <= alpha
+        p_chance = chance_p(figures)
+        excluded = "first" if p_chance <= alpha / max(readings, 1) else "none" if p_chance > alpha else "between"
+        low, high = wilson_interval(k, n)
+        verdict = ("at chance" if abs(accuracy - chance) <= CHANCE_MARGIN + 1e-12 else
+                   "chance within the 95% CI" if low <= chance <= high else accuracy > chance)
+        side = accuracy > chance if not within and excluded == "first" else None
+        rows.append((within, excluded, side, accuracy <= max_accuracy + 1e-12, verdict))
+    return rows
+
+
+def settled(partitions: list[float], n: int, planned: int, *, chance: float = 0.5, margin: float = 0.12,
+            alpha: float = 0.05, readings: int = 1, max_accuracy: float = 0.55, z: float = SETTLE_Z) -> bool:
+    """Whether a reading averaged over `partitions` (out-of-fold accuracies of one attacker on n pairs, one per
+    grouped partition) needs no more of its `planned` partitions: every decision (`decisions`) is the same for
+    each accuracy its mean could reach with them.
+
+    The remaining partitions' mean moves the average by about sd * sqrt((planned - r) / (planned * r)) after r
+    partitions, where sd is their scatter: the larger of the scatter seen so far and the binomial standard
+    deviation at chance, sqrt(chance (1 - chance) / n) (two partitions estimate a scatter poorly; the gate's
+    readings scatter from 0.65 times that (the median) to 1.7 times: docs/blind-proof.md). The reach is `z` of those, rounded out
+    to whole counts. A reading near a decision keeps every planned partition; one far from all of them stops,
+    with the same decisions its planned mean would have taken unless the partitions left moved it more than z
+    deviations. A reading whose chance test sits between Holm's first and last levels (alpha / readings and
+    alpha) is never settled: whether Holm excludes chance there depends on the other readings as well."""
+    import math
+
+    import numpy as np
+
+    r = len(partitions)
+    if r >= planned or not n:
+        return True
+    if r < 2:
+        return False
+    mean = float(np.mean(partitions))
+    scatter = max(float(np.std(partitions, ddof=1)), math.sqrt(chance * (1 - chance) / n))
+    reach = z * scatter * math.sqrt((planned - r) / (planned * r))
+    low, high = max(0, math.floor((mean - reach) * n)), min(n, math.ceil((mean + reach) * n))
+    rows = decisions(range(low, high + 1), n, chance, margin, alpha, readings, max_accuracy)
+    # between Holm's first and last levels whether chance is excluded depends on the other readings too
+    return all(row == rows[0] for row in rows) and rows[0][1] != "between"
+
+
 def exact_rates(n: int, readings: int, margin: float = 0.12, alpha: float = 0.05, chance: float = 0.5,
                 passes=None) -> dict:
     """The certification rule's error rates at n pairs, exactly, when each reading is Binomial(n, p) / n.

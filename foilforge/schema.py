@@ -286,6 +286,11 @@ class GateBlock(Block):
         1, description="partitions averaged for the readings on the records without the refinement (the card's "
                        "'before'): descriptive, no part of the certification, so fewer than `repeats` make the gate "
                        "cheaper and only those readings noisier; null: `repeats`")
+    min_repeats: Annotated[int, Field(ge=2)] | None = Field(
+        2, description="partitions every attacker gets on the kept pairs; each further one (up to `repeats`) only "
+                       "while the reading's decisions (within, chance excluded, max_accuracy, the card's words) "
+                       "could still change with the partitions left (filters/certification.py `settled`); null: "
+                       "all `repeats`")
     seed: NonNegativeInt = Field(101, description="seed of the gate's partitions (apart from the filter's)")
     margin: Annotated[Float, Field(gt=0, lt=0.5)] = Field(
         0.12, description="certified: every reading shown within chance +- margin (0.12: 38-62% around 50%)")

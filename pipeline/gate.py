@@ -66,7 +66,12 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     with (nullcontext(runner) if runner is not None else job_runner(engine_settings(params))) as runner:
         args = dict(blocks=settings.attacker_blocks, folds=settings.folds, seed=settings.seed,
                     repeats=settings.repeats, max_accuracy=settings.max_accuracy, runner=runner)
-        after = certify(kept, **args)
+        # each reading on the kept pairs gets partitions while its decisions could still change (Holm runs over
+        # every reading: within and, with transfer, fitted on the removed pairs)
+        settle = None if settings.min_repeats is None else {
+            "first": settings.min_repeats, "margin": settings.margin, "alpha": settings.alpha,
+            "readings": len(settings.attacker_blocks) * (2 if settings.transfer else 1)}
+        after = certify(kept, **args, settle=settle)
         # the before readings only describe what the refinement changed: the certification reads the kept pairs
         before_repeats = settings.before_repeats or settings.repeats
         before = certify(unrefined(kept, rejected), **{**args, "repeats": before_repeats}) if rejected else after
@@ -78,7 +83,7 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
         transfer = certify_transfer(kept, train, settings.attacker_blocks, settings.seed,
                                     settings.max_accuracy)
     return {"max_accuracy": settings.max_accuracy, "mode": settings.mode, "folds": settings.folds,
-            "repeats": settings.repeats, "before_repeats": before_repeats if rejected else settings.repeats,
+            "repeats": settings.repeats, "min_repeats": settings.min_repeats, "before_repeats": before_repeats if rejected else settings.repeats,
             "seed": settings.seed,
             "passed": all(a["passed"] for a in after.values()),
             **certify_readings(after, transfer, settings.margin, settings.alpha), "refused": refused,

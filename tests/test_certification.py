@@ -558,7 +558,8 @@ def test_the_readings_before_the_refinement_average_their_own_partitions_and_lea
     rejected = [{**r, "id": f"x{r['id']}", "sample_id": f"x{r['sample_id']}",
                  "filters": {"plausibility": {"passed": False}}} for r in balanced_records(40, seed=4)]
     blocks = {"word": {"attacker": "word_ngram.v1"}}
-    params = {"instruments": {"x": {}}, "attackers": blocks, "gate": {"attackers": ["word"], "repeats": 3}}
+    params = {"instruments": {"x": {}}, "attackers": blocks,
+              "gate": {"attackers": ["word"], "repeats": 3, "min_repeats": None}}
     gate = release_gate(params, "x", kept, rejected)
     before = unrefined(kept, rejected)
     assert len(before) == 160 and gate["repeats"] == 3 and gate["before_repeats"] == 1
@@ -570,3 +571,36 @@ def test_the_readings_before_the_refinement_average_their_own_partitions_and_lea
     assert every["attackers"]["word"]["before"] == certify(before, blocks, folds=5, seed=101, repeats=3)["word"]
     assert every["attackers"]["word"]["after"] == word["after"]  # the certification reads the kept pairs alone
     assert {k: every[k] for k in ("certified", "status", "why")} == {k: gate[k] for k in ("certified", "status", "why")}
+
+
+def test_a_reading_settles_only_where_the_partitions_left_cannot_change_a_decision():
+    from foilforge.filters.certification import settled
+
+    # 181 pairs read at 100% twice: the partitions left would have to move the mean below 94% to change anything
+    assert settled([1.0, 1.0], 181, 5)
+    assert not settled([1.0], 181, 5)  # one partition shows no scatter
+    # 58% of 400 pairs sits at the equivalence test's edge (within 38-62% at 0.05 takes at most about 58%)
+    assert not settled([0.58, 0.58], 400, 5)
+    assert not settled([0.45, 0.75], 181, 5)  # two partitions far apart: the mean could go anywhere
+    # a reading between Holm's first and last levels: whether chance is excluded depends on the other readings
+    # (52.8% of 2,000 pairs: p about 0.012, between 0.05 / 18 and 0.05; 49 of 50 partitions run, so it cannot move)
+    assert not settled([0.528] * 49, 2000, 50, readings=18)
+    assert settled([0.528] * 49, 2000, 50, readings=1)  # one reading: Holm's one level, chance excluded
+    assert settled([0.58, 0.58, 0.6, 0.57, 0.59], 400, 5)  # every planned partition run
+
+
+def test_the_gate_runs_another_partition_only_while_a_reading_could_still_change():
+    from foilforge.filters.attackers import certify
+
+    blocks = {"word": {"attacker": "word_ngram.v1"}}
+    settle = {"first": 2, "margin": 0.12, "alpha": 0.05, "readings": 2}
+    solved = planted(balanced_records(200, seed=5))  # every foil carries the cue: read at 100% in every partition
+    early = certify(solved, blocks, folds=5, seed=101, repeats=5, settle=settle)["word"]
+    every = certify(solved, blocks, folds=5, seed=101, repeats=5)["word"]
+    assert (early["repeats"], every["repeats"]) == (2, 5)
+    assert early["partitions"] == every["partitions"][:2] and early["accuracy"] == 1.0
+    near_chance = balanced_records(60, seed=6)  # 60 blind pairs: a reading near 50% is near several decisions
+    blind = certify(near_chance, blocks, folds=5, seed=101, repeats=5, settle=settle)["word"]
+    assert blind["repeats"] == 5 and len(blind["partitions"]) == 5
+    assert blind["accuracy"] == round(sum(blind["partitions"]) / 5, 4) or abs(
+        blind["accuracy"] - sum(blind["partitions"]) / 5) < 1e-4

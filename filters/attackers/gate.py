@@ -19,14 +19,22 @@ def attack_summary(margins, max_accuracy: float | None = None) -> dict:
 
 
 def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, repeats: int = 5,
-            max_accuracy: float = 0.55, runner=run_here) -> dict:
-    """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over `repeats`
-    fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family and `passed`.
+            max_accuracy: float = 0.55, runner=run_here, settle: dict | None = None) -> dict:
+    """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over up to `repeats`
+    fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family, `passed`, the
+    partitions it used (`repeats`) and each one's accuracy (`partitions`).
+
+    `settle` (filters/certification.py `settled`'s margin, alpha and readings, and `first`): every attacker gets
+    `first` partitions, then one more at a time while its reading is not settled, i.e. while its decisions could
+    still change with the partitions left; all attackers still running share a round of fold jobs. None: every
+    attacker gets `repeats`. The rounds depend only on the readings, so the figures are as deterministic as the fits.
 
     Multiple-choice records (a `candidates` list and the caption among them, BD2BB) are answered among their
     options (`out_of_fold_choices`); chance is then 1/k, and `max_accuracy` is read as chance + (max_accuracy - 0.5).
     """
     import numpy as np
+
+    from foilforge.filters.certification import settled
 
     out = {}
     multiple = bool(records) and all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
@@ -37,19 +45,42 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
         options = [list(r["candidates"]) for r in records]
         labels = [opts.index(r["caption"]) for opts, r in zip(options, records)]
         groups = [group_key(r["caption"]) for r in records]
-        runs = out_of_fold_choice_runs(blocks, options, labels, groups, folds, seeds, runner)
         chance = float(np.mean([1 / len(o) for o in options]))
+        bound = chance + (max_accuracy - 0.5)
     else:
         pairs = pairs_from_records(records)
-        runs = out_of_fold_runs(blocks, pairs, folds, seeds, runner=runner)
-    for name, attacker in attackers.items():
+        chance, bound = 0.5, max_accuracy
+
+    def run(names: list[str], round_seeds: list[int]) -> dict:
+        """{(attacker, seed): per item, its success share} of one round of fold jobs."""
+        subset = {name: blocks[name] for name in names}
         if multiple:
-            shares = np.mean([runs[name, s] for s in seeds], axis=0)
-            figures = summary(shares, chance + (max_accuracy - 0.5), chance)
-        else:
-            scores = np.mean([correctness(runs[name, s][0]) for s in seeds], axis=0) if pairs else np.zeros(0)
-            figures = summary(scores, max_accuracy, 0.5)
-        out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": repeats, **figures}
+            found = out_of_fold_choice_runs(subset, options, labels, groups, folds, round_seeds, runner)
+            return {key: np.asarray(shares, dtype=float) for key, shares in found.items()}
+        found = out_of_fold_runs(subset, pairs, folds, round_seeds, runner=runner)
+        return {key: correctness(margins) for key, (margins, _) in found.items()}
+
+    first = repeats if settle is None else min(repeats, settle.get("first", 2))
+    shares = run(list(blocks), seeds[:first])
+    used = dict.fromkeys(blocks, first)
+
+    def accuracies(name):
+        return [float(shares[name, s].mean()) if len(shares[name, s]) else 0.0 for s in seeds[:used[name]]]
+
+    running = list(blocks)
+    for more in range(first, repeats):
+        running = [name for name in running
+                   if not settled(accuracies(name), len(records), repeats, chance=chance, max_accuracy=bound,
+                                  **{k: v for k, v in settle.items() if k != "first"})]
+        if not running:
+            break
+        shares.update(run(running, [seeds[more]]))
+        used.update(dict.fromkeys(running, more + 1))
+    for name, attacker in attackers.items():
+        scores = np.mean([shares[name, s] for s in seeds[:used[name]]], axis=0) if records else np.zeros(0)
+        figures = summary(scores, bound, chance)
+        out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": used[name],
+                     "partitions": [round(a, 4) for a in accuracies(name)] if records else [], **figures}
         if isinstance(attacker, GridSearchAttacker) and not multiple:
             # the setting the nested choice makes on all the records (each fold chose on its training pairs)
             out[name]["setting"] = attacker.set_params(random_state=seed).choose(pairs)
