@@ -155,13 +155,18 @@ def cued_records(n: int, seed: int, share: float) -> list[dict]:
     return out
 
 
-def real_readings(n: int, sets: int, share: float, repeats: int = 5) -> list[float]:
-    """The word n-gram attacker's gate reading (`repeats` partitions averaged) on `sets` sets of n pairs."""
+def word_ngram_reading(n: int, seed: int, share: float, repeats: int = 5) -> dict:
+    """The gate's figures of its word n-gram attacker (1-2-grams, 5 folds, gate seed 101, `repeats` partitions) on
+    `cued_records(n, seed, share)`."""
     from foilforge.filters.attackers import certify
 
     blocks = {"word_ngram": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 2]}}}
-    return [certify(cued_records(n, seed, share), blocks, folds=5, seed=101, repeats=repeats)["word_ngram"]["accuracy"]
-            for seed in range(sets)]
+    return certify(cued_records(n, seed, share), blocks, folds=5, seed=101, repeats=repeats)["word_ngram"]
+
+
+def real_readings(n: int, sets: int, share: float, repeats: int = 5) -> list[float]:
+    """The word n-gram attacker's gate reading (`repeats` partitions averaged) on `sets` sets of n pairs."""
+    return [word_ngram_reading(n, seed, share, repeats)["accuracy"] for seed in range(sets)]
 
 
 def real_check(n: int, sets: int, share: float, margin: float, alpha: float, readings: int,

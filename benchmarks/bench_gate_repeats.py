@@ -47,14 +47,12 @@ def settled_row(n: int, sets: int, share: float) -> dict:
     partitions the rule used on average, and the sets where the two readings take another decision."""
     import numpy as np
 
-    from benchmarks.bench_certification_power import cued_records
-    from foilforge.filters.attackers import certify
+    from benchmarks.bench_certification_power import word_ngram_reading
     from foilforge.filters.certification import chance_p, decisions, settled, within_p
 
-    blocks = {"word_ngram": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 2]}}}
     five, early, used, changed = [], [], [], 0
     for seed in range(sets):
-        partitions = certify(cued_records(n, seed, share), blocks, folds=5, seed=101, repeats=5)["word_ngram"]["partitions"]
+        partitions = word_ngram_reading(n, seed, share)["partitions"]
         r = 2
         while not settled(partitions[:r], n, 5, margin=MARGIN, alpha=ALPHA, readings=READINGS):
             r += 1
