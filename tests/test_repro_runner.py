@@ -351,3 +351,45 @@ def test_one_stage_more_than_the_workers_waits_in_their_queue_and_never_a_shell_
     # the shell command waits for the workers to be idle, and nothing waits behind it
     assert dict(seen) == {"a": [], "b": ["a"], "c": ["b"], "shell": [], "d": []}
     assert [stage.name for stage in build.ran] == ["a", "b", "c", "shell", "d"]
+
+
+def test_stopping_a_shell_command_ends_the_children_it_starts_while_it_is_being_stopped(tmp_path):
+    """A shell that keeps starting long commands: what it started just before or while it was being stopped ends
+    with it, none is left behind holding the build's terminal or files."""
+    import threading
+    import time
+
+    import psutil
+
+    from foilforge.pipeline.runner import repro as runner
+
+    marker = "31.4159"  # a sleep's seconds no other process here uses
+    started = tmp_path / "started"
+    command = (f"touch {started}; i=0; while [ $i -lt 400 ]; do sleep {marker} & i=$((i+1)); done; wait")
+    statuses = []
+    shell = threading.Thread(target=lambda: statuses.append(runner.shell_status(command, str(tmp_path),
+                                                                                  dict(os.environ))))
+    shell.start()
+    deadline = time.monotonic() + 30
+    while not started.exists() or not runner._SHELLS:
+        assert time.monotonic() < deadline, "the shell never started"
+        time.sleep(0.01)
+    time.sleep(0.05)  # the shell is busy starting sleeps
+    runner.stop_shells()
+    shell.join(30)
+    assert not shell.is_alive() and statuses and statuses[0] != 0
+
+    def left_behind():
+        found = []
+        for process in psutil.process_iter(["cmdline", "status"]):
+            # a zombie has ended: only its exit status waits for a parent to read it
+            if process.info["cmdline"] and marker in process.info["cmdline"] and \
+                    process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        return found
+
+    time.sleep(0.5)  # a terminated process has gone by then
+    left = left_behind()
+    for process in left:
+        process.kill()
+    assert left == []

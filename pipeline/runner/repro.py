@@ -265,20 +265,65 @@ def shell_status(cmd: str, cwd: str, env: dict) -> int:
 
 
 def stop_shells() -> None:
-    """End every shell command under way, and what it started (psutil, which DVC requires, finds those)."""
+    """End every shell command under way, and every process it started (psutil, which DVC requires, finds those).
+
+    A shell keeps starting commands while it is being stopped: one started between reading its children and
+    ending the shell would be left behind, an orphan holding the build's terminal and writing into its files. So
+    each process is suspended before its children are read (a suspended process starts none), all of them are sent
+    SIGTERM, and then let go on to act on it."""
     import psutil
 
     for process in list(_SHELLS):
         try:
             shell = psutil.Process(process.pid)
-            started = [*shell.children(recursive=True), shell]
         except psutil.NoSuchProcess:
             continue
-        for child in started:
-            try:
-                child.terminate()
-            except psutil.NoSuchProcess:
-                pass
+        frozen = _suspended_tree(shell)
+        for each in frozen:
+            _signal_quietly(each.terminate)
+        for each in frozen:
+            _signal_quietly(each.resume)
+
+
+def _suspended_tree(root) -> list:
+    """`root` and every process under it, each suspended (SIGSTOP) before its children are read."""
+    import psutil
+
+    frozen, seen, todo = [], set(), [root]
+    while todo:
+        process = todo.pop()
+        if process.pid in seen:
+            continue
+        seen.add(process.pid)
+        try:
+            process.suspend()
+            frozen.append(process)
+            _wait_until_stopped(process)
+            todo.extend(process.children())
+        except psutil.NoSuchProcess:
+            pass
+    return frozen
+
+
+def _wait_until_stopped(process, timeout: float = 1.0) -> None:
+    """SIGSTOP is delivered, not obeyed at once: a process running on another core finishes a fork meanwhile, and
+    its new child is only certain to be seen once the process has stopped."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+        if time.monotonic() > deadline:
+            return  # a process that cannot stop now (in uninterruptible sleep) starts nothing either
+        time.sleep(0.001)
+
+
+def _signal_quietly(send) -> None:
+    import psutil
+
+    try:
+        send()
+    except psutil.NoSuchProcess:
+        pass
 
 
 class Interrupted(KeyboardInterrupt):
