@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 #: a reading's standing
 WITHIN = "within"              # shown within chance +- margin: counts toward certification
@@ -236,10 +237,9 @@ def decisions(count, n: int, chance: float, margin: float, alpha: float, reading
     """Per success count (whole counts out of n): what the gate, the export and the card decide from a reading of
     that accuracy, as one tuple: within chance +- margin (the equivalence test); whether chance is excluded at
     Holm's first level (alpha / readings: "first"), not even at its last (alpha: "none") or in between
-    ("between"); the side of chance where that decides a label (solvable or over-balanced), else None; at or
-    below `max_accuracy` (export's point-estimate gate); and the card's verdict words (at chance within 5
-    points, chance within the Wilson 95% interval, or the side preferred)."""
-    from foilforge.metrics import CHANCE_MARGIN, wilson_interval
+    ("between"); the side of chance where that decides a label (solvable or over-balanced), else None; the gate's
+    `passed` (foilforge/metrics.py `gate_passed`); and the card's verdict words (`chance_verdict`)."""
+    from foilforge.metrics import chance_verdict, gate_passed
 
     rows = []
     for k in count:
@@ -249,12 +249,26 @@ def decisions(count, n: int, chance: float, margin: float, alpha: float, reading
         within = within_p(figures, margin) <= alpha
         p_chance = chance_p(figures)
         excluded = "first" if p_chance <= alpha / max(readings, 1) else "none" if p_chance > alpha else "between"
-        low, high = wilson_interval(k, n)
-        verdict = ("at chance" if abs(accuracy - chance) <= CHANCE_MARGIN + 1e-12 else
-                   "chance within the 95% CI" if low <= chance <= high else accuracy > chance)
         side = accuracy > chance if not within and excluded == "first" else None
-        rows.append((within, excluded, side, accuracy <= max_accuracy + 1e-12, verdict))
+        rows.append((within, excluded, side, gate_passed(accuracy, n, max_accuracy),
+                     chance_verdict(accuracy, n, chance)))
     return rows
+
+
+@dataclass(frozen=True)
+class Settle:
+    """How the release gate spends its partitions (filters/attackers/gate.py `certify`): every reading gets
+    `first`, then one more at a time while it is not `settled` under the gate's margin, alpha and the number of
+    readings Holm's correction runs over."""
+
+    first: int = 2
+    margin: float = 0.12
+    alpha: float = 0.05
+    readings: int = 1
+
+    def settled(self, partitions: list[float], n: int, planned: int, *, chance: float, max_accuracy: float) -> bool:
+        return settled(partitions, n, planned, chance=chance, margin=self.margin, alpha=self.alpha,
+                       readings=self.readings, max_accuracy=max_accuracy)
 
 
 def settled(partitions: list[float], n: int, planned: int, *, chance: float = 0.5, margin: float = 0.12,
@@ -266,11 +280,12 @@ def settled(partitions: list[float], n: int, planned: int, *, chance: float = 0.
     The remaining partitions' mean moves the average by about sd * sqrt((planned - r) / (planned * r)) after r
     partitions, where sd is their scatter: the larger of the scatter seen so far and the binomial standard
     deviation at chance, sqrt(chance (1 - chance) / n) (two partitions estimate a scatter poorly; the gate's
-    readings scatter from 0.65 times that (the median) to 1.7 times: docs/blind-proof.md). The reach is `z` of those, rounded out
-    to whole counts. A reading near a decision keeps every planned partition; one far from all of them stops,
-    with the same decisions its planned mean would have taken unless the partitions left moved it more than z
-    deviations. A reading whose chance test sits between Holm's first and last levels (alpha / readings and
-    alpha) is never settled: whether Holm excludes chance there depends on the other readings as well."""
+    readings scatter from 0.65 times that (the median) to 1.7 times: docs/blind-proof.md). The reach is `z` of
+    those, rounded out to whole counts. A reading near a decision keeps every planned partition; one far from all
+    of them stops, with the same decisions its planned mean would have taken unless the partitions left moved it
+    more than z deviations. A reading whose chance test sits between Holm's first and last levels (alpha /
+    readings and alpha) is never settled: whether Holm excludes chance there depends on the other readings as
+    well."""
     import math
 
     import numpy as np

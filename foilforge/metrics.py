@@ -203,11 +203,25 @@ def blind_verdict(acc_r: float | None, n: int) -> str:
     'at chance' within CHANCE_MARGIN of 50%; else 'chance within the 95% CI' when the Wilson interval
     still contains 50%; else 'caption preferred' / 'foil preferred'; 'too few pairs' below MIN_JUDGED_PAIRS.
     """
-    if acc_r is None or n < MIN_JUDGED_PAIRS:
+    return chance_verdict(acc_r, n)
+
+
+def chance_verdict(accuracy: float | None, n: int, chance: float = 0.5,
+                   sides: tuple[str, str] = ("caption preferred", "foil preferred")) -> str:
+    """The card's words for an accuracy on n items against `chance` (blind_verdict's rule, any chance): 'too few
+    pairs', 'at chance', 'chance within the 95% CI', or `sides` (above chance, below it). One rule, so the gate's
+    figures, the card and the gate's stopping rule (filters/certification.py `decisions`) read alike."""
+    if accuracy is None or n < MIN_JUDGED_PAIRS:
         return "too few pairs"
-    if abs(acc_r - 0.5) <= CHANCE_MARGIN + 1e-12:
+    if abs(accuracy - chance) <= CHANCE_MARGIN + 1e-12:
         return "at chance"
-    low, high = wilson_interval(round(acc_r * n), n)
-    if low <= 0.5 <= high:
+    low, high = wilson_interval(round(accuracy * n), n)
+    if low <= chance <= high:
         return "chance within the 95% CI"
-    return "caption preferred" if acc_r > 0.5 else "foil preferred"
+    return sides[0] if accuracy > chance else sides[1]
+
+
+def gate_passed(accuracy: float | None, n: int, max_accuracy: float) -> bool:
+    """The release gate's point-estimate test: at or below `max_accuracy`, on at least MIN_JUDGED_PAIRS items
+    (fewer are not certified)."""
+    return accuracy is not None and n >= MIN_JUDGED_PAIRS and accuracy <= max_accuracy + 1e-12

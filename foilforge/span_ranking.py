@@ -616,16 +616,11 @@ def ranker_identity(ranker) -> dict:
     """
     import torch
 
-    from foilforge.lm import device_kind
-    from foilforge.models import dtype_name, resolve_path
+    from foilforge.lm import device_kind, model_identity
+    from foilforge.models import dtype_name
 
-    spec = ranker.spec
-    path, gguf = resolve_path(spec)
-    directory = Path(path)
-    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in directory.iterdir() if f.is_file()) \
-        if directory.is_dir() else None
-    return {"kind": ranker.kind, "name_or_path": spec.name_or_path, "revision": spec.revision, "gguf_file": gguf,
-            "files": files, "device": device_kind(ranker.lm.device), "dtype": dtype_name(spec, ranker.lm.device), "prune_to": ranker.prune_to,
+    return {"kind": ranker.kind, **model_identity(ranker.spec), "device": device_kind(ranker.lm.device),
+            "dtype": dtype_name(ranker.spec, ranker.lm.device), "prune_to": ranker.prune_to,
             "lookahead_words": ranker.lookahead_words, "certified": ranker.certified, "exhaustive": ranker.exhaustive,
             "max_batch_tokens": ranker.max_batch_tokens, "sdpa_backends": ranker.sdpa_backends,
             "merge_prefix_lengths": ranker.merge_prefix_lengths,

@@ -51,6 +51,7 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
     fold fits run (filters/attackers/runs.py; default the engine's of params.yaml)."""
     from foilforge.filters.adversarial import gate_apart, pool_records, transfer_training
     from foilforge.filters.attackers import certify, certify_transfer
+    from foilforge.filters.certification import Settle
     from foilforge.pipeline.engine import engine_settings, job_runner
     from foilforge.settings import instrument_settings
 
@@ -68,9 +69,9 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
                     repeats=settings.repeats, max_accuracy=settings.max_accuracy, runner=runner)
         # each reading on the kept pairs gets partitions while its decisions could still change (Holm runs over
         # every reading: within and, with transfer, fitted on the removed pairs)
-        settle = None if settings.min_repeats is None else {
-            "first": settings.min_repeats, "margin": settings.margin, "alpha": settings.alpha,
-            "readings": len(settings.attacker_blocks) * (2 if settings.transfer else 1)}
+        settle = None if settings.min_repeats is None else Settle(
+            first=settings.min_repeats, margin=settings.margin, alpha=settings.alpha,
+            readings=len(settings.attacker_blocks) * (2 if settings.transfer else 1))
         after = certify(kept, **args, settle=settle)
         # the before readings only describe what the refinement changed: the certification reads the kept pairs
         before_repeats = settings.before_repeats or settings.repeats
@@ -83,8 +84,8 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
         transfer = certify_transfer(kept, train, settings.attacker_blocks, settings.seed,
                                     settings.max_accuracy)
     return {"max_accuracy": settings.max_accuracy, "mode": settings.mode, "folds": settings.folds,
-            "repeats": settings.repeats, "min_repeats": settings.min_repeats, "before_repeats": before_repeats if rejected else settings.repeats,
-            "seed": settings.seed,
+            "repeats": settings.repeats, "min_repeats": settings.min_repeats,
+            "before_repeats": before_repeats if rejected else settings.repeats, "seed": settings.seed,
             "passed": all(a["passed"] for a in after.values()),
             **certify_readings(after, transfer, settings.margin, settings.alpha), "refused": refused,
             # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)

@@ -587,13 +587,18 @@ def test_a_reading_settles_only_where_the_partitions_left_cannot_change_a_decisi
     assert not settled([0.528] * 49, 2000, 50, readings=18)
     assert settled([0.528] * 49, 2000, 50, readings=1)  # one reading: Holm's one level, chance excluded
     assert settled([0.58, 0.58, 0.6, 0.57, 0.59], 400, 5)  # every planned partition run
+    # under 20 pairs the card says "too few pairs" and the gate does not pass at any accuracy, and 18 pairs
+    # exclude neither chance nor the margin's edges within the reach (5-13 of 18): nothing left to decide
+    assert settled([0.5, 0.5], 18, 5, readings=2)
+    assert not settled([0.5, 0.5], 20, 5, readings=2)  # at 20 the card's words change within the reach
 
 
 def test_the_gate_runs_another_partition_only_while_a_reading_could_still_change():
     from foilforge.filters.attackers import certify
+    from foilforge.filters.certification import Settle
 
     blocks = {"word": {"attacker": "word_ngram.v1"}}
-    settle = {"first": 2, "margin": 0.12, "alpha": 0.05, "readings": 2}
+    settle = Settle(first=2, margin=0.12, alpha=0.05, readings=2)
     solved = planted(balanced_records(200, seed=5))  # every foil carries the cue: read at 100% in every partition
     early = certify(solved, blocks, folds=5, seed=101, repeats=5, settle=settle)["word"]
     every = certify(solved, blocks, folds=5, seed=101, repeats=5)["word"]

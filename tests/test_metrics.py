@@ -128,3 +128,14 @@ def test_blind_verdict_reads_acc_r_in_both_directions():
     assert blind_verdict(0.7, 100) == "caption preferred"
     assert blind_verdict(0.9, 19) == "too few pairs"
     assert blind_verdict(None, 0) == "too few pairs"
+
+
+def test_chance_verdict_reads_any_chance_with_its_own_words():
+    from foilforge.metrics import chance_verdict
+
+    sides = ("target preferred", "target avoided")  # one of three options (BD2BB): chance 1/3
+    assert chance_verdict(0.36, 100, 1 / 3, sides) == "at chance"  # 2.7 points off
+    assert chance_verdict(0.42, 50, 1 / 3, sides) == "chance within the 95% CI"  # 21/50: Wilson 29.4-55.8%
+    assert chance_verdict(0.6, 100, 1 / 3, sides) == "target preferred"  # 60/100: Wilson 50.2-69.1%
+    assert chance_verdict(0.2, 300, 1 / 3, sides) == "target avoided"  # 60/300: Wilson 15.9-24.9%
+    assert chance_verdict(0.9, 19, 1 / 3, sides) == "too few pairs"

@@ -10,6 +10,7 @@ from foilforge.attacker import correctness, group_key, pairs_from_records
 from foilforge.filters.attackers.choices import out_of_fold_choice_runs
 from foilforge.filters.attackers.grid_search import GridSearchAttacker
 from foilforge.filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
+from foilforge.filters.certification import Settle
 
 
 def attack_summary(margins, max_accuracy: float | None = None) -> dict:
@@ -19,22 +20,19 @@ def attack_summary(margins, max_accuracy: float | None = None) -> dict:
 
 
 def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, repeats: int = 5,
-            max_accuracy: float = 0.55, runner=run_here, settle: dict | None = None) -> dict:
+            max_accuracy: float = 0.55, runner=run_here, settle: Settle | None = None) -> dict:
     """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over up to `repeats`
     fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family, `passed`, the
     partitions it used (`repeats`) and each one's accuracy (`partitions`).
 
-    `settle` (filters/certification.py `settled`'s margin, alpha and readings, and `first`): every attacker gets
-    `first` partitions, then one more at a time while its reading is not settled, i.e. while its decisions could
-    still change with the partitions left; all attackers still running share a round of fold jobs. None: every
-    attacker gets `repeats`. The rounds depend only on the readings, so the figures are as deterministic as the fits.
+    `settle` (filters/certification.py `Settle`): every attacker gets `settle.first` partitions, then one more at
+    a time while its reading is not settled, i.e. while its decisions could still change with the partitions left;
+    all attackers still running share a round of fold jobs. None: every attacker gets `repeats`. The rounds depend only on the readings, so the figures are as deterministic as the fits.
 
     Multiple-choice records (a `candidates` list and the caption among them, BD2BB) are answered among their
     options (`out_of_fold_choices`); chance is then 1/k, and `max_accuracy` is read as chance + (max_accuracy - 0.5).
     """
     import numpy as np
-
-    from foilforge.filters.certification import settled
 
     out = {}
     multiple = bool(records) and all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
@@ -60,7 +58,7 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
         found = out_of_fold_runs(subset, pairs, folds, round_seeds, runner=runner)
         return {key: correctness(margins) for key, (margins, _) in found.items()}
 
-    first = repeats if settle is None else min(repeats, settle.get("first", 2))
+    first = repeats if settle is None else min(repeats, settle.first)
     shares = run(list(blocks), seeds[:first])
     used = dict.fromkeys(blocks, first)
 
@@ -70,8 +68,7 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
     running = list(blocks)
     for more in range(first, repeats):
         running = [name for name in running
-                   if not settled(accuracies(name), len(records), repeats, chance=chance, max_accuracy=bound,
-                                  **{k: v for k, v in settle.items() if k != "first"})]
+                   if not settle.settled(accuracies(name), len(records), repeats, chance=chance, max_accuracy=bound)]
         if not running:
             break
         shares.update(run(running, [seeds[more]]))
@@ -111,23 +108,15 @@ def summary(scores, max_accuracy: float | None, chance: float) -> dict:
     certified). Below chance passes: an over-balanced set (a span that is caption in one fold and foil in
     another) is reported, not failed.
     """
-    from foilforge.metrics import CHANCE_MARGIN, MIN_JUDGED_PAIRS, blind_verdict, wilson_interval
+    from foilforge.metrics import chance_verdict, gate_passed, wilson_interval
 
     n = len(scores)
     accuracy = float(scores.mean()) if n else None
     interval = wilson_interval(round(float(scores.sum())), n) if n else None
-    if chance == 0.5:
-        verdict = blind_verdict(accuracy, n)
-    elif accuracy is None or n < MIN_JUDGED_PAIRS:
-        verdict = "too few pairs"
-    elif abs(accuracy - chance) <= CHANCE_MARGIN + 1e-12:
-        verdict = "at chance"
-    elif interval[0] <= chance <= interval[1]:
-        verdict = "chance within the 95% CI"
-    else:  # multiple choice: the target picked more (or less) often than 1/k
-        verdict = "target preferred" if accuracy > chance else "target avoided"
+    # multiple choice: the target picked more (or less) often than 1/k
+    sides = ("caption preferred", "foil preferred") if chance == 0.5 else ("target preferred", "target avoided")
     return {"accuracy": None if accuracy is None else round(accuracy, 4), "n": n, "chance": round(chance, 4),
-            "ci95": None if interval is None else [round(v, 4) for v in interval], "verdict": verdict,
+            "ci95": None if interval is None else [round(v, 4) for v in interval],
+            "verdict": chance_verdict(accuracy, n, chance, sides),
             **({} if max_accuracy is None else {
-                "max_accuracy": round(max_accuracy, 4),
-                "passed": accuracy is not None and n >= MIN_JUDGED_PAIRS and accuracy <= max_accuracy + 1e-12})}
+                "max_accuracy": round(max_accuracy, 4), "passed": gate_passed(accuracy, n, max_accuracy)})}
