@@ -45,10 +45,14 @@ def models_loaded_afresh():
 @pytest.fixture(scope="session", autouse=True)
 def gguf_cache(tmp_path_factory):
     """The GGUF conversions of this test session (foilforge/models.py): converted once per session, in a temporary
-    directory, never in the user's cache."""
+    directory, never in the user's cache. The xdist workers of one session share it (a conversion is written to a
+    temporary directory and renamed: two workers converting at once both load a whole one), so SmolLM2's GGUF is
+    converted once, not once a worker."""
     import os
 
-    directory = tmp_path_factory.mktemp("gguf-cache")
+    base = tmp_path_factory.getbasetemp()
+    directory = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gguf-cache"
+    directory.mkdir(exist_ok=True)
     previous = os.environ.get("FOILFORGE_GGUF_CACHE")
     os.environ["FOILFORGE_GGUF_CACHE"] = str(directory)
     yield directory
