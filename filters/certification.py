@@ -286,8 +286,6 @@ def settled(partitions: list[float], n: int, planned: int, *, chance: float = 0.
     more than z deviations. A reading whose chance test sits between Holm's first and last levels (alpha /
     readings and alpha) is never settled: whether Holm excludes chance there depends on the other readings as
     well."""
-    import math
-
     import numpy as np
 
     r = len(partitions)

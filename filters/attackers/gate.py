@@ -27,7 +27,8 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
 
     `settle` (filters/certification.py `Settle`): every attacker gets `settle.first` partitions, then one more at
     a time while its reading is not settled, i.e. while its decisions could still change with the partitions left;
-    all attackers still running share a round of fold jobs. None: every attacker gets `repeats`. The rounds depend only on the readings, so the figures are as deterministic as the fits.
+    all attackers still running share a round of fold jobs. None: every attacker gets `repeats`. The rounds depend
+    only on the readings, so the figures are as deterministic as the fits.
 
     Multiple-choice records (a `candidates` list and the caption among them, BD2BB) are answered among their
     options (`out_of_fold_choices`); chance is then 1/k, and `max_accuracy` is read as chance + (max_accuracy - 0.5).
