@@ -48,13 +48,15 @@ def settled_row(n: int, sets: int, share: float) -> dict:
     import numpy as np
 
     from benchmarks.bench_certification_power import word_ngram_reading
-    from foilforge.filters.certification import chance_p, decisions, settled, within_p
+    from foilforge.filters.certification import Settle, chance_p, decisions, within_p
 
+    # the gate's rule as pipeline/gate.py builds it (gate.min_repeats 2), replayed on the five partitions
+    settle = Settle(first=2, margin=MARGIN, alpha=ALPHA, readings=READINGS)
     five, early, used, changed = [], [], [], 0
     for seed in range(sets):
         partitions = word_ngram_reading(n, seed, share)["partitions"]
-        r = 2
-        while not settled(partitions[:r], n, 5, margin=MARGIN, alpha=ALPHA, readings=READINGS):
+        r = settle.first
+        while not settle.settled(partitions[:r], n, 5, chance=0.5, max_accuracy=0.55):
             r += 1
         five.append(float(np.mean(partitions)))
         early.append(float(np.mean(partitions[:r])))
