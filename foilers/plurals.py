@@ -219,7 +219,10 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
             return True
         from foilforge.foilers.lang.number import agreement_problems
 
-        caption_doc, foil_doc = self.nlp.pipe([foil.caption, foil.foil])
+        docs = docs or {}
+        missing = [text for text in (foil.caption, foil.foil) if text not in docs]
+        fresh = dict(zip(missing, self.nlp.pipe(missing)))
+        caption_doc, foil_doc = (docs[text] if text in docs else fresh[text] for text in (foil.caption, foil.foil))
         original = self.parse(self.normalise_caption(foil.extras["orig_caption"]), docs)
         allowed = len(agreement_problems(original, self.mass_nouns))
         caption_problems = len(agreement_problems(caption_doc, self.mass_nouns))
@@ -273,14 +276,14 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
         stats = Counter() if stats is None else stats
         text = self.normalise_caption(caption)
         doc = self.parse(text)
-        out = []
-        for plan in self.plans(text, stats):
-            for q_sg in self.singular_quantifiers:
-                for q_pl in self.plural_quantifiers:
-                    foil = self.render(doc, plan, q_sg, q_pl, orig_caption=caption)
-                    if self.grammatical(foil, stats):
-                        out.append((foil.caption, foil.foil, plan.method))
-        return out
+        foils = [(self.render(doc, plan, q_sg, q_pl, orig_caption=caption), plan.method)
+                 for plan in self.plans(text, stats)
+                 for q_sg in self.singular_quantifiers for q_pl in self.plural_quantifiers]
+        # each quantifier's text is in several (caption, foil) pairs: parsed once, all in one batch (spaCy's
+        # annotations are those of one text at a time: tests/test_nlp_batching.py)
+        texts = sorted({t for foil, _ in foils for t in (foil.caption, foil.foil)} - {text})
+        docs = {text: doc, **dict(zip(texts, self.nlp.pipe(texts)))}
+        return [(foil.caption, foil.foil, method) for foil, method in foils if self.grammatical(foil, stats, docs)]
 
     def plans(self, caption: str, stats: Counter, docs: dict | None = None) -> list[NounPhrasePlan]:
         if self.max_tokens and self.token_count(caption, docs) > self.max_tokens:

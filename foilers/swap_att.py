@@ -146,7 +146,7 @@ class SwapAttributeFoiler(SwapFoiler):
                     if article != before.text:
                         edits.append((before.idx, before.idx + len(before), article))
             foil = apply_edits(caption, edits)
-            ok, reason = grammatical_swap(parses.nlp, doc, foil)
+            ok, reason = grammatical_swap(parses.parse, doc, foil)
             if not ok:
                 stats[f"rejected_{reason}"] += 1
                 continue

@@ -198,7 +198,7 @@ class SwapObjectFoiler(SwapFoiler):
             foil = self.render(doc, caption, (a, ha), (b, hb), stats)
             if foil is None:
                 continue
-            ok, reason = grammatical_swap(parses.nlp, doc, foil)
+            ok, reason = grammatical_swap(parses.parse, doc, foil)
             if not ok:
                 stats[f"rejected_{reason}"] += 1
                 continue

@@ -201,6 +201,10 @@ class SugarFoiler(CaptionFoiler):
         by_site = dict(zip((id(s) for s in all_sites), answers))
         refused: Counter = Counter()
         described = getattr(proposer, "registry_name", type(proposer).__name__)
+        # the checks below parse every proposed foil: in one batch here (spaCy's annotations are those of one text
+        # at a time: tests/test_nlp_batching.py), not one call each
+        checker.parse_all(answer.foil for site_answers in answers for answer in site_answers
+                          if not isinstance(answer, Refusal))
 
         def foils_of(sample: dict, _rng) -> list[Foil]:
             out = []

@@ -6,7 +6,7 @@ These helpers make the edits and check them:
 * `apply_edits(text, edits)`: replace character spans (non-overlapping) at once;
 * `content_lemmas(doc)`: the multiset of noun, adjective and numeral lemmas, which a
   swap must leave equal on both sides (spaCy's lemmas; "men" -> "man");
-* `grammatical_swap(nlp, caption, foil)`: the foil's re-parse shows no more
+* `grammatical_swap(parse, caption, foil)`: the foil's re-parse shows no more
   determiner-number / subject-verb agreement problems than the caption's, and
   its content lemmas are the caption's;
 * `pair_swaps(records)`: Winoground pairs: two records whose captions are each
@@ -46,13 +46,14 @@ def content_lemmas(doc) -> Counter:
     return Counter(t.lemma_.lower() for t in doc if t.pos_ in CONTENT_POS)
 
 
-def grammatical_swap(nlp, caption_doc, foil: str, mass_nouns=None) -> tuple[bool, str]:
+def grammatical_swap(parse, caption_doc, foil: str, mass_nouns=None) -> tuple[bool, str]:
     """(ok, reason): the foil adds no agreement problem to the caption's and has its content lemmas
-    (a re-parse that reads a moved word differently, "red" as a noun, rejects the swap: we cannot vouch for it)."""
+    (a re-parse that reads a moved word differently, "red" as a noun, rejects the swap: we cannot vouch for it).
+    `parse(text)` gives the foil's spaCy parse: the run's cache, so the exact-edit checks later read the same one."""
     from foilforge.foilers.lang.number import MASS_NOUNS, agreement_problems
 
     mass = MASS_NOUNS if mass_nouns is None else mass_nouns
-    foil_doc = nlp(foil)
+    foil_doc = parse(foil)
     if len(agreement_problems(foil_doc, mass)) > len(agreement_problems(caption_doc, mass)):
         return False, "agreement"
     if content_lemmas(foil_doc) != content_lemmas(caption_doc):
