@@ -80,6 +80,8 @@ class ActionPool:
     by_noun: dict[str, set[int]] = field(default_factory=dict)
     by_verb: dict[str, set[int]] = field(default_factory=dict)
     clustering: dict | None = None
+    #: each action's text up to case and outer spaces, as a number (two actions that read the same share it)
+    same_text: object = None
 
 
 @FOILERS.register("bd2bb_decoys.v1")
@@ -181,6 +183,8 @@ class BD2BBDecoys(Foiler):
         pool.index = {text: i for i, text in enumerate(pool.actions)}
         if not pool.actions:
             return pool
+        texts: dict[str, int] = {}
+        pool.same_text = np.array([texts.setdefault(a.strip().lower(), len(texts)) for a in pool.actions])
         if getattr(self, "_encoder", None) is None:  # a loaded model: a tool cached across runs
             self._encoder = build_sentence_encoder(self.encoder, context.key("encoder"))
         pool.vectors = np.asarray(self._encoder.encode(pool.actions, progress=progress), dtype=np.float32)
@@ -224,21 +228,27 @@ class BD2BBDecoys(Foiler):
         return np.flatnonzero(mask)
 
     def _pick(self, pool: ActionPool, t: int, candidates, rng: random.Random, most_similar: bool) -> list[tuple[int, float]]:
-        candidates = [int(c) for c in candidates if pool.actions[c].strip().lower() != pool.actions[t].strip().lower()]
+        """The `decoys_per_type` candidates most (or least) similar to action `t`, one per text, with their cosines.
+
+        In numpy: a pool holds every action of the run, so this runs over the whole pool once per sample."""
+        import numpy as np
+
+        candidates = np.asarray(candidates, dtype=np.int64)
+        candidates = candidates[pool.same_text[candidates] != pool.same_text[t]]
         if self.candidates_per_sample is not None and len(candidates) > self.candidates_per_sample:
-            candidates = sorted(rng.sample(candidates, self.candidates_per_sample))
-        if not candidates:
+            candidates = np.array(sorted(rng.sample(candidates.tolist(), self.candidates_per_sample)), dtype=np.int64)
+        if not len(candidates):
             return []
         sims = pool.vectors[candidates] @ pool.vectors[t]
         # ties broken by pool position so the choice is deterministic
-        order = sorted(range(len(candidates)), key=lambda j: (-sims[j] if most_similar else sims[j], candidates[j]))
+        order = np.lexsort((candidates, -sims if most_similar else sims))
         picked, seen = [], set()
         for j in order:
-            text = pool.actions[candidates[j]].strip().lower()
+            text = pool.same_text[candidates[j]]
             if text in seen:
                 continue
             seen.add(text)
-            picked.append((candidates[j], float(sims[j])))
+            picked.append((int(candidates[j]), float(sims[j])))
             if len(picked) == self.decoys_per_type:
                 break
         return picked
