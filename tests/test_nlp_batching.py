@@ -24,7 +24,7 @@ def annotations(doc) -> list[tuple]:
 def test_a_text_gets_the_same_parse_alone_and_in_a_batch():
     nlp = load_spacy(SPACY)
     captions = [a["caption"] for a in json.loads(COCO_SAMPLE.read_text())["annotations"]]
-    # the foilers' own kinds of text: a quantifier put in, a noun's number changed, two nouns swapped
+    # the foilers' own kinds of text: a quantifier put in, a determiner changed to a plural one, nouns replaced
     edited = [f"There is exactly one {c[0].lower()}{c[1:]}" for c in captions[:60]]
     edited += [c.replace(" a ", " some ", 1) for c in captions[60:120]]
     edited += [c.replace("man", "dog").replace("woman", "man") for c in captions[120:180]]
