@@ -30,9 +30,10 @@ from collections import Counter
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import class_of, in_a_shaded_colour, person_misread
+from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.foilers.lang.number import names_a_person
-from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap
 from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (
@@ -120,9 +121,9 @@ class SwapAttributeFoiler(SwapFoiler):
             out.append(token)
         return out
 
-    def candidates(self, caption: str, parses: CaptionParses | None = None, stats: Counter | None = None) -> list[Foil]:
+    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
         """Every grammatical attribute swap of the caption (the rejected ones counted in `stats`)."""
-        parses = parses or CaptionParses(self.load_nlp())
+        parses = parses or ExactEditChecker(self.load_nlp())
         stats = Counter() if stats is None else stats
         doc = parses.parse(caption)
         out = []
@@ -158,7 +159,7 @@ class SwapAttributeFoiler(SwapFoiler):
                             internal={"phrases": ((x.idx, x.idx + len(x)), (y.idx, y.idx + len(y)))}))
         return out
 
-    def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
+    def _foils(self, sample: dict, rng: random.Random, parses: ExactEditChecker, stats: Counter) -> list[Foil]:
         found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
         return found

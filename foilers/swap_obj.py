@@ -37,8 +37,9 @@ from collections import Counter
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.coref import noun_number
+from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilforge.foilers.lang.swap import CaptionParses, SwapFoiler, apply_edits, grammatical_swap
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
@@ -169,11 +170,11 @@ class SwapObjectFoiler(SwapFoiler):
         """hb sits in a prepositional phrase of ha ("a man in a white shirt"): swapping them only inverts the NP."""
         return hb.dep_ == "pobj" and hb.head.dep_ == "prep" and hb.head.head.i == ha.i
 
-    def candidates(self, caption: str, parses: CaptionParses | None = None, stats: Counter | None = None) -> list[Foil]:
+    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
         """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
         from foilforge.foilers.lang.number import noun_gender
 
-        parses = parses or CaptionParses(self.load_nlp())
+        parses = parses or ExactEditChecker(self.load_nlp())
         stats = Counter() if stats is None else stats
         doc = parses.parse(caption)
         gendered_pronoun = any(t.lower_ in GENDERED_PRONOUNS for t in doc)
@@ -236,7 +237,7 @@ class SwapObjectFoiler(SwapFoiler):
                 edits.append((verb.idx, verb.idx + len(verb), form))
         return apply_edits(caption, edits)
 
-    def _foils(self, sample: dict, rng: random.Random, parses: CaptionParses, stats: Counter) -> list[Foil]:
+    def _foils(self, sample: dict, rng: random.Random, parses: ExactEditChecker, stats: Counter) -> list[Foil]:
         found = self.candidates(sample["caption"], parses, stats)
         rng.shuffle(found)
         # swaps within one animacy class first ("a woman ... a man" before "a woman ... a pizza")

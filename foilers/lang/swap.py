@@ -14,7 +14,6 @@ These helpers make the edits and check them:
   so evaluate scores them with Winoground's text / image / group scores;
   `pair_swap_foils(foiler, foils, context)` does the same in a foiler's `choose`,
   on `Foil` objects, naming the ids the base class will give their records;
-* `CaptionParses`: one run's caption parses (batch-parsed up front, parsed on demand otherwise).
 """
 
 from __future__ import annotations
@@ -127,29 +126,6 @@ def pair_swap_foils(foiler, foils: list, context) -> tuple[list, int]:
             foil = dataclasses.replace(foil, extras={**foil.extras, "pair_id": pair_id, "pair_member": member})
         out.append(foil)
     return out, len(paired) // 2
-
-
-class CaptionParses:
-    """The spaCy parses of one run's captions: batch-parsed up front (`of`), anything else parsed on demand.
-    Lives for one run (in `propose`), never on the foiler."""
-
-    def __init__(self, nlp, docs: dict | None = None):
-        self.nlp = nlp
-        self.docs = docs if docs is not None else {}
-
-    @classmethod
-    def of(cls, nlp, samples: list[dict], field: str = "caption") -> "CaptionParses":
-        from tqdm import tqdm
-
-        texts = sorted({s[field] for s in samples})
-        docs = nlp.pipe(texts, batch_size=256)
-        return cls(nlp, dict(zip(texts, tqdm(docs, total=len(texts), desc="parse captions", disable=len(texts) < 1000))))
-
-    def parse(self, text: str):
-        doc = self.docs.get(text)
-        if doc is None:
-            doc = self.docs[text] = self.nlp(text)
-        return doc
 
 
 class SwapFoiler(SugarFoiler):
