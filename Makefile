@@ -9,21 +9,36 @@ WORDNET := $(VENV)/nltk_data/corpora/wordnet/lexnames
 LINKGRAMMAR := $(VENV)/.foilforge-linkgrammar
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup system-deps repro coco-val test benchmarks clean-venv
+.PHONY: setup system-deps lock repro coco-val test benchmarks clean-venv
 
 setup: system-deps $(STAMP) $(WORDNET) $(LINKGRAMMAR)
 
 system-deps:
 	@bash scripts/install-system-deps.sh
 
-$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
+# requirements.lock (make lock) is every distribution pip resolves from requirements.txt; uv installs it as it is,
+# linking from its cache (docs/install.md). TORCH_INDEX: torch and torchvision from that index, no CUDA wheels
+LOCKED_UV := $(shell grep -m1 '^uv==' requirements.lock)
+TORCH_FREE := '^(torch|torchvision|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)=='
+UV_INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python --no-deps
+$(STAMP): requirements.txt requirements.lock requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(if $(TORCH_INDEX),$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1 --index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -r requirements.txt
-	$(BIN)/python -m pip install -q --no-deps -r requirements-nodeps.txt
-	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q $(LOCKED_UV)
+	$(if $(TORCH_INDEX),$(UV_INSTALL) torch==2.14.1 torchvision==0.29.1 --index-url $(TORCH_INDEX))
+	$(if $(TORCH_INDEX),grep -Ev $(TORCH_FREE) requirements.lock,cat requirements.lock) > $(VENV)/requirements.lock
+	$(UV_INSTALL) --compile-bytecode -r $(VENV)/requirements.lock
+	$(UV_INSTALL) -r requirements-nodeps.txt
+	$(UV_INSTALL) --no-build-isolation -e .
 	touch $@
+
+# requirements.lock from requirements.txt: pip resolves it in a fresh venv, scripts/lock_requirements.py pins the result
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	.venv-lock/bin/python -m pip install -q -r requirements.txt
+	$(PYTHON) scripts/lock_requirements.py .venv-lock/bin/python
+	rm -rf .venv-lock
 
 $(WORDNET): $(STAMP) scripts/setup_wordnet.py
 	$(BIN)/python scripts/setup_wordnet.py $(VENV)/nltk_data

@@ -80,6 +80,48 @@ def test_every_third_party_import_is_a_declared_dependency():
     assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
 
 
+def locked() -> dict[str, str]:
+    out = {}
+    for number, line in enumerate((ROOT / "requirements.lock").read_text().splitlines(), 1):
+        line = line.split("#")[0].strip()
+        if line:
+            dist, sep, version = line.partition("==")
+            assert sep and version, f"requirements.lock line {number}: {line!r} is not name==version"
+            assert canonicalize_name(dist) == dist, f"requirements.lock line {number}: {dist!r} is not canonical"
+            out[dist] = version
+    return out
+
+
+def nodeps_names() -> set[str]:
+    lines = (ROOT / "requirements-nodeps.txt").read_text().splitlines()
+    return {canonicalize_name(line.split("#")[0].partition("==")[0].strip()) for line in lines if line.split("#")[0].strip()}
+
+
+def test_the_lock_pins_what_requirements_txt_pins():
+    lock, nodeps = locked(), nodeps_names()
+    differ = [f"{dist}: requirements.txt {version}, requirements.lock {lock.get(dist)}"
+              for dist, version in pins().items() if dist not in nodeps and lock.get(dist) != version]
+    assert not differ, "rerun `make lock`:\n" + "\n".join(differ)
+    assert not ({"foilforge"} | nodeps) & set(lock), "the lock holds foilforge or a --no-deps wheel"
+
+
+@pytest.mark.skipif(Path(sys.prefix).resolve() != (ROOT / ".venv").resolve(), reason="not make setup's .venv")
+def test_make_setups_venv_is_the_lock_and_nothing_in_it_misses_a_dependency():
+    """`make setup` installs the lock with --no-deps, so a lock missing a dependency would only show here."""
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    cuda_free = {"torch", "torchvision"}   # TORCH_INDEX's builds: 2.14.1+cpu satisfies the pin 2.14.1
+    differ = [f"{dist}: locked {version}, installed {installed.get(dist)}" for dist, version in locked().items()
+              if installed.get(dist) != version and not (dist in cuda_free and installed.get(dist, "").split("+")[0] == version)
+              and not (dist.startswith(("nvidia-", "cuda-")) or dist == "triton")]
+    assert not differ, "rerun `make setup`:\n" + "\n".join(differ)
+    checked = subprocess.run([Path(sys.executable).parent / "uv", "pip", "check", "--python", sys.executable],
+                             capture_output=True, text=True)
+    nodeps = nodeps_names()
+    problems = [line for line in checked.stdout.splitlines() + checked.stderr.splitlines()
+                if line.startswith("The package") and canonicalize_name(line.split("`")[1]) not in nodeps]
+    assert not problems, "\n".join(problems)
+
+
 def test_requires_python_admits_no_python_a_pin_refuses():
     lowest = re.match(r">=\s*(\d+\.\d+)", PYPROJECT["requires-python"]).group(1)
     assert SpecifierSet(PYPROJECT["requires-python"]).contains(sys.version.split()[0])
