@@ -78,9 +78,10 @@ coco-val: setup
 	$(BIN)/foilforge repro $(REPRO_JOBS) --profile coco-val $(if $(COCO),-S sources.coco.root=$(abspath $(COCO)))
 	$(BIN)/foilforge summary
 
+# worksteal: an idle worker takes queued tests from the other, so a few long ones (Ray, SmolLM2) do not end the run alone
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 benchmarks: setup
 	$(BIN)/python -m benchmarks.suite

@@ -100,17 +100,31 @@ PHRASE_ENDS = (PREPOSITION_WORDS - frozenset("back close front next round side t
 
 @functools.lru_cache(maxsize=1)
 def wordnet():
-    """NLTK's WordNet reader, or a ConfigError telling how to install the data offline."""
-    from nltk.corpus import wordnet as wn
+    """NLTK's reader of English WordNet, or a ConfigError telling how to install the data offline.
+
+    Built here rather than through `nltk.corpus.wordnet`: NLTK's reader, when constructed, maps the Open
+    Multilingual WordNet's offsets onto the loaded version (its `map30`, about half of its load time in every
+    process), and only its multilingual lemmas read that map. foilforge reads English alone, so the reader here
+    skips it and answers every lookup as NLTK's own does (tests/test_entailment.py)."""
+    import nltk
+    from nltk.corpus.reader import CorpusReader
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
 
     try:
-        wn.ensure_loaded()
+        root = nltk.data.find("corpora/wordnet")
     except LookupError as err:
         raise ConfigError(
             "WordNet data for NLTK not found; run `make setup` (or `python scripts/setup_wordnet.py .venv/nltk_data`, "
             "which needs the Debian package wordnet-base). nltk.download is not used."
         ) from err
-    return wn
+    # the multilingual reader as NLTK gives it, loaded only if a multilingual function is called
+    multilingual = LazyCorpusLoader("omw-1.4", CorpusReader, r".*/wn-data-.*\.tab", encoding="utf8")
+    return EnglishWordNet(root, multilingual)
 
 
 def wordnet_version() -> str:

@@ -106,10 +106,11 @@ def _dies_once(worker_class, sentinel):
 
 
 def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, local_ray):
+    """The pool's one actor dies on its first batch (SIGKILL): Ray must bring it back for any batch to finish."""
     sentinel = tmp_path / "killed-once"
     DiesOnce = _dies_once(_doubler(), sentinel)
     records = [{"id": f"r{k}", "value": k} for k in range(40)]
-    settings = {"name": "ray", "batch_size": 6, "ray": {"address": None, "num_cpus": 2, "workers": 2,
+    settings = {"name": "ray", "batch_size": 6, "ray": {"address": None, "num_cpus": 2, "workers": 1,
                                                            "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}}
     out = engine.map_batches(records, DiesOnce, (1,), E(settings))
     assert sentinel.exists()  # an actor did die
@@ -117,7 +118,7 @@ def test_an_actor_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, loca
 
 
 class _Threads:
-    """Reports the torch threads its process scores with."""
+    """Reports the torch threads its process scores with and the threads a fast tokenizer of it would encode on."""
 
     def __init__(self):
         pass
@@ -125,48 +126,29 @@ class _Threads:
     def __call__(self, batch):
         import torch
 
-        return [torch.get_num_threads() for _ in batch]
+        return [(torch.get_num_threads(), os.environ.get("RAYON_NUM_THREADS")) for _ in batch]
 
 
-def test_every_worker_sums_with_the_same_torch_threads(local_ray):
+def test_every_actor_sums_with_the_stages_torch_threads_and_tokenizes_on_its_share_of_the_cores(local_ray):
     """Ray starts an actor with one thread; a CPU model's float sums depend on the count, so the actors take the
-    stage process's count (or engine.threads_per_worker, on both engines)."""
+    stage process's count (or engine.threads_per_worker, on both engines). A fast tokenizer starts one thread per
+    core of the machine in every actor; each actor gets its cpus_per_worker instead (whole cores, at least one)."""
     import torch
 
     stage = torch.get_num_threads()
     records = [{"id": k} for k in range(4)]
     ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
     ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": None, "ray": ray_settings}
-    assert engine.map_batches(records, _Threads, (), E(ray_engine)) == [stage] * 4
-    assert engine.map_batches(records, _Threads, (), E({**ray_engine, "threads_per_worker": 3})) == [3] * 4
+    assert engine.map_batches(records, _Threads, (), E(ray_engine)) == [(stage, "1")] * 4
+    half = {**ray_engine, "threads_per_worker": 3, "ray": {**ray_settings, "cpus_per_worker": 0.5}}
+    assert engine.map_batches(records, _Threads, (), E(half)) == [(3, "1")] * 4
+    two = {**ray_engine, "threads_per_worker": 1, "ray": {**ray_settings, "workers": 1, "cpus_per_worker": 2.0}}
+    assert engine.map_batches(records, _Threads, (), E(two)) == [(1, "2")] * 4
     try:
         local = {"name": "local", "batch_size": 2, "threads_per_worker": 3, "ray": ray_settings}
-        assert engine.map_batches(records, _Threads, (), E(local)) == [3] * 4
+        assert [threads for threads, _ in engine.map_batches(records, _Threads, (), E(local))] == [3] * 4
     finally:
         torch.set_num_threads(stage)
-
-
-class _TokenizerThreads:
-    """Reports the threads a fast tokenizer of its process would encode on."""
-
-    def __init__(self):
-        pass
-
-    def __call__(self, batch):
-        return [os.environ.get("RAYON_NUM_THREADS") for _ in batch]
-
-
-def test_every_actor_tokenizes_on_its_share_of_the_cores(local_ray):
-    """A fast tokenizer starts one thread per core of the machine in every actor; each actor gets its
-    cpus_per_worker instead (whole cores, at least one), and a count the user set is kept."""
-    records = [{"id": k} for k in range(4)]
-    ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
-    ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": 1, "ray": ray_settings}
-    assert engine.map_batches(records, _TokenizerThreads, (), E(ray_engine)) == ["1"] * 4
-    half = {**ray_engine, "ray": {**ray_settings, "cpus_per_worker": 0.5}}
-    assert engine.map_batches(records, _TokenizerThreads, (), E(half)) == ["1"] * 4
-    two = {**ray_engine, "ray": {**ray_settings, "workers": 1, "cpus_per_worker": 2.0}}
-    assert engine.map_batches(records, _TokenizerThreads, (), E(two)) == ["2"] * 4
 
 
 def test_a_worker_that_drops_records_is_an_error(local_ray):
@@ -397,7 +379,7 @@ def test_plausibility_language_models_score_on_the_engine(tiny_models, real_pair
                   "lm": {"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()), "device": "cpu", "batch_size": 4},
                   "prior": {"kind": "ngram", "unit": "word", "order": 2, "folds": 2}}}},
               "instruments": {"relations": {"filters": {"run": ["plausibility"]}}},
-              "engine": {"batch_size": 7, "ray": {"num_cpus": 2, "workers": 2}}}
+              "engine": {"batch_size": 7, "ray": {"num_cpus": 2, "workers": 1}}}
     calls = []
     score_batch = Plausibility.score_batch
     monkeypatch.setattr(Plausibility, "score_batch", lambda self, records: calls.append(len(records)) or

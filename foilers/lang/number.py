@@ -184,9 +184,9 @@ def _wordnet_lexname(lemma: str) -> str | None:
     """Lexicographer file of the first noun sense ("noun.person", "noun.animal"), or None
     when WordNet is unavailable (the word lists then decide alone)."""
     try:
-        from nltk.corpus import wordnet as wn
+        from foilforge.entailment import wordnet
 
-        synsets = wn.synsets(lemma, pos="n")
+        synsets = wordnet().synsets(lemma, pos="n")
     except Exception:  # WordNet data missing: fall back to the lists, never fail the run
         return None
     return synsets[0].lexname() if synsets else None
