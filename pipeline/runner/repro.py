@@ -305,15 +305,17 @@ def _suspended_tree(root) -> list:
     return frozen
 
 
-def _wait_until_stopped(process, timeout: float = 1.0) -> None:
+def _wait_until_stopped(process, timeout: float = 5.0) -> None:
     """SIGSTOP is delivered, not obeyed at once: a process running on another core finishes a fork meanwhile, and
-    its new child is only certain to be seen once the process has stopped."""
+    its new child is only certain to be seen once the process has stopped. On a loaded machine that can take a
+    while; a process in uninterruptible sleep is not waited for: it obeys the stop before it runs again, so it
+    starts nothing meanwhile."""
     import psutil
 
     deadline = time.monotonic() + timeout
-    while process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-        if time.monotonic() > deadline:
-            return  # a process that cannot stop now (in uninterruptible sleep) starts nothing either
+    while (status := process.status()) not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+        if status == psutil.STATUS_DISK_SLEEP or time.monotonic() > deadline:
+            return
         time.sleep(0.001)
 
 
