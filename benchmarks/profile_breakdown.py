@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections import Counter
@@ -93,9 +92,10 @@ def main(argv=None) -> int:
         return 2
     print(table(result))
     if args.output:
-        temporary = args.output.with_name(args.output.name + ".tmp")
-        temporary.write_text(json.dumps({"raw": str(args.raw), "rate": args.rate, **result}, indent=2) + "\n")
-        os.replace(temporary, args.output)
+        from foilforge.io import atomic_write
+
+        with atomic_write(args.output) as handle:
+            handle.write(json.dumps({"raw": str(args.raw), "rate": args.rate, **result}, indent=2) + "\n")
     return 0
 
 

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def pins() -> dict[str, str]:
+def pins(files=("requirements.txt", "requirements-nodeps.txt")) -> dict[str, str]:
     out = {}
-    for name in ("requirements.txt", "requirements-nodeps.txt"):
+    for name in files:
         for line in (ROOT / name).read_text().splitlines():
             line = line.split("#")[0].strip()
             if line:
@@ -92,13 +92,8 @@ def locked() -> dict[str, str]:
     return out
 
 
-def nodeps_names() -> set[str]:
-    lines = (ROOT / "requirements-nodeps.txt").read_text().splitlines()
-    return {canonicalize_name(line.split("#")[0].partition("==")[0].strip()) for line in lines if line.split("#")[0].strip()}
-
-
 def test_the_lock_pins_what_requirements_txt_pins():
-    lock, nodeps = locked(), nodeps_names()
+    lock, nodeps = locked(), set(pins(["requirements-nodeps.txt"]))
     differ = [f"{dist}: requirements.txt {version}, requirements.lock {lock.get(dist)}"
               for dist, version in pins().items() if dist not in nodeps and lock.get(dist) != version]
     assert not differ, "rerun `make lock`:\n" + "\n".join(differ)
@@ -109,14 +104,23 @@ def test_the_lock_pins_what_requirements_txt_pins():
 def test_make_setups_venv_is_the_lock_and_nothing_in_it_misses_a_dependency():
     """`make setup` installs the lock with --no-deps, so a lock missing a dependency would only show here."""
     installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
-    cuda_free = {"torch", "torchvision"}   # TORCH_INDEX's builds: 2.14.1+cpu satisfies the pin 2.14.1
+    # TORCH_INDEX (docs/install.md): torch and torchvision of a local build (2.14.1+cpu satisfies the pin 2.14.1), and
+    # the lock without the CUDA wheels, as the Makefile's TORCH_FREE leaves them out
+    local_torch = "+" in installed.get("torch", "")
+
+    def as_locked(dist: str, version: str) -> bool:
+        if local_torch and dist in ("torch", "torchvision"):
+            return installed.get(dist, "").split("+")[0] == version
+        if local_torch and (dist.startswith(("nvidia-", "cuda-")) or dist == "triton"):
+            return True
+        return installed.get(dist) == version
+
     differ = [f"{dist}: locked {version}, installed {installed.get(dist)}" for dist, version in locked().items()
-              if installed.get(dist) != version and not (dist in cuda_free and installed.get(dist, "").split("+")[0] == version)
-              and not (dist.startswith(("nvidia-", "cuda-")) or dist == "triton")]
+              if not as_locked(dist, version)]
     assert not differ, "rerun `make setup`:\n" + "\n".join(differ)
     checked = subprocess.run([Path(sys.executable).parent / "uv", "pip", "check", "--python", sys.executable],
                              capture_output=True, text=True)
-    nodeps = nodeps_names()
+    nodeps = set(pins(["requirements-nodeps.txt"]))
     problems = [line for line in checked.stdout.splitlines() + checked.stderr.splitlines()
                 if line.startswith("The package") and canonicalize_name(line.split("`")[1]) not in nodeps]
     assert not problems, "\n".join(problems)

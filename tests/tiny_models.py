@@ -156,11 +156,13 @@ class TinyModels:
             return self._cache[name]
         import gguf
         import numpy as np
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
 
         rng = np.random.default_rng(seed)
         hidden, layers, heads, feed_forward = 32, 2, 2, 64
         merges = ["Ġ a", "Ġ t", "h e", "Ġt he", "Ġ m", "a n"]
-        tokens = ["<|endoftext|>", *_byte_symbols(), *(merge.replace(" ", "") for merge in merges)]
+        byte_symbols = bytes_to_unicode()   # GPT-2's byte-level alphabet: the character standing for each byte
+        tokens = ["<|endoftext|>", *(byte_symbols[b] for b in range(256)), *(merge.replace(" ", "") for merge in merges)]
         d = self.root / name
         d.mkdir(parents=True, exist_ok=True)
         writer = gguf.GGUFWriter(str(d / "tiny-llama.gguf"), "llama")
@@ -207,9 +209,3 @@ class TinyModels:
         self._cache[name] = d
         return d
 
-
-def _byte_symbols() -> list[str]:
-    """GPT-2's byte-level alphabet: the printable character standing for each of the 256 bytes."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    shifted = iter(range(256, 512))
-    return [chr(byte if byte in printable else next(shifted)) for byte in range(256)]
