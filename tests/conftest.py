@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -6,6 +7,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
+
+# pytest-xdist runs the suite in processes side by side, as `foilforge repro --jobs N` runs its workers
+# (pipeline/runner/repro.py): each takes its share of the cores, and OpenMP's threads sleep rather than spin
+# while they wait. Set before torch, numpy or an OpenMP library loads; the commands the tests start inherit it.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# every dvc command a test runs would start DVC's analytics daemon, which reaches for the network
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 import foilforge  # noqa: E402,F401  (first: it pins the OpenBLAS kernels before numpy loads)
 

@@ -18,6 +18,10 @@ from foilforge.schema import EngineBlock, RayEngineBlock
 
 @pytest.fixture(scope="module")
 def local_ray():
+    # idle workers are kept for the next test's read tasks: by default Ray keeps num_cpus of them and stops the
+    # rest, and each one started anew imports Ray again (seconds of CPU on 2 cores)
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+             _system_config={"num_workers_soft_limit": 8})
     engine.start_ray(RayEngineBlock(num_cpus=2))
     yield
     ray.shutdown()
@@ -57,21 +61,6 @@ def _shard_lines(directory) -> bytes:
     from foilforge.pipeline.shards import read_shards
 
     return "".join(dumps(record) + "\n" for record in read_shards(directory)).encode("utf-8")
-
-
-def test_ray_engine_writes_the_local_engines_bytes(tiny_models, real_pairs, tmp_path, monkeypatch, local_ray):
-    params = _params(tiny_models, batch_size=7)   # 30 records: 5 batches, the last one short
-    local = _score(params, real_pairs, tmp_path, "local")
-    monkeypatch.setenv(engine.ENGINE_ENV, "ray")
-
-    def by_value(*args, **kwargs):
-        raise AssertionError("the score stage shipped its batches by value: Ray's read tasks should read the file")
-
-    monkeypatch.setattr(ray_data, "ray_stream", by_value)
-    assert _score(params, real_pairs, tmp_path, "ray") == local
-    rows = [json.loads(line) for line in local.decode().splitlines()]
-    assert [r["id"] for r in rows] == [r["id"] for r in real_pairs]
-    assert all(isinstance(r["filters"]["grammaticality"]["score"], float) for r in rows)
 
 
 def test_batches_are_the_same_for_both_engines():
@@ -137,7 +126,7 @@ def test_every_actor_sums_with_the_stages_torch_threads_and_tokenizes_on_its_sha
 
     stage = torch.get_num_threads()
     records = [{"id": k} for k in range(4)]
-    ray_settings = {"address": None, "num_cpus": 2, "workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
+    ray_settings = {"address": None, "num_cpus": 2, "workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
     ray_engine = {"name": "ray", "batch_size": 2, "threads_per_worker": None, "ray": ray_settings}
     assert engine.map_batches(records, _Threads, (), E(ray_engine)) == [(stage, "1")] * 4
     half = {**ray_engine, "threads_per_worker": 3, "ray": {**ray_settings, "cpus_per_worker": 0.5}}
@@ -218,13 +207,14 @@ def test_the_foil_stage_on_ray_writes_the_local_engines_bytes(coco_sample, tmp_p
 
 def test_relations_on_ray_scores_in_the_local_engines_batches(coco_sample, tiny_models, tmp_path, monkeypatch,
                                                             local_ray):
-    """A model-backed foiler: each Ray actor loads the span ranker once and journals into the shared journal."""
+    """A model-backed foiler: the Ray actor loads the span ranker once, scores the batches the local engine scores
+    and its results are journalled into the shared journal."""
     params, samples = coco_sample
     relations = dict(params["instruments"]["relations"], max_samples=60)
     relations["args"] = dict(relations["args"], ranker={"kind": "causal_lm", "name_or_path": str(tiny_models.gpt2_lm()),
                                                         "device": "cpu", "batch_size": 8})
     params = {**params, "instruments": {**params["instruments"], "relations": relations},
-              "engine": {"batch_size": 20, "ray": {"num_cpus": 2, "workers": 2}}}
+              "engine": {"batch_size": 20, "ray": {"num_cpus": 2, "workers": 1}}}
     local, local_stats = _foil(params, "relations", samples, tmp_path, "local")
     monkeypatch.setenv(engine.ENGINE_ENV, "ray")
     ray_out, ray_stats = _foil(params, "relations", samples, tmp_path, "ray")
@@ -584,11 +574,12 @@ def test_the_byte_ranges_of_a_jsonl_files_batches_read_back_the_batches(tmp_path
     assert list(engine.JsonlBatches(tmp_path / "empty.jsonl", 3)) == [] == engine.JsonlBatches(tmp_path / "empty.jsonl", 3).spans()
 
 
-def test_a_score_journal_written_locally_resumes_on_ray_between_the_batches_it_holds(tiny_models, real_pairs,
-                                                                                      tmp_path, monkeypatch, local_ray):
+def test_ray_writes_the_local_engines_bytes_resuming_a_local_journal_between_the_batches_it_holds(
+        tiny_models, real_pairs, tmp_path, monkeypatch, local_ray):
     """A score stage killed after 2 of its 5 batches (the journal cut after its second entry), rerun on Ray: Ray's
-    read tasks read only the 3 batches the journal lacks, and the output interleaves both in batch order."""
-    params = _params(tiny_models, batch_size=7)
+    read tasks read only the 3 batches the journal lacks, from the file by byte range (nothing shipped by value),
+    and the output interleaves both in batch order, the local engine's bytes."""
+    params = _params(tiny_models, batch_size=7)   # 30 records: 5 batches, the last one short
     source = tmp_path / "foils.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in real_pairs))
     kept = []
@@ -601,6 +592,16 @@ def test_a_score_journal_written_locally_resumes_on_ray_between_the_batches_it_h
         end += 8 + int.from_bytes(data[end:end + 8], "big")
     journal.write_bytes(data[:end])
     monkeypatch.setenv(engine.ENGINE_ENV, "ray")
+
+    def by_value(*args, **kwargs):
+        raise AssertionError("the score stage shipped its batches by value: Ray's read tasks should read the file")
+
+    monkeypatch.setattr(ray_data, "ray_stream", by_value)
     score.run(params, "relations", source, tmp_path / "ray.jsonl", cache_dir=tmp_path / "cache")
     assert [(j.reused, j.written) for j in kept] == [(0, 5), (2, 3)]
-    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    local = (tmp_path / "local.jsonl").read_bytes()
+    assert (tmp_path / "ray.jsonl").read_bytes() == local
+    assert _shard_lines(tmp_path / "ray.parquet") == local   # the same records as Parquet shards
+    rows = [json.loads(line) for line in local.decode().splitlines()]
+    assert [r["id"] for r in rows] == [r["id"] for r in real_pairs]
+    assert all(isinstance(r["filters"]["grammaticality"]["score"], float) for r in rows)
