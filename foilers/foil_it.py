@@ -15,7 +15,9 @@ another category of the same COCO supercategory that the image does not show:
 Every mention of the category in the caption is replaced (FOIL-it did the same:
 "broccoli with broccolis" -> "carrot with carrots"), each keeping its number
 ("two dogs" -> "two cats"), and an indefinite article before a replaced word is
-fixed ("a bus" -> "an airplane", inflect). A word counts as a mention only where
+fixed ("a bus" -> "an airplane", inflect). A name that is only plural ("skis",
+"scissors") never replaces a mention of one thing ("a surfboard", "the surfboard"):
+its article, verb and pronouns would all have to change. A word counts as a mention only where
 spaCy tags it as a noun that heads its phrase ("an orange cat", "a glass door",
 "train locomotive engine" are no mentions of orange, glass, train), and a mention
 is the whole compound noun: "a laptop computer" -> "a keyboard", "a wooden park
@@ -43,7 +45,7 @@ from collections import Counter, defaultdict
 
 from foilforge.errors import InputError
 from foilforge.foiler import FOILERS, CaptionFoiler, RunContext, propose_per_sample
-from foilforge.foilers.lang.coco_categories import by_id, mention_forms, plural_form
+from foilforge.foilers.lang.coco_categories import PLURAL_ONLY, by_id, mention_forms, plural_form
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.foilers.lang.number import match_case
 from foilforge.records import Foil
@@ -186,11 +188,16 @@ class FoilItFoiler(CaptionFoiler):
         candidates = []
         for category in sorted({m[2] for m in mentions}):
             supercategory = categories[category][2]
+            of_category = [m for m in mentions if m[2] == category]
             targets = [c for c, row in categories.items() if row[2] == supercategory and c not in shown]
             if not targets:
                 stats["no_unseen_category"] += 1
             for target in targets:
-                candidates.append(self.render(doc, caption, [m for m in mentions if m[2] == category], category, target))
+                if categories[target][3] in PLURAL_ONLY and any(m[3] == "sg" for m in of_category):
+                    # "a surfboard" -> "skis" needs its article, its verb and its pronouns changed too
+                    stats["plural_only_name_for_one_thing"] += 1
+                    continue
+                candidates.append(self.render(doc, caption, of_category, category, target))
         rng.shuffle(candidates)
         return candidates
 

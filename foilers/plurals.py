@@ -277,7 +277,7 @@ class PluralsFoiler(NounPhraseEdits, Foiler):
         text = self.normalise_caption(caption)
         doc = self.parse(text)
         foils = [(self.render(doc, plan, q_sg, q_pl, orig_caption=caption), plan.method)
-                 for plan in self.plans(text, stats)
+                 for plan in self.plans(text, stats, {text: doc})
                  for q_sg in self.singular_quantifiers for q_pl in self.plural_quantifiers]
         # each quantifier's text is in several (caption, foil) pairs: parsed once, all in one batch (spaCy's
         # annotations are those of one text at a time: tests/test_nlp_batching.py)

@@ -91,6 +91,18 @@ def test_foil_it_fixes_the_article_keeps_number_and_replaces_every_mention():
     assert "Two airplanes and a bus stop sign." in foils["b"]  # "bus stop": a compound, not a bus
 
 
+def test_foil_it_never_puts_a_plural_only_name_where_the_caption_has_one_thing():
+    """COCO's "skis" and "scissors" are plural: "a surfboard" -> "a skis" passed every filter of the sample build.
+    A mention of one thing does not take them; a plural mention does."""
+    samples = [{"id": "a", "image_file": "1.jpg", "image_id": 1,
+                "caption": "A little girl carrying a surfboard into the ocean."},
+               {"id": "b", "image_file": "2.jpg", "image_id": 2, "caption": "Two surfboards leaning on a wall."}]
+    foils = all_foils("foil_it.v1", samples)
+    assert "A little girl carrying a snowboard into the ocean." in foils["a"]
+    assert not any("skis" in f for f in foils["a"])
+    assert "Two skis leaning on a wall." in foils["b"]
+
+
 def test_foil_it_writes_an_acronym_s_replacement_in_lower_case_and_keeps_a_shouted_caption_shouted():
     """COCO val 2017: "A TV sits in a room with many other things." became "A LAPTOP sits ..."."""
     samples = [{"id": "a", "image_file": "1.jpg", "image_id": 1, "caption": "A TV sits in a room."},
