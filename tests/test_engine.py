@@ -13,7 +13,7 @@ from foilforge.errors import ConfigError
 from foilforge.pipeline import engine
 from foilforge.pipeline import scoring as score
 from foilforge.pipeline.engine import jobs, ray_data
-from foilforge.schema import EngineBlock, RayEngineBlock
+from foilforge.schema import EngineBlock
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,6 @@ def local_ray():
     # rest, and each one started anew imports Ray again (seconds of CPU on 2 cores)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
              _system_config={"num_workers_soft_limit": 8})
-    engine.start_ray(RayEngineBlock(num_cpus=2))
     yield
     ray.shutdown()
 
