@@ -10,6 +10,10 @@ of spaCy noun chunks is a candidate when
 * they play different roles: not the same dependency relation to the same head,
   and not members of one coordination ("a cat and a dog" -> "a dog and a cat"
   says the same thing);
+* they are not linked only by a relation that holds both ways ("A train is next to
+  an overhang" -> "An overhang is next to a train", "A man hugging a woman", "a dog
+  playing with a cat"): such a swap says the same thing, a foil true of the image
+  (foilers/lang/symmetric.py);
 * the phrase that moves earlier holds no possessive pronoun ("its hind legs"
   before "a cat" would lose its antecedent).
 
@@ -40,6 +44,7 @@ from foilforge.foilers.lang.coref import noun_number
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
 from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap
+from foilforge.foilers.lang.symmetric import symmetric_pair
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
@@ -114,6 +119,8 @@ class SwapObjectFoiler(SwapFoiler):
         # a coordination only: nothing to swap
         ({"id": "g3", "image_file": "3.jpg", "caption": "A cat and a dog."}, None),
         ({"id": "g4", "image_file": "4.jpg", "caption": "A cat sleeping."}, None),
+        # a relation that holds both ways: the swap says the same thing
+        ({"id": "g5", "image_file": "5.jpg", "caption": "A white truck parked next to a white trailer."}, None),
     )
 
     def __init__(self, spacy_model: str = "en_core_web_sm", part_nouns: tuple = PART_NOUNS, proposer: dict | None = None,
@@ -188,6 +195,9 @@ class SwapObjectFoiler(SwapFoiler):
                 continue
             if self.same_role(ha, hb):
                 stats["same_role"] += 1
+                continue
+            if symmetric_pair(ha, hb):
+                stats["symmetric_relation"] += 1
                 continue
             if any(t.tag_ == "PRP$" for t in b):
                 stats["possessive_moves_first"] += 1

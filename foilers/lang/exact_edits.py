@@ -20,7 +20,9 @@ and an article's a/an aside, nothing else may differ.
   the image).
 * **swap** (`swap_obj`, `swap_att`): the same words (verbs and auxiliaries by lemma, so "is" / "are" agreement
   may follow the moved subject), and the foil is the caption with two stretches exchanged; for swap_obj each holds
-  a noun, for swap_att each is one adjective.
+  a noun, for swap_att each is one adjective; two noun phrases linked only by a relation that holds both ways
+  ("a train next to an overhang", "a man hugging a woman": foilers/lang/symmetric.py) are refused, the swap
+  saying the same thing.
 * **add** (`add_obj`, `add_att`): the caption is the foil with exactly one stretch removed (punctuation aside):
   one adjective (add_att), or one noun phrase with at most its joining words ("and a dog", "next to a lamp";
   add_obj); the added noun or adjective is stated by no caption of the image (`image_texts`), and an added noun is
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from foilforge.edits import changed_span
+from foilforge.foilers.lang.symmetric import symmetric_pair
 
 #: the types these checks know: SugarCrepe's seven (foilforge/proposers.py SUGAR_TYPES), by family
 TYPES = ("replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att", "add_obj", "add_att")
@@ -62,6 +65,7 @@ SWAP_WORDS = "swap: not the same words"
 SWAP_NOT_EXCHANGE = "swap: not two stretches exchanged"
 SWAP_OBJ_KIND = "swap_obj: the exchanged stretches are not two noun phrases"
 SWAP_ATT_KIND = "swap_att: the exchanged words are not two adjectives"
+SWAP_OBJ_SYMMETRIC = "swap_obj: the two phrases are linked by a relation that holds both ways"
 SWAP_NOT_SITE = "swap: not the two phrases asked for"
 ADD_NOT_ONE = "add: not one insertion"
 ADD_ATT_KIND = "add_att: the added words are not one adjective"
@@ -338,6 +342,9 @@ class ExactEditChecker:
             if not all(any(t.pos_ in ("NOUN", "PROPN") or t.lower_ in PARTICIPANT_PRONOUNS for t in part)
                        for part in (first, second)):
                 return SWAP_OBJ_KIND
+            heads = [_phrase_head(part) for part in (first, second)]
+            if None not in heads and symmetric_pair(*heads):
+                return SWAP_OBJ_SYMMETRIC
         elif not all(kind_of(part) == "adjective" for part in (first, second)):
             return SWAP_ATT_KIND
         return None
@@ -384,6 +391,15 @@ class ExactEditChecker:
 
     def _image_nouns(self, texts: Iterable[str]) -> frozenset:
         return frozenset().union(*(nouns_of(self.parse(t)) for t in texts))
+
+
+def _phrase_head(span_tokens):
+    """The noun that heads an exchanged stretch (its head outside the stretch), or None."""
+    inside = {t.i for t in span_tokens}
+    for token in span_tokens:
+        if token.pos_ in ("NOUN", "PROPN") and (token.head.i not in inside or token.head.i == token.i):
+            return token
+    return None
 
 
 def _widen_relation(doc, span_tokens) -> list:
