@@ -121,11 +121,8 @@ class SwapAttributeFoiler(SwapFoiler):
             out.append(token)
         return out
 
-    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
-        """Every grammatical attribute swap of the caption (the rejected ones counted in `stats`)."""
-        parses = parses or ExactEditChecker(self.load_nlp())
-        stats = Counter() if stats is None else stats
-        doc = parses.parse(caption)
+    def drafts(self, doc, caption: str, stats: Counter) -> list[tuple]:
+        """(x, y, foil) for each pair of adjectives the rules allow, before the re-parse's check."""
         out = []
         for x, y in itertools.combinations(self.adjectives(doc, stats), 2):
             if x.head.i == y.head.i or x.lower_ == y.lower_:
@@ -146,7 +143,16 @@ class SwapAttributeFoiler(SwapFoiler):
                     article = article.capitalize() if before.text[0].isupper() else article
                     if article != before.text:
                         edits.append((before.idx, before.idx + len(before), article))
-            foil = apply_edits(caption, edits)
+            out.append((x, y, apply_edits(caption, edits)))
+        return out
+
+    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
+        """Every grammatical attribute swap of the caption (the rejected ones counted in `stats`)."""
+        parses = parses or ExactEditChecker(self.load_nlp())
+        stats = Counter() if stats is None else stats
+        doc = parses.parse(caption)
+        out = []
+        for x, y, foil in self.drafts(doc, caption, stats):
             ok, reason = grammatical_swap(parses.parse, doc, foil)
             if not ok:
                 stats[f"rejected_{reason}"] += 1

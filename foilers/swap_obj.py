@@ -177,13 +177,10 @@ class SwapObjectFoiler(SwapFoiler):
         """hb sits in a prepositional phrase of ha ("a man in a white shirt"): swapping them only inverts the NP."""
         return hb.dep_ == "pobj" and hb.head.dep_ == "prep" and hb.head.head.i == ha.i
 
-    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
-        """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
+    def drafts(self, doc, caption: str, stats: Counter) -> list[tuple]:
+        """((a, ha), (b, hb), foil) for each pair of phrases the rules allow, before the re-parse's check."""
         from foilforge.foilers.lang.number import noun_gender
 
-        parses = parses or ExactEditChecker(self.load_nlp())
-        stats = Counter() if stats is None else stats
-        doc = parses.parse(caption)
         gendered_pronoun = any(t.lower_ in GENDERED_PRONOUNS for t in doc)
         out = []
         for (a, ha), (b, hb) in itertools.combinations(self.phrases(doc), 2):
@@ -207,8 +204,17 @@ class SwapObjectFoiler(SwapFoiler):
                 stats["gendered_pronoun"] += 1
                 continue
             foil = self.render(doc, caption, (a, ha), (b, hb), stats)
-            if foil is None:
-                continue
+            if foil is not None:
+                out.append(((a, ha), (b, hb), foil))
+        return out
+
+    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
+        """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
+        parses = parses or ExactEditChecker(self.load_nlp())
+        stats = Counter() if stats is None else stats
+        doc = parses.parse(caption)
+        out = []
+        for (a, ha), (b, hb), foil in self.drafts(doc, caption, stats):
             ok, reason = grammatical_swap(parses.parse, doc, foil)
             if not ok:
                 stats[f"rejected_{reason}"] += 1

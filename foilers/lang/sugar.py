@@ -169,12 +169,16 @@ class SugarFoiler(CaptionFoiler):
         """Where this type's edits can go in one parsed caption, in the foiler's order of preference (subclasses)."""
         raise NotImplementedError
 
+    def parse_before_sites(self, samples: list[dict], checker) -> None:
+        """Parse in one batch (`checker.parse_all`) the texts `sites` will parse (subclasses; none here)."""
+
     def propose_batch(self, samples: list[dict], context: RunContext, corpus: dict) -> list[Foil]:
         from foilforge.foilers.lang.exact_edits import ExactEditChecker, edit_of
 
         nlp = self.load_nlp(context.key("spacy_model"))
         checker = ExactEditChecker(nlp)
         checker.parse_all(s["caption"] for s in samples)
+        self.parse_before_sites(samples, checker)
         image_words = corpus["image_words"]
         sites_of: dict = {}
         stats: Counter = Counter()

@@ -139,6 +139,16 @@ class SwapFoiler(SugarFoiler):
 
     ordered_sites = True
 
+    def drafts(self, doc, caption: str, stats: Counter) -> list[tuple]:
+        """The rule-allowed swaps of one parsed caption, each tuple ending with its foil text (subclasses)."""
+        raise NotImplementedError
+
+    def parse_before_sites(self, samples: list[dict], checker) -> None:
+        """Every sample's drafts parsed in one batch: `grammatical_swap` then reads these parses, the ones it would
+        make text by text (spaCy's annotations do not depend on the batch: tests/test_nlp_batching.py)."""
+        checker.parse_all(draft[-1] for sample in samples
+                          for draft in self.drafts(checker.parse(sample["caption"]), sample["caption"], Counter()))
+
     def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
