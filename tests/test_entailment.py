@@ -120,6 +120,9 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("Kids playing in the snow.", "Kids playing on the snow.", "paraphrase: on/in/at (place)"),
     ("A man on the street.", "A man in the street.", "paraphrase: on/in/at (place)"),
     ("People on a bus.", "People in a bus.", "paraphrase: on/in/at (boarded vehicle)"),
+    # a COCO val 2017 caption: a railway car is boarded, though "car" alone is an automobile (a container)
+    ("Bikes are being transported in a subway car.", "Bikes are being transported on a subway car.",
+     "paraphrase: on/in/at (boarded vehicle)"),
     ("A pizza on a plate.", "A pizza in a plate.", "paraphrase: on/in/at (shallow dish)"),
     ("A man sitting in a chair.", "A man sitting on a chair.", "paraphrase: on/in/at (seat or bed)"),
     ("A city at night.", "A city in the night.", "paraphrase: on/in/at (time)"),  # the article goes with the object
