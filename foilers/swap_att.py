@@ -33,7 +33,7 @@ from foilforge.foilers.lang.attributes import class_of, in_a_shaded_colour, pers
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.foilers.lang.number import names_a_person
-from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap, recase
 from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (
@@ -135,7 +135,9 @@ class SwapAttributeFoiler(SwapFoiler):
             if misread:
                 stats[f"rejected_{misread}"] += 1
                 continue
-            edits = [(x.idx, x.idx + len(x), y.text), (y.idx, y.idx + len(y), x.text)]
+            start = doc[0].idx
+            edits = [(x.idx, x.idx + len(x), recase(y.text, x.idx == start, y.idx == start, y.tag_ == "NNP")),
+                     (y.idx, y.idx + len(y), recase(x.text, y.idx == start, x.idx == start, x.tag_ == "NNP"))]
             for adjective, new in ((x, y), (y, x)):
                 before = doc[adjective.i - 1] if adjective.i > 0 else None
                 if before is not None and before.lower_ in ("a", "an"):

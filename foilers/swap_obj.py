@@ -43,7 +43,7 @@ from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.coref import noun_number
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap, recase
 from foilforge.foilers.lang.symmetric import symmetric_pair
 from foilforge.records import Foil
 
@@ -94,14 +94,6 @@ def animacy(token) -> str:
     if noun_gender(token.text, token.lemma_) != "thing":
         return "human"
     return "animal" if _wordnet_lexname(token.lemma_.lower()) == "noun.animal" else "thing"
-
-
-def recase(text: str, at_start: bool, was_at_start: bool, root_is_proper: bool = False) -> str:
-    if at_start:
-        return text[:1].upper() + text[1:]
-    if was_at_start and not root_is_proper and not text.startswith("I "):
-        return text[:1].lower() + text[1:]
-    return text
 
 
 @FOILERS.register("swap_obj.v1")

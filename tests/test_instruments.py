@@ -222,6 +222,8 @@ def test_swap_obj_refuses(caption):
     # became "A white red and yellow fire truck ..."): only the colours swap
     ("A large red truck passed by a white car.", "A large white truck passed by a red car."),
     ("A small kitten resting on a brown leather couch", "A brown kitten resting on a small leather couch"),
+    # the adjective that lands at the start takes the capital, the one that leaves gives it up
+    ("Red cars parked next to a white house.", "White cars parked next to a red house."),
 ])
 def test_swap_att_exact(caption, foil):
     assert all_foils("swap_att.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"] == [foil]

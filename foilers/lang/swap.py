@@ -40,6 +40,16 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(out) + text[cursor:]
 
 
+def recase(text: str, at_start: bool, was_at_start: bool, root_is_proper: bool = False) -> str:
+    """`text` as it reads where it lands: capitalised at the caption's start, lower-cased when it leaves the start
+    (not a proper noun, not "I ...")."""
+    if at_start:
+        return text[:1].upper() + text[1:]
+    if was_at_start and not root_is_proper and not text.startswith("I "):
+        return text[:1].lower() + text[1:]
+    return text
+
+
 def content_lemmas(doc) -> Counter:
     """Multiset of lower-cased lemmas of nouns, adjectives and numerals."""
     return Counter(t.lemma_.lower() for t in doc if t.pos_ in CONTENT_POS)
