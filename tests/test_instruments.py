@@ -189,8 +189,9 @@ def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):
     ("A cat in front of a dog.", "A dog in front of a cat."),
     ("A woman holding a phone next to a man.", "A man holding a phone next to a woman."),
     ("Elderly man sitting on a bench facing the beach.", "Elderly man sitting on the beach facing a bench."),
-    # "next to" holds both ways, but the shirt moves with the swap
+    # "next to" holds both ways, but the shirt moves with the swap; each has a place of its own
     ("A man in a red shirt standing next to a woman.", "A woman in a red shirt standing next to a man."),
+    ("A cat sitting on a couch with a dog on the floor.", "A dog sitting on a couch with a cat on the floor."),
 ])
 def test_swap_obj_candidates(caption, foil):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
@@ -209,6 +210,18 @@ def test_swap_obj_refuses(caption):
     # a coordination or a symmetric relation says the same thing swapped; "his phone" cannot move before its
     # antecedent
     assert foils == []
+
+
+@pytest.mark.parametrize("caption, swapped", [
+    # a place said of one side is where both are (the sample build's caption, COCO val 2017 captions)
+    ("A white dog sleeping next to a black cat on the floor.", "A black cat sleeping next to a white dog on the floor."),
+    ("A refrigerator next to a red wall in the kitchen.", "A red wall next to a refrigerator in the kitchen."),
+    ("A wooden laptop sitting next to a white keyboard on the desk.",
+     "A white keyboard sitting next to a wooden laptop on the desk."),
+])
+def test_swap_obj_never_swaps_the_two_ends_of_a_relation_that_holds_both_ways(caption, swapped):
+    foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
+    assert swapped not in foils and foils  # the caption's other swaps stay
 
 
 @pytest.mark.parametrize("caption, foil", [

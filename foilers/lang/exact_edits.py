@@ -343,7 +343,7 @@ class ExactEditChecker:
                        for part in (first, second)):
                 return SWAP_OBJ_KIND
             heads = [_phrase_head(part) for part in (first, second)]
-            if None not in heads and symmetric_pair(*heads):
+            if None not in heads and _same_words_swapped(*heads) and symmetric_pair(heads[0][0], heads[1][0]):
                 return SWAP_OBJ_SYMMETRIC
         elif not all(kind_of(part) == "adjective" for part in (first, second)):
             return SWAP_ATT_KIND
@@ -394,12 +394,21 @@ class ExactEditChecker:
 
 
 def _phrase_head(span_tokens):
-    """The noun that heads an exchanged stretch (its head outside the stretch), or None."""
+    """(the noun that heads an exchanged stretch, its head outside the stretch; the words before it in its phrase
+    that the stretch leaves behind, articles aside), or None."""
     inside = {t.i for t in span_tokens}
     for token in span_tokens:
         if token.pos_ in ("NOUN", "PROPN") and (token.head.i not in inside or token.head.i == token.i):
-            return token
+            left_behind = [t.lower_ for t in token.subtree if t.i < token.i and t.i not in inside]
+            return token, [w for w in left_behind if w not in ("a", "an", "the")]
     return None
+
+
+def _same_words_swapped(first, second) -> bool:
+    """Whether the exchange swaps two whole noun phrases: whatever the stretches leave before their nouns is the
+    same on both ("a white truck" / "a white trailer"); a modifier left behind on one side only ("a large vase" ->
+    "a large candle") moves what it says to the other noun, a change of its own."""
+    return first[1] == second[1]
 
 
 def _widen_relation(doc, span_tokens) -> list:

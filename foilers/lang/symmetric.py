@@ -20,6 +20,9 @@ RECIPROCAL_VERBS = frozenset(("hug", "kiss", "embrace", "meet", "marry", "greet"
 
 #: dependents that say something of their head besides the link: an object, a prepositional phrase, a clause
 OWN_RELATIONS = frozenset(("dobj", "dative", "prep", "agent", "acl", "relcl", "advcl", "xcomp", "ccomp"))
+#: prepositions of a place ("on the floor", "in the kitchen"): two things next to each other share it
+LOCATIVE_PREPOSITIONS = frozenset(("on", "in", "at", "inside", "under", "underneath", "beneath", "atop", "upon",
+                                   "within", "behind", "above", "below", "over", "outside"))
 
 
 def _link(other):
@@ -44,47 +47,86 @@ def _link(other):
     return None
 
 
-def _says_more(token, besides: set) -> bool:
-    """`token` has a dependent of OWN_RELATIONS other than those in `besides`, or an adjective with a phrase of
-    its own ("a plate full of noodles")."""
-    return any((c.dep_ in OWN_RELATIONS or c.dep_ == "amod" and any(g.dep_ == "prep" for g in c.children))
-               and c.i not in besides for c in token.children)
+def _is_place(phrase) -> bool:
+    """A prepositional phrase that says where ("on the floor"), not what one wears ("in a red shirt"), which part
+    of the view ("in the background", "in front of": the part nouns tell the two apart) nor where one is from the
+    other ("behind it")."""
+    from foilforge.entailment import spatial_table
+    from foilforge.foilers.lang.number import PART_NOUNS
 
-
-def symmetric_link(anchor, other) -> bool:
-    """`other` is linked to `anchor` by a relation that holds both ways and the caption says nothing else of
-    either: "A train is next to an overhang", "A refrigerator next to a red wall", "A dog playing with a cat",
-    "A man hugging a woman". Swapping such a pair says the same thing ("An overhang is next to a train"), a foil
-    true of the image. The link hangs on `anchor` itself (the head of a noun-phrase caption), or on a verb whose
-    subject `anchor` is, or which describes it as the caption's head or a subject ("a dirt bike parked near a
-    tent" -> "a tent parked near a dirt bike", true whenever the tent is parked too, which the caption leaves
-    open).
-
-    Anything else said of either side moves with the swap and makes it a foil: an object of the verb ("A woman
-    holding a phone next to a man" -> the man holds it; "cutting a cake with a knife": "with" names the tool),
-    another phrase of the verb ("A girl sitting on a bed next to a lamp" -> the lamp is on the bed), of the
-    anchor ("A man in a red shirt next to a woman", "a plate full of noodles next to a fork") or of the other
-    ("A cat sitting with a dog on the floor"), the anchor's own part in the sentence ("The table near the
-    kitchen has a bowl of fruit on it" -> the kitchen has it).
-    Whether a phrase such as "in the kitchen" holds of both is a question for the image, not the text."""
-    found = _link(other)
-    if found is None:
+    if phrase.dep_ != "prep" or phrase.lower_ not in LOCATIVE_PREPOSITIONS:
         return False
-    carrier, link = found
-    if _says_more(other, set()):
+    objects = [c for c in phrase.children if c.dep_ == "pobj"]
+    # "behind it": a place relative to the other thing, a relation that does not hold both ways
+    if not objects or objects[0].pos_ == "PRON" or objects[0].lower_ in PART_NOUNS or \
+            objects[0].lemma_.lower() in PART_NOUNS:
         return False
+    noun = objects[0]
+    compound = " ".join([c.lower_ for c in noun.children if c.dep_ == "compound" and c.i < noun.i] + [noun.lower_])
+    return spatial_table().object_class(compound, ("clothing",)) is None
+
+
+def _said_of(token, besides: set) -> tuple[list, list]:
+    """(places, other relations): the dependents of OWN_RELATIONS of `token` but those in `besides`, split into
+    phrases of a place and the rest (an adjective or adverb with a phrase of its own, "a plate full of noodles",
+    "with a chair next to it", is one of the rest)."""
+    places, rest = [], []
+    for c in token.children:
+        if c.i in besides:
+            continue
+        if c.dep_ in OWN_RELATIONS:
+            (places if _is_place(c) else rest).append(c)
+        elif c.dep_ in ("amod", "advmod") and any(g.dep_ == "prep" for g in c.children):
+            rest.append(c)  # "full of noodles", "(with a chair) next to it"
+    return places, rest
+
+
+def _anchor_side(anchor, carrier, link: set, other) -> tuple[list, list] | None:
+    """What the caption says of `anchor` and the verb carrying the link besides the link (places, other relations),
+    or None when the link's carrier is no verb of `anchor`'s or `anchor` plays another part in the sentence."""
     if carrier.i == anchor.i:  # a noun-phrase caption: a subject's verb would pass to the other side
-        return anchor.dep_ == "ROOT" and not _says_more(anchor, link)
-    if carrier.pos_ not in ("VERB", "AUX") or _says_more(carrier, link | {other.i}):
-        return False
+        return _said_of(anchor, link) if anchor.dep_ == "ROOT" else None
+    if carrier.pos_ not in ("VERB", "AUX"):
+        return None
     verb = carrier
     while verb.dep_ == "conj":  # "stands and talks with a woman": the subject is the first verb's
         verb = verb.head
     if anchor.dep_ in SUBJECT_DEPS and anchor.head.i == verb.i:
-        return not _says_more(anchor, set())
-    if verb.dep_ in ("acl", "relcl") and verb.head.i == anchor.i and anchor.dep_ in ("ROOT", *SUBJECT_DEPS):
-        return not _says_more(anchor, {verb.i})
-    return False
+        besides = set()
+    elif verb.dep_ in ("acl", "relcl") and verb.head.i == anchor.i and anchor.dep_ in ("ROOT", *SUBJECT_DEPS):
+        besides = {verb.i}
+    else:
+        return None
+    places, rest = _said_of(anchor, besides)
+    verb_places, verb_rest = _said_of(carrier, link | {other.i})
+    return places + verb_places, rest + verb_rest
+
+
+def symmetric_link(anchor, other) -> bool:
+    """`other` is linked to `anchor` by a relation that holds both ways and the caption says nothing else that
+    tells them apart: "A train is next to an overhang", "A white dog sleeping next to a black cat on the floor",
+    "A dog playing with a cat", "A man hugging a woman". Swapping such a pair says the same thing ("A black cat
+    sleeping next to a white dog on the floor"), a foil true of the image. The link hangs on `anchor` itself (the
+    head of a noun-phrase caption), or on a verb whose subject `anchor` is, or which describes it as the
+    caption's head or a subject ("a dirt bike parked near a tent" -> "a tent parked near a dirt bike", true
+    whenever the tent is parked too, which the caption leaves open).
+
+    A place said of one side only ("on the floor", "sitting on a couch") is where both are: things next to each
+    other share it, whichever noun the phrase hangs on. What tells them apart, and so moves with the swap and makes
+    it a foil: an object of the verb ("A woman holding a phone next to a man" -> the man holds it; "cutting a cake
+    with a knife": "with" names the tool), any other phrase or clause ("A man in a red shirt next to a woman",
+    "a plate full of noodles next to a fork"), a place on each side ("A cat sitting on a couch with a dog on the
+    floor"), or the anchor's own part in the sentence ("The table near the kitchen has a bowl of fruit on it")."""
+    found = _link(other)
+    if found is None:
+        return False
+    carrier, link = found
+    anchor_side = _anchor_side(anchor, carrier, link, other)
+    if anchor_side is None:
+        return False
+    anchor_places, anchor_rest = anchor_side
+    other_places, other_rest = _said_of(other, set())
+    return not anchor_rest and not other_rest and not (anchor_places and other_places)
 
 
 def symmetric_pair(a, b) -> bool:
