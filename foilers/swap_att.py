@@ -33,7 +33,7 @@ from foilforge.foilers.lang.attributes import class_of, in_a_shaded_colour, pers
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.inflection import indefinite_article
 from foilforge.foilers.lang.number import names_a_person
-from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap, recase
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, recase
 from foilforge.records import Foil
 
 SKIP_ADJECTIVES = (
@@ -148,24 +148,12 @@ class SwapAttributeFoiler(SwapFoiler):
             out.append((x, y, apply_edits(caption, edits)))
         return out
 
-    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
-        """Every grammatical attribute swap of the caption (the rejected ones counted in `stats`)."""
-        parses = parses or ExactEditChecker(self.load_nlp())
-        stats = Counter() if stats is None else stats
-        doc = parses.parse(caption)
-        out = []
-        for x, y, foil in self.drafts(doc, caption, stats):
-            ok, reason = grammatical_swap(parses.parse, doc, foil)
-            if not ok:
-                stats[f"rejected_{reason}"] += 1
-                continue
-            stats["candidates"] += 1
-            caption_span, foil_span = changed_span(caption, foil)
-            out.append(Foil(caption=caption, foil=foil, classes=x.lower_,
-                            classes_foil=y.lower_, caption_span=caption_span,
-                            foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"},
-                            internal={"phrases": ((x.idx, x.idx + len(x)), (y.idx, y.idx + len(y)))}))
-        return out
+    def foil_of_draft(self, caption: str, draft: tuple) -> Foil:
+        x, y, foil = draft
+        caption_span, foil_span = changed_span(caption, foil)
+        return Foil(caption=caption, foil=foil, classes=x.lower_, classes_foil=y.lower_, caption_span=caption_span,
+                    foil_span=foil_span, extras={"foil_method": f"{x.lower_}<->{y.lower_}"},
+                    internal={"phrases": ((x.idx, x.idx + len(x)), (y.idx, y.idx + len(y)))})
 
     def _foils(self, sample: dict, rng: random.Random, parses: ExactEditChecker, stats: Counter) -> list[Foil]:
         found = self.candidates(sample["caption"], parses, stats)

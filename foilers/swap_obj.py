@@ -43,7 +43,7 @@ from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.coref import noun_number
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
-from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, grammatical_swap, recase
+from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, recase
 from foilforge.foilers.lang.symmetric import symmetric_pair
 from foilforge.records import Foil
 
@@ -200,27 +200,16 @@ class SwapObjectFoiler(SwapFoiler):
                 out.append(((a, ha), (b, hb), foil))
         return out
 
-    def candidates(self, caption: str, parses: ExactEditChecker | None = None, stats: Counter | None = None) -> list[Foil]:
-        """Every grammatical object swap of the caption (the rejected ones counted in `stats`)."""
-        parses = parses or ExactEditChecker(self.load_nlp())
-        stats = Counter() if stats is None else stats
-        doc = parses.parse(caption)
-        out = []
-        for (a, ha), (b, hb), foil in self.drafts(doc, caption, stats):
-            ok, reason = grammatical_swap(parses.parse, doc, foil)
-            if not ok:
-                stats[f"rejected_{reason}"] += 1
-                continue
-            stats["candidates"] += 1
-            caption_span, foil_span = changed_span(caption, foil)
-            kinds = (animacy(ha), animacy(hb))
-            nested = self.modifies(ha, hb) or self.modifies(hb, ha)
-            out.append(Foil(caption=caption, foil=foil, classes=ha.lemma_.lower(), classes_foil=hb.lemma_.lower(),
-                            caption_span=caption_span, foil_span=foil_span,
-                            extras={"foil_method": f"{ha.dep_}<->{hb.dep_}", "swap_kinds": f"{kinds[0]}<->{kinds[1]}",
-                                    "swap_nested": nested},
-                            internal={"phrases": ((a.start_char, a.end_char), (b.start_char, b.end_char))}))
-        return out
+    def foil_of_draft(self, caption: str, draft: tuple) -> Foil:
+        (a, ha), (b, hb), foil = draft
+        caption_span, foil_span = changed_span(caption, foil)
+        kinds = (animacy(ha), animacy(hb))
+        nested = self.modifies(ha, hb) or self.modifies(hb, ha)
+        return Foil(caption=caption, foil=foil, classes=ha.lemma_.lower(), classes_foil=hb.lemma_.lower(),
+                    caption_span=caption_span, foil_span=foil_span,
+                    extras={"foil_method": f"{ha.dep_}<->{hb.dep_}", "swap_kinds": f"{kinds[0]}<->{kinds[1]}",
+                            "swap_nested": nested},
+                    internal={"phrases": ((a.start_char, a.end_char), (b.start_char, b.end_char))})
 
     def render(self, doc, caption: str, first, second, stats: Counter | None = None) -> str | None:
         (a, ha), (b, hb) = first, second

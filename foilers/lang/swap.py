@@ -153,6 +153,28 @@ class SwapFoiler(SugarFoiler):
         """The rule-allowed swaps of one parsed caption, each tuple ending with its foil text (subclasses)."""
         raise NotImplementedError
 
+    def foil_of_draft(self, caption: str, draft: tuple) -> Foil:
+        """The candidate of one draft that passed the re-parse check (subclasses)."""
+        raise NotImplementedError
+
+    def candidates(self, caption: str, parses=None, stats: Counter | None = None) -> list[Foil]:
+        """Every grammatical swap of the caption: the drafts whose re-parse `grammatical_swap` accepts (the others
+        counted in `stats` by reason)."""
+        from foilforge.foilers.lang.exact_edits import ExactEditChecker
+
+        parses = parses or ExactEditChecker(self.load_nlp())
+        stats = Counter() if stats is None else stats
+        doc = parses.parse(caption)
+        out = []
+        for draft in self.drafts(doc, caption, stats):
+            ok, reason = grammatical_swap(parses.parse, doc, draft[-1])
+            if not ok:
+                stats[f"rejected_{reason}"] += 1
+                continue
+            stats["candidates"] += 1
+            out.append(self.foil_of_draft(caption, draft))
+        return out
+
     def parse_before_sites(self, samples: list[dict], checker) -> None:
         """Every sample's drafts parsed in one batch: `grammatical_swap` then reads these parses, the ones it would
         make text by text (spaCy's annotations do not depend on the batch: tests/test_nlp_batching.py)."""
