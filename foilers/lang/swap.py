@@ -4,6 +4,7 @@ A swap keeps the words and changes who does what or what has which property.
 These helpers make the edits and check them:
 
 * `apply_edits(text, edits)`: replace character spans (non-overlapping) at once;
+* `recase(text, ...)`: a moved word or phrase capitalised at the caption's start, lower-cased when it leaves it;
 * `content_lemmas(doc)`: the multiset of noun, adjective and numeral lemmas, which a
   swap must leave equal on both sides (spaCy's lemmas; "men" -> "man");
 * `grammatical_swap(parse, caption, foil)`: the foil's re-parse shows no more
