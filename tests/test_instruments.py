@@ -204,6 +204,8 @@ def test_swap_obj_candidates(caption, foil):
     "A yellow and blue train is next to an overhang.", "A white truck parked next to a white trailer.",
     "A small black and brown dog sitting next to a motorcycle.", "A bench sits opposite a fountain.",
     "A man sitting across from a woman.", "A man is walking with a dog.", "A man hugging a woman.",
+    # the sample build's caption: a corner is where both are
+    "A blue chair next to a black lamp in the corner.",
 ])
 def test_swap_obj_refuses(caption):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
@@ -218,6 +220,8 @@ def test_swap_obj_refuses(caption):
     ("A refrigerator next to a red wall in the kitchen.", "A red wall next to a refrigerator in the kitchen."),
     ("A wooden laptop sitting next to a white keyboard on the desk.",
      "A white keyboard sitting next to a wooden laptop on the desk."),
+    # the sample build's caption: "of cereal" is part of the noun phrase
+    ("Two bowls of cereal on a round table next to a spoon.", "A spoon on a round table next to two bowls of cereal."),
 ])
 def test_swap_obj_never_swaps_the_two_ends_of_a_relation_that_holds_both_ways(caption, swapped):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]

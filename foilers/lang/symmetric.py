@@ -25,6 +25,10 @@ LOCATIVE_PREPOSITIONS = frozenset(("on", "in", "at", "inside", "under", "underne
                                    "within", "behind", "above", "below", "over", "outside"))
 
 
+#: the layers of a picture: "a rainbow in the background" tells it apart from the street in front
+VIEW_LAYERS = frozenset(("background", "foreground", "distance"))
+
+
 def _link(other):
     """(carrier, link tokens): the word the symmetric relation to `other` hangs on and the tokens that make the
     relation ("near"; "next" of "next to"; a reciprocal verb's object itself), or None."""
@@ -48,18 +52,15 @@ def _link(other):
 
 
 def _is_place(phrase) -> bool:
-    """A prepositional phrase that says where ("on the floor"), not what one wears ("in a red shirt"), which part
-    of the view ("in the background", "in front of": the part nouns tell the two apart) nor where one is from the
-    other ("behind it")."""
+    """A prepositional phrase that says where ("on the floor", "in the corner"), not what one wears ("in a red
+    shirt"), which layer of the view ("in the background") nor where one is from the other ("behind it")."""
     from foilforge.entailment import spatial_table
-    from foilforge.foilers.lang.number import PART_NOUNS
 
     if phrase.dep_ != "prep" or phrase.lower_ not in LOCATIVE_PREPOSITIONS:
         return False
     objects = [c for c in phrase.children if c.dep_ == "pobj"]
     # "behind it": a place relative to the other thing, a relation that does not hold both ways
-    if not objects or objects[0].pos_ == "PRON" or objects[0].lower_ in PART_NOUNS or \
-            objects[0].lemma_.lower() in PART_NOUNS:
+    if not objects or objects[0].pos_ == "PRON" or objects[0].lower_ in VIEW_LAYERS:
         return False
     noun = objects[0]
     compound = " ".join([c.lower_ for c in noun.children if c.dep_ == "compound" and c.i < noun.i] + [noun.lower_])
@@ -72,7 +73,7 @@ def _said_of(token, besides: set) -> tuple[list, list]:
     "with a chair next to it", is one of the rest)."""
     places, rest = [], []
     for c in token.children:
-        if c.i in besides:
+        if c.i in besides or c.dep_ == "prep" and c.lower_ == "of":  # "a glass of beer": part of the noun phrase
             continue
         if c.dep_ in OWN_RELATIONS:
             (places if _is_place(c) else rest).append(c)
