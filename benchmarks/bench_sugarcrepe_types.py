@@ -46,8 +46,8 @@ def proposer_block(params: dict, type_: str, args) -> dict:
     if args.proposer == "lexicon":
         block = json.loads(json.dumps((params["instruments"][type_]["args"].get("proposer"))
                                       or {"name": "lexicon", "args": {}}))
-        if args.ranker == "counts" or "scorer" not in block["args"]:
-            block["args"].pop("scorer", None)
+        if args.scorer == "counts" or not block["args"].get("ranker"):
+            block["args"]["ranker"] = None  # the lexicon ranks by the words' counts in the run's captions
         elif args.device:
             block["args"]["ranker"].update(device=args.device, dtype=args.dtype)
         return block
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     output = Path(args.output)
     result = read_metrics(output)
     result.update({"captions_file": "captions_val2017.json", "images": args.images, "captions": len(samples),
-                   "proposer": args.proposer, "scorer": args.ranker, "device": args.device or "cpu",
+                   "proposer": args.proposer, "scorer": args.scorer, "device": args.device or "cpu",
                    "dtype": args.dtype})
     result.setdefault("types", {})
     for type_ in args.types.split(","):
