@@ -22,11 +22,11 @@ only a second image (a Winoground group) takes it away.
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
+from foilforge.foilers.lang.coref import SUBJECT_DEPS
 from foilforge.foilers.lang.number import PART_NOUNS, QUANTITY_NOUNS
 from foilforge.foilers.lang.sugar import (
     FINITE_TAGS,
     NOUN_TAGS,
-    SUBJECT_DEPS,
     SiteContext,
     SugarFoiler,
     names_something_seen,

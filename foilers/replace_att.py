@@ -19,21 +19,15 @@ from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import (
     AMOUNT_READ_CLASS,
     class_of,
+    described_nouns,
     in_a_shaded_colour,
+    misfit_age_words,
     person_misread,
     without_determiner,
 )
 from foilforge.foilers.lang.number import names_a_person
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
-
-
-def described_nouns(adjective) -> list:
-    """The nouns an adjective is said of: its head for `amod` ("a red car"), the subject of its verb for `acomp`
-    ("the car is red")."""
-    if adjective.dep_ == "amod":
-        return [adjective.head]
-    return [c for c in adjective.head.children if c.dep_ in ("nsubj", "nsubjpass")]
 
 
 @FOILERS.register("replace_att.v1")
@@ -82,5 +76,6 @@ class ReplaceAttribute(SugarFoiler):
             end = token.idx + len(token)
             out.append(EditSite("replace_att", caption, (start, end), caption[start:end], f"{sample['id']}/{token.i}",
                                 word=token.lower_, pos="adjective", tag=token.tag_,
-                                attribute_class=attribute_class.name, avoid=where.avoid))
+                                attribute_class=attribute_class.name,
+                                avoid=where.avoid | misfit_age_words(nouns)))
         return out

@@ -124,6 +124,7 @@ class SwapAttributeFoiler(SwapFoiler):
     def drafts(self, doc, caption: str, stats: Counter) -> list[tuple]:
         """(x, y, foil) for each pair of adjectives the rules allow, before the re-parse's check."""
         out = []
+        start = doc[0].idx
         for x, y in itertools.combinations(self.adjectives(doc, stats), 2):
             if x.head.i == y.head.i or x.lower_ == y.lower_:
                 stats["same_noun_or_adjective"] += 1
@@ -135,7 +136,6 @@ class SwapAttributeFoiler(SwapFoiler):
             if misread:
                 stats[f"rejected_{misread}"] += 1
                 continue
-            start = doc[0].idx
             edits = [(x.idx, x.idx + len(x), recase(y.text, x.idx == start, y.idx == start, y.tag_ == "NNP")),
                      (y.idx, y.idx + len(y), recase(x.text, y.idx == start, x.idx == start, x.tag_ == "NNP"))]
             for adjective, new in ((x, y), (y, x)):

@@ -40,7 +40,7 @@ from collections import Counter
 
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
-from foilforge.foilers.lang.coref import noun_number
+from foilforge.foilers.lang.coref import SUBJECT_DEPS, noun_number
 from foilforge.foilers.lang.exact_edits import ExactEditChecker
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
 from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, recase
@@ -48,7 +48,6 @@ from foilforge.foilers.lang.symmetric import symmetric_pair
 from foilforge.records import Foil
 
 NOUN_TAGS = ("NN", "NNS")
-SUBJECT_DEPS = ("nsubj", "nsubjpass")
 
 
 COLLECTIVE_HEADS = ("bunch", "group", "herd", "flock", "crowd", "pair", "pack", "team", "family", "set", "pile", "stack")

@@ -222,6 +222,11 @@ def test_swap_obj_refuses(caption):
      "A white keyboard sitting next to a wooden laptop on the desk."),
     # the sample build's caption: "of cereal" is part of the noun phrase
     ("Two bowls of cereal on a round table next to a spoon.", "A spoon on a round table next to two bowls of cereal."),
+    # the parse hangs "next to" / "near" on the place ("a couch next to a dog"); read as the cat's, the swap says
+    # the same thing (the last two are COCO val 2017 captions)
+    ("A cat sleeping on a couch next to a dog.", "A dog sleeping on a couch next to a cat."),
+    ("A man that is standing in the grass near animals.", "Animals that is standing in the grass near a man."),
+    ("A bus traveling on a freeway next to other traffic.", "Other traffic traveling on a freeway next to a bus."),
 ])
 def test_swap_obj_never_swaps_the_two_ends_of_a_relation_that_holds_both_ways(caption, swapped):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]

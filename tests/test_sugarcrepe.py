@@ -44,6 +44,8 @@ ACCEPTED = [
     ("replace_obj", "A woman sitting on a park bench.", "A woman sitting on a chair."),
     ("replace_att", "A red car parked on a street.", "A blue car parked on a street."),
     ("replace_att", "A big dog on the grass.", "A small dog on the grass."),
+    ("replace_att", "An old man sits on a bench.", "A young man sits on a bench."),
+    ("replace_att", "An old building on a street.", "A new building on a street."),
     ("replace_rel", "A cat sitting on a mat.", "A cat sitting under a mat."),
     ("replace_rel", "A man riding a horse.", "A man feeding a horse."),
     ("swap_obj", "A woman prepares a pizza while a man watches.", "A man prepares a pizza while a woman watches."),
@@ -66,6 +68,9 @@ REFUSED = [
     ("replace_att", "A red car parked on a street.", "A red truck parked on a street.",
      "replace_att: the replaced words are not adjectives"),
     ("replace_att", "A gray cat on a chair.", "A grey cat on a chair.", "paraphrase: synonym"),
+    # "young" is said of living things, "new" of the rest (COCO val 2017: "an old room" became "a young room")
+    ("replace_att", "An old room with a bed.", "A young room with a bed.", ee.ATT_AGE_MISFIT),
+    ("replace_att", "The old man sits on a bench.", "The new man sits on a bench.", ee.ATT_AGE_MISFIT),
     ("replace_rel", "A cat sitting next to a dog.", "A cat sitting beside a dog.", "paraphrase: spatial synonym"),
     # SugarCrepe's unrefined replace_rel: an insertion, not a replaced relation
     ("replace_rel", "A man is in a kitchen making pizzas.", "A man is in a kitchen cleaning up after making pizzas.",
@@ -78,6 +83,9 @@ REFUSED = [
     # a relation that holds both ways: the swap says the same thing (a COCO val 2017 caption)
     ("swap_obj", "A white truck parked next to a white trailer.", "A white trailer parked next to a white truck.",
      ee.SWAP_OBJ_SYMMETRIC),
+    # ... where "next to" may hang on the couch or on the cat: either reading is tried
+    ("swap_obj", "A cat sleeping on a couch next to a dog.", "A dog sleeping on a couch next to a cat.",
+     ee.SWAP_OBJ_SYMMETRIC),
     ("swap_att", "A red car next to a white house.", "A car next to a white red house.", ee.SWAP_ATT_KIND),
     ("add_obj", "A cat and dog napping together on the couch.",
      "A cat and a dog napping together under a blanket on the couch.", ee.ADD_NOT_ONE),
@@ -86,6 +94,7 @@ REFUSED = [
     ("add_obj", "A dog sleeping on a couch.", "A dog and an animal sleeping on a couch.", ee.ADD_IMPLIED),
     ("add_att", "A dog sleeping on a couch.", "A dog sleeping on a couch with a hat.", ee.ADD_ATT_KIND),
     ("add_att", "A brown dog on a couch.", "A brown dog on a brown couch.", ee.ADD_ON_IMAGE),
+    ("add_att", "A dog sleeping on a couch.", "A dog sleeping on a young couch.", ee.ATT_AGE_MISFIT),
 ]
 
 
@@ -524,6 +533,23 @@ def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
     assert replace_sites("A white man holds a red umbrella.") == ["red"]
     assert replace_sites("The woman is black and the car is red.") == ["red"]
     assert replace_sites("A white dog holds a red ball.") == ["white", "red"]
+
+
+def test_an_age_word_is_proposed_only_for_the_kind_of_noun_it_is_said_of(nlp):
+    """"young" is said of living things and "new" of the rest: the site of "old" avoids the other one."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(("blue",)), random.Random(0), Counter(), None)
+    replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
+
+    def avoided(caption):
+        return [(s.word, sorted(s.avoid)) for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    assert avoided("An old room with an old dog.") == [("old", ["blue", "young"]), ("old", ["blue", "new"])]
+    assert avoided("The house is old.") == [("old", ["blue", "young"])]
+    assert avoided("An old tree near an old woman.") == [("old", ["blue", "new"]), ("old", ["blue", "new"])]
 
 
 def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):

@@ -54,6 +54,45 @@ def takes_attributes(lemma: str) -> bool:
     return any(synset.lexname() not in UNSEEN_LEXNAMES for synset in synsets)
 
 
+#: WordNet lexicographer files of nouns that name a living thing
+LIVING_LEXNAMES = frozenset(("noun.person", "noun.animal", "noun.plant"))
+#: the age words WordNet keeps for one kind of noun (old.a.02 / young.a.01 of living things, old.a.01 / new.a.01
+#: of the rest): "an old room" -> "a young room" or "an old man" -> "a new man" is nonsense the text alone gives away
+AGE_WORDS_OF_LIVING_THINGS = frozenset(("young",))
+AGE_WORDS_OF_OTHER_THINGS = frozenset(("new",))
+
+
+def described_nouns(adjective) -> list:
+    """The nouns an adjective is said of: its head for `amod` ("a red car"), the subject of its verb for `acomp`
+    ("the car is red")."""
+    if adjective.dep_ == "amod":
+        return [adjective.head]
+    return [c for c in adjective.head.children if c.dep_ in ("nsubj", "nsubjpass")]
+
+
+@functools.lru_cache(maxsize=16384)
+def names_a_living_thing(word: str, lemma: str) -> bool | None:
+    """Whether a noun names a living thing (a person, an animal, a plant) by its first WordNet sense; None for a
+    group ("people", "a team": young and new people alike) or a word WordNet does not know."""
+    from foilforge.foilers.lang.exact_edits import _synsets
+
+    synsets = _synsets(lemma, "n") or _synsets(word, "n")
+    if not synsets or synsets[0].lexname() == "noun.group":
+        return None
+    return synsets[0].lexname() in LIVING_LEXNAMES
+
+
+def misfit_age_words(nouns) -> frozenset:
+    """The age words whose sense does not fit the nouns (spaCy tokens) they would be said of: "young" of a thing,
+    "new" of a living thing; nothing for a noun WordNet does not know."""
+    out = set()
+    for noun in nouns:
+        living = names_a_living_thing(noun.lower_, noun.lemma_.lower())
+        if living is not None:
+            out |= AGE_WORDS_OF_OTHER_THINGS if living else AGE_WORDS_OF_LIVING_THINGS
+    return frozenset(out)
+
+
 def person_misread(word: str) -> str | None:
     """How an attribute word said of a person reads other than as an attribute to see: a colour as skin colour
     ("colour"), little, big, small or large as age ("size"); None when it reads as itself."""

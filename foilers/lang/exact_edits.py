@@ -17,14 +17,15 @@ and an article's a/an aside, nothing else may differ.
   however the parser tags them; verbs, or prepositions, for a relation); the new word not related to the old one
   as synonym, hypernym or hyponym, nor a spatial paraphrase (the entailment check, foilforge/entailment.py: WordNet
   and the spatial-relation table); the new word not already in the caption (nor, when given, in another caption of
-  the image).
+  the image); an age word of the kind of noun it is said of ("young" of a living thing, "new" of the rest:
+  foilers/lang/attributes.py).
 * **swap** (`swap_obj`, `swap_att`): the same words (verbs and auxiliaries by lemma, so "is" / "are" agreement
   may follow the moved subject), and the foil is the caption with two stretches exchanged; for swap_obj each holds
   a noun, for swap_att each is one adjective; two noun phrases linked only by a relation that holds both ways
   ("a train next to an overhang", "a man hugging a woman": foilers/lang/symmetric.py) are refused, the swap
   saying the same thing.
 * **add** (`add_obj`, `add_att`): the caption is the foil with exactly one stretch removed (punctuation aside):
-  one adjective (add_att), or one noun phrase with at most its joining words ("and a dog", "next to a lamp";
+  one adjective (add_att; an age word of the kind of noun it is said of, as above), or one noun phrase with at most its joining words ("and a dog", "next to a lamp";
   add_obj); the added noun or adjective is stated by no caption of the image (`image_texts`), and an added noun is
   no synonym, hypernym or hyponym of a noun they state (a "dog" added to a picture of "an animal" may be true).
 * **duplicates**: one (caption, foil) per image (`duplicate_refusals`).
@@ -61,6 +62,7 @@ REPLACE_NOT_REPLACEMENT = "replace: words added or removed, not replaced"
 REPLACE_TOO_LONG = "replace: more than a word or phrase replaced"
 REPLACE_NEW_IN_CAPTION = "replace: the new word is already in the caption"
 REPLACE_NEW_ON_IMAGE = "replace: the new word is stated by a caption of the image"
+ATT_AGE_MISFIT = "attribute: an age word of the wrong kind of noun (young of a thing, new of a living thing)"
 SWAP_WORDS = "swap: not the same words"
 SWAP_NOT_EXCHANGE = "swap: not two stretches exchanged"
 SWAP_OBJ_KIND = "swap_obj: the exchanged stretches are not two noun phrases"
@@ -282,10 +284,13 @@ class ExactEditChecker:
             return reason
         if type_ == "replace_att":
             from foilforge.entailment import SYNONYM
-            from foilforge.foilers.lang.attributes import same_attribute
+            from foilforge.foilers.lang.attributes import described_nouns, misfit_age_words, same_attribute
 
             if same_attribute(last_word(old_span), last_word(new_span)):
                 return SYNONYM
+            adjective = new_span[-1]
+            if adjective.lower_ in misfit_age_words(described_nouns(adjective)):
+                return ATT_AGE_MISFIT
         new_lemmas = {t.lemma_.lower() for t in new_span if t.pos_ not in ("DET", "ADP", "PUNCT", "AUX", "PART")}
         outside = frozenset(w for t in cdoc if not (old_span and old_span[0].i <= t.i <= old_span[-1].i)
                             and t.pos_ not in ("PUNCT", "DET") for w in (t.lemma_.lower(), t.lower_))
@@ -376,10 +381,12 @@ class ExactEditChecker:
         if added_word in self._image_lemmas(image):
             return ADD_ON_IMAGE
         if type_ == "add_att":
-            from foilforge.foilers.lang.attributes import same_attribute
+            from foilforge.foilers.lang.attributes import described_nouns, misfit_age_words, same_attribute
 
             if any(same_attribute(added_word, w) for w in self._image_lemmas(image)):
                 return ADD_ON_IMAGE
+            if added_word in misfit_age_words(described_nouns(words[0])):
+                return ATT_AGE_MISFIT
             return None
         for noun in sorted(self._image_nouns(image)):
             if lexical_relation(noun, added_word, "noun") is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from foilforge.foilers.lang.coref import SUBJECT_DEPS
 from foilforge.foilers.lang.inflection import NUMBER_WORDS
 from foilforge.foilers.lang.number import (
     is_agreeing_verb,
@@ -41,7 +42,6 @@ CONTRASTIVE_MODIFIERS = frozenset(("other", "same", "different", "only", "first"
 PLURAL_A_FOLLOWERS = frozenset(("few", "couple", "number", "lot", "dozen", "handful"))
 #: pl2sg would contradict these words, not the image
 PLURAL_CONTEXT = ("both", "each other", "one another", "together", "respectively", "each", "all")
-SUBJECT_DEPS = ("nsubj", "nsubjpass")
 
 
 @dataclass

@@ -37,8 +37,6 @@ from foilforge.records import Foil
 from foilforge.schema import PositiveInt
 
 NOUN_TAGS = ("NN", "NNS")
-#: dependency labels of a subject: an object added to it changes the verb's number, so no addition there
-SUBJECT_DEPS = ("nsubj", "nsubjpass")
 FINITE_TAGS = ("VBZ", "VBP", "VBD", "MD")
 ADD_ANNOTATED = "add: the added object is annotated on the image"
 

@@ -8,6 +8,8 @@ Other relations are not symmetric: "a cat in front of a dog" / "a dog in front o
 
 from __future__ import annotations
 
+# as foilers/lang/coref.py's: not imported from there, which would make the select stage (the exact-edit checks
+# import this module) depend on the coreference and number rules
 SUBJECT_DEPS = ("nsubj", "nsubjpass")
 # "X near Y" holds exactly when "Y near X" does
 SYMMETRIC_PREPOSITIONS = frozenset(("near", "beside", "besides", "alongside", "by", "opposite", "with"))
@@ -30,8 +32,8 @@ VIEW_LAYERS = frozenset(("background", "foreground", "distance"))
 
 
 def _link(other):
-    """(carrier, link tokens): the word the symmetric relation to `other` hangs on and the tokens that make the
-    relation ("near"; "next" of "next to"; a reciprocal verb's object itself), or None."""
+    """(carrier, link tokens): the word the symmetric relation to `other` hangs on in the parse and the tokens that
+    make the relation ("near"; "next" of "next to"; a reciprocal verb's object itself), or None."""
     if other.dep_ == "dobj" and other.head.lemma_.lower() in RECIPROCAL_VERBS:
         return other.head, {other.i}
     if other.dep_ != "pobj" or other.head.dep_ != "prep":
@@ -49,6 +51,22 @@ def _link(other):
     if word == "from" and particles:  # "sitting across from": "across" a particle of the verb
         return preposition.head, {preposition.i, particles[0].i}
     return None
+
+
+def _readings(other) -> list[tuple]:
+    """The (carrier, link tokens) readings of the symmetric relation to `other`: the parse's, then each higher
+    word it may hang on past a place phrase. "A dog on a bed next to a cat" parses as a bed next to the cat; read
+    as the dog next to the cat, the swap "A cat on a bed next to a dog" says the same thing, and which reading the
+    writer meant the words do not tell, so each is tried."""
+    found = _link(other)
+    if found is None:
+        return []
+    readings = [found]
+    carrier, link = found
+    while carrier.dep_ == "pobj" and carrier.head.dep_ == "prep" and carrier.head.lower_ in LOCATIVE_PREPOSITIONS:
+        carrier = carrier.head.head
+        readings.append((carrier, link))
+    return readings
 
 
 def _is_place(phrase) -> bool:
@@ -110,7 +128,8 @@ def symmetric_link(anchor, other) -> bool:
     sleeping next to a white dog on the floor"), a foil true of the image. The link hangs on `anchor` itself (the
     head of a noun-phrase caption), or on a verb whose subject `anchor` is, or which describes it as the
     caption's head or a subject ("a dirt bike parked near a tent" -> "a tent parked near a dirt bike", true
-    whenever the tent is parked too, which the caption leaves open).
+    whenever the tent is parked too, which the caption leaves open), in the parse's reading or past a place phrase
+    (`_readings`: "A cat sleeping on a couch next to a dog").
 
     A place said of one side only ("on the floor", "sitting on a couch") is where both are: things next to each
     other share it, whichever noun the phrase hangs on. What tells them apart, and so moves with the swap and makes
@@ -118,16 +137,16 @@ def symmetric_link(anchor, other) -> bool:
     with a knife": "with" names the tool), any other phrase or clause ("A man in a red shirt next to a woman",
     "a plate full of noodles next to a fork"), a place on each side ("A cat sitting on a couch with a dog on the
     floor"), or the anchor's own part in the sentence ("The table near the kitchen has a bowl of fruit on it")."""
-    found = _link(other)
-    if found is None:
-        return False
-    carrier, link = found
-    anchor_side = _anchor_side(anchor, carrier, link, other)
-    if anchor_side is None:
-        return False
-    anchor_places, anchor_rest = anchor_side
     other_places, other_rest = _said_of(other, set())
-    return not anchor_rest and not other_rest and not (anchor_places and other_places)
+    if other_rest:
+        return False
+    for carrier, link in _readings(other):
+        anchor_side = _anchor_side(anchor, carrier, link, other)
+        if anchor_side is not None:
+            anchor_places, anchor_rest = anchor_side
+            if not anchor_rest and not (anchor_places and other_places):
+                return True
+    return False
 
 
 def symmetric_pair(a, b) -> bool:
