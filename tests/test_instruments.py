@@ -192,6 +192,11 @@ def test_coco_ingest_names_a_bad_instance_annotation(tmp_path):
     # "next to" holds both ways, but the shirt moves with the swap; each has a place of its own
     ("A man in a red shirt standing next to a woman.", "A woman in a red shirt standing next to a man."),
     ("A cat sitting on a couch with a dog on the floor.", "A dog sitting on a couch with a cat on the floor."),
+    # a place said without a verb is the anchor's own; another phrase on the place may be either side's (COCO val
+    # 2017 captions, in SugarCrepe's unrefined swaps)
+    ("A small white truck on the road next to trees.", "Trees on the road next to a small white truck."),
+    ("A black and white cow stands in a paddock with firewood in the background.",
+     "Firewood stands in a paddock with a black and white cow in the background."),
 ])
 def test_swap_obj_candidates(caption, foil):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]
@@ -227,6 +232,8 @@ def test_swap_obj_refuses(caption):
     ("A cat sleeping on a couch next to a dog.", "A dog sleeping on a couch next to a cat."),
     ("A man that is standing in the grass near animals.", "Animals that is standing in the grass near a man."),
     ("A bus traveling on a freeway next to other traffic.", "Other traffic traveling on a freeway next to a bus."),
+    # a companion ("with") shares the place (COCO val 2017 captions, in SugarCrepe's unrefined swaps)
+    ("Several birds on a perch with some bananas.", "Some bananas on a perch with several birds."),
 ])
 def test_swap_obj_never_swaps_the_two_ends_of_a_relation_that_holds_both_ways(caption, swapped):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]

@@ -54,18 +54,26 @@ def _link(other):
 
 
 def _readings(other) -> list[tuple]:
-    """The (carrier, link tokens) readings of the symmetric relation to `other`: the parse's, then each higher
-    word it may hang on past a place phrase. "A dog on a bed next to a cat" parses as a bed next to the cat; read
-    as the dog next to the cat, the swap "A cat on a bed next to a dog" says the same thing, and which reading the
-    writer meant the words do not tell, so each is tried."""
+    """The (carrier, link tokens) readings of the symmetric relation to `other`: the parse's, then the higher words
+    it may hang on past a place phrase, where that place is likely the other's too: a companion's ("Several birds
+    on a perch with some bananas" -> "Some bananas on a perch with several birds") or where a verb puts its subject
+    ("A cat sleeping on a couch next to a dog", parsed as a couch next to the dog). Which reading the writer meant
+    the words do not tell, so each is tried. A place said without a verb stays the anchor's own: "A small white
+    truck on the road next to trees" -> "Trees on the road next to a small white truck" is a foil; so does one
+    with another phrase that may be either side's ("A cow stands in a paddock with firewood in the background")."""
     found = _link(other)
     if found is None:
         return []
     readings = [found]
     carrier, link = found
+    companion = other.head.lower_ == "with"
     while carrier.dep_ == "pobj" and carrier.head.dep_ == "prep" and carrier.head.lower_ in LOCATIVE_PREPOSITIONS:
+        # another phrase on the place ("in a paddock with firewood in the background") may be either side's
+        if _said_of(carrier, link) != ([], []):
+            break
         carrier = carrier.head.head
-        readings.append((carrier, link))
+        if companion or carrier.pos_ == "VERB":
+            readings.append((carrier, link))
     return readings
 
 
@@ -129,7 +137,7 @@ def symmetric_link(anchor, other) -> bool:
     head of a noun-phrase caption), or on a verb whose subject `anchor` is, or which describes it as the
     caption's head or a subject ("a dirt bike parked near a tent" -> "a tent parked near a dirt bike", true
     whenever the tent is parked too, which the caption leaves open), in the parse's reading or past a place phrase
-    (`_readings`: "A cat sleeping on a couch next to a dog").
+    both likely share (`_readings`: "A cat sleeping on a couch next to a dog").
 
     A place said of one side only ("on the floor", "sitting on a couch") is where both are: things next to each
     other share it, whichever noun the phrase hangs on. What tells them apart, and so moves with the swap and makes
