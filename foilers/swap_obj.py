@@ -14,6 +14,8 @@ of spaCy noun chunks is a candidate when
   an overhang" -> "An overhang is next to a train", "A man hugging a woman", "a dog
   playing with a cat"): such a swap says the same thing, a foil true of the image
   (foilers/lang/symmetric.py);
+* neither names a time ("on a sunny day", "at night"): moved, it still says when
+  (foilers/lang/exact_edits.names_a_time);
 * the phrase that moves earlier holds no possessive pronoun ("its hind legs"
   before "a cat" would lose its antecedent).
 
@@ -41,7 +43,7 @@ from collections import Counter
 from foilforge.edits import changed_span
 from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.coref import SUBJECT_DEPS, noun_number
-from foilforge.foilers.lang.exact_edits import ExactEditChecker
+from foilforge.foilers.lang.exact_edits import ExactEditChecker, names_a_time
 from foilforge.foilers.lang.number import PART_NOUNS, is_agreeing_verb, verb_for_number
 from foilforge.foilers.lang.swap import SwapFoiler, apply_edits, recase
 from foilforge.foilers.lang.symmetric import symmetric_pair
@@ -186,6 +188,9 @@ class SwapObjectFoiler(SwapFoiler):
                 continue
             if symmetric_pair(ha, hb):
                 stats["symmetric_relation"] += 1
+                continue
+            if names_a_time(ha) or names_a_time(hb):
+                stats["time_moved"] += 1
                 continue
             if any(t.tag_ == "PRP$" for t in b):
                 stats["possessive_moves_first"] += 1

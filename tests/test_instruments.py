@@ -234,6 +234,9 @@ def test_swap_obj_refuses(caption):
     ("A bus traveling on a freeway next to other traffic.", "Other traffic traveling on a freeway next to a bus."),
     # a companion ("with") shares the place (COCO val 2017 captions, in SugarCrepe's unrefined swaps)
     ("Several birds on a perch with some bananas.", "Some bananas on a perch with several birds."),
+    # a time says when wherever it goes (the sample build kept the first; the second is a COCO val 2017 caption)
+    ("People playing in the water on a sunny day.", "People playing in a sunny day on the water."),
+    ("Cars and trucks stopped at an intersection at twilight.", "Cars and trucks stopped at twilight at an intersection."),
 ])
 def test_swap_obj_never_swaps_the_two_ends_of_a_relation_that_holds_both_ways(caption, swapped):
     foils = all_foils("swap_obj.v1", [{"id": "s", "image_file": "1.jpg", "caption": caption}])["s"]

@@ -86,6 +86,8 @@ REFUSED = [
     # ... where "next to" may hang on the couch or on the cat: either reading is tried
     ("swap_obj", "A cat sleeping on a couch next to a dog.", "A dog sleeping on a couch next to a cat.",
      ee.SWAP_OBJ_SYMMETRIC),
+    ("swap_obj", "People playing in the water on a sunny day.", "People playing in a sunny day on the water.",
+     ee.SWAP_OBJ_TIME),
     ("swap_att", "A red car next to a white house.", "A car next to a white red house.", ee.SWAP_ATT_KIND),
     ("add_obj", "A cat and dog napping together on the couch.",
      "A cat and a dog napping together under a blanket on the couch.", ee.ADD_NOT_ONE),

@@ -23,7 +23,7 @@ and an article's a/an aside, nothing else may differ.
   may follow the moved subject), and the foil is the caption with two stretches exchanged; for swap_obj each holds
   a noun, for swap_att each is one adjective; two noun phrases linked only by a relation that holds both ways
   ("a train next to an overhang", "a man hugging a woman": foilers/lang/symmetric.py) are refused, the swap
-  saying the same thing.
+  saying the same thing, and so is a swap that moves a time ("on a sunny day": `names_a_time`).
 * **add** (`add_obj`, `add_att`): the caption is the foil with exactly one stretch removed (punctuation aside):
   one adjective (add_att; an age word of the kind of noun it is said of, as above), or one noun phrase with at most its joining words ("and a dog", "next to a lamp";
   add_obj); the added noun or adjective is stated by no caption of the image (`image_texts`), and an added noun is
@@ -68,6 +68,7 @@ SWAP_NOT_EXCHANGE = "swap: not two stretches exchanged"
 SWAP_OBJ_KIND = "swap_obj: the exchanged stretches are not two noun phrases"
 SWAP_ATT_KIND = "swap_att: the exchanged words are not two adjectives"
 SWAP_OBJ_SYMMETRIC = "swap_obj: the two phrases are linked by a relation that holds both ways"
+SWAP_OBJ_TIME = "swap_obj: a time moved (\"on a sunny day\"), which says when under any preposition"
 SWAP_NOT_SITE = "swap: not the two phrases asked for"
 ADD_NOT_ONE = "add: not one insertion"
 ADD_ATT_KIND = "add_att: the added words are not one adjective"
@@ -138,6 +139,14 @@ def _synsets(word: str, pos: str) -> tuple:
     from foilforge.entailment import _synsets as lookup
 
     return lookup(word, pos)[1]
+
+
+def names_a_time(noun) -> bool:
+    """Whether a noun (a spaCy token) names a time ("day", "night", "sunset"), its first WordNet sense a noun.time:
+    moved by a swap it still says when ("People playing in the water on a sunny day" -> "People playing in a sunny
+    day on the water" says what the caption says), and the phrase it trades places with says where as before."""
+    synsets = _synsets(noun.lemma_.lower(), "n") or _synsets(noun.lower_, "n")
+    return bool(synsets) and synsets[0].lexname() == "noun.time"
 
 
 def lexical_relation(old: str, new: str, kind: str) -> str | None:
@@ -350,6 +359,8 @@ class ExactEditChecker:
             heads = [_phrase_head(part) for part in (first, second)]
             if None not in heads and _same_words_swapped(*heads) and symmetric_pair(heads[0][0], heads[1][0]):
                 return SWAP_OBJ_SYMMETRIC
+            if any(head is not None and names_a_time(head[0]) for head in heads):
+                return SWAP_OBJ_TIME
         elif not all(kind_of(part) == "adjective" for part in (first, second)):
             return SWAP_ATT_KIND
         return None
