@@ -27,6 +27,8 @@ turns it off.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -235,6 +237,32 @@ def gguf_cache_dir(path: str, gguf: str | None, part: str) -> Path | None:
     return Path(root) / f"{file.stem}-{key[:16]}" / part
 
 
+@contextlib.contextmanager
+def _one_converter(directory: Path | None):
+    """Held while a GGUF conversion into `directory` is made: of the processes that start one at once (a build's
+    workers begin side by side, each loading SmolLM2), one converts and the others wait and read its cache; a
+    conversion costs some 20-30 CPU-s. Without a cache, or where the lock file cannot be made (a read-only cache),
+    nothing is held and `_write_cache`'s rename still keeps the cache whole."""
+    if directory is None or directory.is_dir():
+        yield
+        return
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(directory.parent / f".{directory.name}.lock", "a")
+    except OSError:
+        yield
+        return
+    lock = Path(handle.name)
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if directory.is_dir():  # later loads find the conversion and take no lock; a waiter re-checks it
+                lock.unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _write_cache(directory: Path, save) -> None:
     """`save(tmp)` into a temporary directory beside `directory`, then a rename: a reader never sees half a
     conversion, and of two processes converting at once the first rename wins."""
@@ -316,16 +344,17 @@ def _load_tokenizer(spec: ModelSpec, path: str, gguf: str | None):
     from transformers import AutoTokenizer
 
     cached = gguf_cache_dir(path, gguf, "tokenizer")
-    if cached is not None and cached.is_dir():
-        path, gguf = str(cached), None
-    try:
-        kwargs = {"gguf_file": gguf} if gguf else {}
-        with load_section(f"tokenizer {spec.describe()}"):
-            tokenizer = AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
-    except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
-        raise _hub_hint(spec, err) from err
-    if cached is not None and gguf:
-        _write_cache(cached, tokenizer.save_pretrained)
+    with _one_converter(cached):
+        if cached is not None and cached.is_dir():
+            path, gguf = str(cached), None
+        try:
+            kwargs = {"gguf_file": gguf} if gguf else {}
+            with load_section(f"tokenizer {spec.describe()}"):
+                tokenizer = AutoTokenizer.from_pretrained(path, **kwargs, **spec.hub_kwargs())
+        except Exception as err:  # transformers raises OSError/ValueError/etc. for every kind of miss
+            raise _hub_hint(spec, err) from err
+        if cached is not None and gguf:
+            _write_cache(cached, tokenizer.save_pretrained)
     return tokenizer
 
 
@@ -333,12 +362,19 @@ def _converted_gguf(spec: ModelSpec, path: str, gguf: str, auto_class: str) -> s
     """The cache directory of the GGUF model de-quantised for `auto_class`, converting it on first use; None when
     it is not cached (module docstring) or when the class adds weights the file does not hold (a classification
     head: caching would freeze one random draw of it)."""
-    import torch
-    import transformers
-
     cached = gguf_cache_dir(path, gguf, auto_class)
     if cached is None or cached.is_dir():
         return None if cached is None else str(cached)
+    with _one_converter(cached):
+        if cached.is_dir():  # another process converted it while this one waited
+            return str(cached)
+        return _convert_gguf(spec, path, gguf, auto_class, cached)
+
+
+def _convert_gguf(spec: ModelSpec, path: str, gguf: str, auto_class: str, cached: Path) -> str | None:
+    import torch
+    import transformers
+
     try:
         with load_section(f"GGUF conversion {spec.describe()}"):
             model, info = getattr(transformers, auto_class).from_pretrained(

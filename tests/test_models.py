@@ -51,6 +51,38 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
         assert lm.bos == direct.bos and lm.tokenizer.pad_token_id == direct.tokenizer.pad_token_id
 
 
+def test_loads_that_start_a_conversion_at_once_convert_once(tmp_path, monkeypatch, tiny_models):
+    """A build's workers start side by side and each loads SmolLM2: one converts the GGUF file, the other waits
+    for it and reads its cache (flock locks are per open file, so two threads contend as two processes do)."""
+    import threading
+    import time
+
+    import foilforge.models as models
+
+    spec = ModelSpec.from_params({"name_or_path": str(tiny_models.llama_gguf()), "gguf_file": "tiny-llama.gguf",
+                                  "device": "cpu"}, "models.text_baseline")
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+    path, gguf = models.resolve_path(spec)
+    convert, conversions = models._convert_gguf, []
+
+    def slow_convert(*args):
+        conversions.append(args[-1])
+        time.sleep(0.5)  # long enough that the second load starts while the first converts
+        return convert(*args)
+
+    monkeypatch.setattr(models, "_convert_gguf", slow_convert)
+    found = []
+    loads = [threading.Thread(target=lambda: found.append(models._converted_gguf(spec, path, gguf,
+                                                                                  "AutoModelForCausalLM")))
+             for _ in range(2)]
+    for load in loads:
+        load.start()
+    for load in loads:
+        load.join()
+    assert len(conversions) == 1
+    assert found[0] == found[1] == str(conversions[0]) and (conversions[0] / "model.safetensors").is_file()
+
+
 def test_a_class_that_adds_weights_is_not_cached(tmp_path, monkeypatch):
     """A classification head the GGUF does not hold would be one random draw frozen in the cache: not kept."""
     import transformers
