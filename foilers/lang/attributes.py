@@ -74,12 +74,12 @@ def described_nouns(adjective) -> list:
 def names_a_living_thing(word: str, lemma: str) -> bool | None:
     """Whether a noun names a living thing (a person, an animal, a plant) by its first WordNet sense; None for a
     group ("people", "a team": young and new people alike) or a word WordNet does not know."""
-    from foilforge.foilers.lang.exact_edits import _synsets
+    from foilforge.foilers.lang.exact_edits import first_noun_lexname
 
-    synsets = _synsets(lemma, "n") or _synsets(word, "n")
-    if not synsets or synsets[0].lexname() == "noun.group":
+    lexname = first_noun_lexname(word, lemma)
+    if lexname is None or lexname == "noun.group":
         return None
-    return synsets[0].lexname() in LIVING_LEXNAMES
+    return lexname in LIVING_LEXNAMES
 
 
 def misfit_age_words(nouns) -> frozenset:

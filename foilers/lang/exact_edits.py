@@ -141,12 +141,18 @@ def _synsets(word: str, pos: str) -> tuple:
     return lookup(word, pos)[1]
 
 
+def first_noun_lexname(word: str, lemma: str) -> str | None:
+    """The WordNet lexicographer file of a noun's first sense ("noun.time", "noun.person", ...), by its lemma and
+    else its form; None for a word WordNet does not know as a noun."""
+    synsets = _synsets(lemma, "n") or _synsets(word, "n")
+    return synsets[0].lexname() if synsets else None
+
+
 def names_a_time(noun) -> bool:
     """Whether a noun (a spaCy token) names a time ("day", "night", "sunset"), its first WordNet sense a noun.time:
     moved by a swap it still says when ("People playing in the water on a sunny day" -> "People playing in a sunny
     day on the water" says what the caption says), and the phrase it trades places with says where as before."""
-    synsets = _synsets(noun.lemma_.lower(), "n") or _synsets(noun.lower_, "n")
-    return bool(synsets) and synsets[0].lexname() == "noun.time"
+    return first_noun_lexname(noun.lower_, noun.lemma_.lower()) == "noun.time"
 
 
 def lexical_relation(old: str, new: str, kind: str) -> str | None:
