@@ -19,6 +19,7 @@ from foilforge.foiler import FOILERS
 from foilforge.foilers.lang.attributes import (
     AMOUNT_READ_CLASS,
     class_of,
+    coat_colours_alike,
     described_nouns,
     in_a_shaded_colour,
     misfit_age_words,
@@ -77,5 +78,6 @@ class ReplaceAttribute(SugarFoiler):
             out.append(EditSite("replace_att", caption, (start, end), caption[start:end], f"{sample['id']}/{token.i}",
                                 word=token.lower_, pos="adjective", tag=token.tag_,
                                 attribute_class=attribute_class.name,
-                                avoid=where.avoid | misfit_age_words(nouns)))
+                                avoid=where.avoid | misfit_age_words(nouns)
+                                | coat_colours_alike(token.lower_, nouns)))
         return out

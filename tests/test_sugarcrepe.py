@@ -56,6 +56,10 @@ ACCEPTED = [
     ("add_obj", "A sheep standing in a dry grass field.", "A sheep and a cow standing in a dry grass field."),
     ("add_att", "A dog sleeping on a couch.", "A brown dog sleeping on a couch."),
     ("add_att", "A dog sleeping on a couch.", "A dog sleeping on an old couch."),
+    # a bird's colours are not a coat's, and a car's red is not orange
+    ("replace_att", "A small red bird perched on a branch.", "A small yellow bird perched on a branch."),
+    ("replace_att", "A red car parked on a street.", "An orange car parked on a street."),
+    ("replace_att", "A man walking a brown dog along the sidewalk.", "A man walking a black dog along the sidewalk."),
 ]
 
 REFUSED = [
@@ -71,6 +75,14 @@ REFUSED = [
     # "young" is said of living things, "new" of the rest (COCO val 2017: "an old room" became "a young room")
     ("replace_att", "An old room with a bed.", "A young room with a bed.", ee.ATT_AGE_MISFIT),
     ("replace_att", "The old man sits on a bench.", "The new man sits on a bench.", ee.ATT_AGE_MISFIT),
+    # a colour and its shade that people name either way
+    ("replace_att", "A tan couch in a living room.", "A brown couch in a living room.", "paraphrase: synonym"),
+    ("replace_att", "A silver car parked on a street.", "A gray car parked on a street.", "paraphrase: synonym"),
+    # a coat's colours: a brown dog may be called red, red hair orange (COCO val 2017: "A man walking a brown dog")
+    ("replace_att", "A man walking a brown dog along the sidewalk.", "A man walking a red dog along the sidewalk.",
+     ee.ATT_COAT_COLOUR),
+    ("replace_att", "A woman with red hair holding an umbrella.", "A woman with orange hair holding an umbrella.",
+     ee.ATT_COAT_COLOUR),
     ("replace_rel", "A cat sitting next to a dog.", "A cat sitting beside a dog.", "paraphrase: spatial synonym"),
     # SugarCrepe's unrefined replace_rel: an insertion, not a replaced relation
     ("replace_rel", "A man is in a kitchen making pizzas.", "A man is in a kitchen cleaning up after making pizzas.",
@@ -117,6 +129,12 @@ def test_every_type_has_an_accepted_and_a_refused_case():
 def test_the_image_s_other_captions_rule_out_an_added_or_new_word(checker):
     assert checker.check("add_att", "A dog on a couch.", "A brown dog on a couch.",
                          image_texts=["A brown dog lying down."]) == ee.ADD_ON_IMAGE
+    assert checker.check("add_att", "A dog on a couch.", "A red dog on a couch.",
+                         image_texts=["A brown dog lying down."]) == ee.ADD_ON_IMAGE  # a coat's colours alike
+    assert checker.check("add_att", "A dog on a red couch.", "A dog on a red couch with a brown pillow.",
+                         image_texts=["A brown dog lying down."]) is not None
+    assert checker.check("add_att", "A car on a street.", "A red car on a street.",
+                         image_texts=["A brown car parked."]) is None
     assert checker.check("add_obj", "A dog on a couch.", "A dog and a cat on a couch.",
                          image_texts=["An animal on a couch."]) == ee.ADD_IMPLIED
     assert checker.check("replace_obj", "A dog on a couch.", "A cat on a couch.",
@@ -554,6 +572,27 @@ def test_an_age_word_is_proposed_only_for_the_kind_of_noun_it_is_said_of(nlp):
     assert avoided("An old tree near an old woman.") == [("old", ["blue", "new"]), ("old", ["blue", "new"])]
 
 
+def test_a_coat_colour_site_avoids_the_colours_that_name_the_same_coat(nlp):
+    """Of a mammal or of hair, brown, red, orange, tan and yellow overlap ("a red setter", "orange hair"); of a
+    bird or a thing each is its own colour."""
+    import random
+
+    from foilforge.foilers.lang.attributes import load_classes
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
+    colours = set(load_classes()["colour"].words)
+
+    def avoided(caption):  # the colours each site avoids (an age word's site avoids "new" or "young" too)
+        return [(s.word, sorted(s.avoid & colours))
+                for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
+
+    assert avoided("A brown horse near a brown fence.") == [("brown", ["orange", "red", "tan"]), ("brown", [])]
+    assert avoided("A girl with red hair.") == [("red", ["brown", "orange", "tan", "yellow"])]
+    assert avoided("A red bird on a yellow cat.") == [("red", []), ("yellow", ["orange", "red", "tan"])]
+
+
 def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
     """"light green" is one colour: replacing either word ("light white", "bright blue" for "dark blue") makes a foil
     that reads oddly or says nothing against the caption. Before a noun without a determiner ("lots of traffic") a
@@ -658,3 +697,15 @@ def test_replace_obj_replaces_objects_not_events(nlp):
     add = FOILERS.build("add_obj.v1", {"spacy_model": SPACY})
     caption = "Two girls are playing a game on their Nintendo Wii."
     assert [s.word for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)] == []
+
+
+def test_a_same_group_must_name_words_of_its_class(tmp_path):
+    from foilforge.errors import ConfigError
+    from foilforge.foilers.lang.attributes import load_classes
+
+    path = tmp_path / "classes.yaml"
+    path.write_text("colour: {exclusive: true, order: 4, source: test, words: [red, brown],\n"
+                    "         same_on_coats: [[red, brown, ginger]]}\n")
+    with pytest.raises(ConfigError, match=r"class 'colour': `same` or `same_on_coats` names words not in the "
+                                          r"class: \['ginger'\]"):
+        load_classes(str(path))

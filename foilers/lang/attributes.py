@@ -62,6 +62,34 @@ AGE_WORDS_OF_LIVING_THINGS = frozenset(("young",))
 AGE_WORDS_OF_OTHER_THINGS = frozenset(("new",))
 
 
+#: nouns whose colour is a coat's (below), besides the mammals
+COAT_NOUNS = frozenset(("hair", "fur", "mane", "beard", "mustache", "moustache"))
+
+
+@functools.lru_cache(maxsize=16384)
+def names_a_coat(word: str, lemma: str) -> bool:
+    """Whether a noun's colour is that of a coat: hair, fur and the like, or a mammal by the noun's first WordNet
+    sense (a bird's or a fish's colours are named as they are: a red bird is not a yellow one)."""
+    if lemma in COAT_NOUNS or word in COAT_NOUNS:
+        return True
+    from foilforge.foilers.lang.exact_edits import _synsets
+
+    synsets = _synsets(lemma, "n") or _synsets(word, "n")
+    if not synsets or synsets[0].lexname() != "noun.animal":
+        return False
+    return any(ancestor.name() == "mammal.n.01" for path in synsets[0].hypernym_paths() for ancestor in path)
+
+
+def coat_colours_alike(word: str, nouns) -> frozenset:
+    """The colours that, said of these nouns (spaCy tokens), name what `word` names when one of them is a coat
+    (`same_on_coats` of the classes: "a brown dog" may be called a red one); empty otherwise."""
+    attribute_class = class_of(word)
+    groups = [g for g in (attribute_class.same_on_coats if attribute_class else ()) if word.lower() in g]
+    if not groups or not any(names_a_coat(n.lower_, n.lemma_.lower()) for n in nouns):
+        return frozenset()
+    return frozenset().union(*groups) - {word.lower()}
+
+
 def described_nouns(adjective) -> list:
     """The nouns an adjective is said of: its head for `amod` ("a red car"), the subject of its verb for `acomp`
     ("the car is red")."""
@@ -122,6 +150,8 @@ class AttributeClass:
     same: tuple[frozenset, ...] = ()
     #: antonym classes: the pairs that contradict
     antonyms: tuple[tuple[str, str], ...] = ()
+    #: exclusive classes: groups of words that say the same of a coat (`coat_colours_alike`)
+    same_on_coats: tuple[frozenset, ...] = ()
 
     def contradicting(self, word: str) -> tuple[str, ...]:
         """The words of this class that contradict `word` on one object, in the file's order."""
@@ -151,20 +181,25 @@ def load_classes(path: str | None = None) -> dict[str, AttributeClass]:
         if exclusive:
             words = tuple(entry.get("words") or ())
             same = tuple(frozenset(group) for group in entry.get("same") or ())
+            same_on_coats = tuple(frozenset(group) for group in entry.get("same_on_coats") or ())
             antonyms = ()
         else:
             antonyms = tuple(tuple(pair) for pair in entry.get("antonyms") or ())
             if any(len(pair) != 2 for pair in antonyms):
                 raise ConfigError(f"{where}: every antonym entry must be a pair")
             words = tuple(dict.fromkeys(w for pair in antonyms for w in pair))
-            same = ()
+            same = same_on_coats = ()
         if not words:
             raise ConfigError(f"{where}: no words (`words` for an exclusive class, `antonyms` pairs otherwise)")
         for word in words:
             if word in owner and owner[word] != name:
                 raise ConfigError(f"{where}: {word!r} is already in class {owner[word]!r}")
             owner[word] = name
-        classes[name] = AttributeClass(name, exclusive, entry["order"], entry["source"], words, same, antonyms)
+        strays = {w for group in same + same_on_coats for w in group} - set(words)
+        if strays:
+            raise ConfigError(f"{where}: `same` or `same_on_coats` names words not in the class: {sorted(strays)}")
+        classes[name] = AttributeClass(name, exclusive, entry["order"], entry["source"], words, same, antonyms,
+                                       same_on_coats)
     return classes
 
 

@@ -63,6 +63,7 @@ REPLACE_TOO_LONG = "replace: more than a word or phrase replaced"
 REPLACE_NEW_IN_CAPTION = "replace: the new word is already in the caption"
 REPLACE_NEW_ON_IMAGE = "replace: the new word is stated by a caption of the image"
 ATT_AGE_MISFIT = "attribute: an age word of the wrong kind of noun (young of a thing, new of a living thing)"
+ATT_COAT_COLOUR = "attribute: a colour that names the same coat (a brown dog may be called red, red hair orange)"
 SWAP_WORDS = "swap: not the same words"
 SWAP_NOT_EXCHANGE = "swap: not two stretches exchanged"
 SWAP_OBJ_KIND = "swap_obj: the exchanged stretches are not two noun phrases"
@@ -299,13 +300,21 @@ class ExactEditChecker:
             return reason
         if type_ == "replace_att":
             from foilforge.entailment import SYNONYM
-            from foilforge.foilers.lang.attributes import described_nouns, misfit_age_words, same_attribute
+            from foilforge.foilers.lang.attributes import (
+                coat_colours_alike,
+                described_nouns,
+                misfit_age_words,
+                same_attribute,
+            )
 
             if same_attribute(last_word(old_span), last_word(new_span)):
                 return SYNONYM
             adjective = new_span[-1]
             if adjective.lower_ in misfit_age_words(described_nouns(adjective)):
                 return ATT_AGE_MISFIT
+            # the nouns as the caption's parse reads them ("orange hair" may parse as a compound)
+            if adjective.lower_ in coat_colours_alike(last_word(old_span), described_nouns(old_span[-1])):
+                return ATT_COAT_COLOUR
         new_lemmas = {t.lemma_.lower() for t in new_span if t.pos_ not in ("DET", "ADP", "PUNCT", "AUX", "PART")}
         outside = frozenset(w for t in cdoc if not (old_span and old_span[0].i <= t.i <= old_span[-1].i)
                             and t.pos_ not in ("PUNCT", "DET") for w in (t.lemma_.lower(), t.lower_))
@@ -398,10 +407,17 @@ class ExactEditChecker:
         if added_word in self._image_lemmas(image):
             return ADD_ON_IMAGE
         if type_ == "add_att":
-            from foilforge.foilers.lang.attributes import described_nouns, misfit_age_words, same_attribute
+            from foilforge.foilers.lang.attributes import (
+                coat_colours_alike,
+                described_nouns,
+                misfit_age_words,
+                same_attribute,
+            )
 
             if any(same_attribute(added_word, w) for w in self._image_lemmas(image)):
                 return ADD_ON_IMAGE
+            if coat_colours_alike(added_word, described_nouns(words[0])) & self._image_lemmas(image):
+                return ADD_ON_IMAGE  # "a dog" -> "a red dog" where the image's captions call it brown
             if added_word in misfit_age_words(described_nouns(words[0])):
                 return ATT_AGE_MISFIT
             return None
