@@ -141,6 +141,15 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("A man walking down the hill.", "A man walking up the hill.", None),
     ("A man walking down the road.", "A man walking along the road.", "paraphrase: along/up/down (path)"),
     ("A bike against a wall.", "A bike on a wall.", "paraphrase: on/against (upright)"),
+    # across: crossing a place is being on it, over it, in it; "across" of another object may be its far side
+    ("A man walking across the street.", "A man walking on the street.", "paraphrase: across/on (place)"),
+    ("A cat stretched across a bed.", "A cat stretched on a bed.", "paraphrase: across/on (seat or bed)"),
+    ("A bridge across a river.", "A bridge over a river.", "paraphrase: across/over (place)"),
+    ("Zebras running across a field.", "Zebras running in a field.", "paraphrase: across/in (place)"),
+    ("A plane flying over the field.", "A plane flying across the field.", "paraphrase: across/over (place)"),
+    ("A cat lying across a laptop.", "A cat lying on a laptop.", "unjudged: across/on"),
+    ("A cat lying across a box.", "A cat lying in a box.", None),
+    ("A man walking across the street.", "A man walking under the street.", None),
 ])
 def test_on_in_at_judged_by_the_object(caption, foil, reason):
     assert pair_refusal(caption, foil, "relation") == reason
