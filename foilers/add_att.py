@@ -16,7 +16,9 @@ reads as skin colour, which a benchmark must not make an attribute to detect. No
 without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. The
 proposer (lexicon: the attribute-class adjectives the run's captions give the same noun, else the colours) chooses
 the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil with exactly
-one adjective removed, an adjective no caption of the image states.
+one adjective removed, an adjective no caption of the image states. Nor is an attribute added that is typical of
+the noun: one the run's captions give it in most of what they say of its class ("a white toilet", "a blue sky",
+"a wooden bench": foilers/lang/attributes.py `typical_attributes`), which is likely true of any image of it.
 
 As for add_obj, the added word makes the foil the longer text of every pair: the gate's `length` attacker
 measures it, and only a second image (a Winoground group) takes it away.
@@ -30,6 +32,7 @@ from foilforge.foilers.lang.attributes import (
     SKIN_READ_CLASS,
     class_of,
     load_classes,
+    typical_attributes,
     without_determiner,
 )
 from foilforge.foilers.lang.number import (
@@ -38,8 +41,18 @@ from foilforge.foilers.lang.number import (
     collection_with_members,
     names_a_person,
 )
-from foilforge.foilers.lang.sugar import NOUN_TAGS, SiteContext, SugarFoiler, compound_start, names_something_seen
+from foilforge.foilers.lang.sugar import (
+    NOUN_TAGS,
+    SiteContext,
+    SugarFoiler,
+    added_tokens,
+    compound_start,
+    names_something_seen,
+)
 from foilforge.proposers import EditSite
+
+#: the refusal of an attribute the run's captions give the noun in most of what they say of its class
+ADD_ATT_TYPICAL = "add_att: an attribute typical of the noun in the run's captions (likely true of the image)"
 
 
 @FOILERS.register("add_att.v1")
@@ -93,7 +106,19 @@ class AddAttribute(SugarFoiler):
             while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
                 start -= 1
             span = (doc[start].idx, token.idx + len(token))
+            typical = typical_attributes(lemma, (where.corpus or {}).get("modifiers") or {})
             out.append(EditSite("add_att", caption, span, caption[span[0]:span[1]], f"{sample['id']}/{token.i}",
                                 word=lemma, pos="noun", tag=token.tag_, insert_at=doc[first].idx,
-                                exclude_classes=excluded, avoid=where.avoid))
+                                exclude_classes=excluded, avoid=where.avoid | typical))
         return out
+
+    def refusal(self, checker, answer, sample: dict, corpus: dict) -> str | None:
+        """The add checks (SugarFoiler.refusal), then: no attribute typical of the noun (whichever proposer
+        proposed it: the lexicon's sites avoid them already)."""
+        reason = super().refusal(checker, answer, sample, corpus)
+        if reason:
+            return reason
+        typical = typical_attributes(answer.site.word, corpus.get("modifiers") or {})
+        if any(t.lower_ in typical for t in added_tokens(checker, answer.site.caption, answer.foil)):
+            return ADD_ATT_TYPICAL
+        return None

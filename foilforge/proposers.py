@@ -116,7 +116,7 @@ class Refusal:
 class ProposerContext:
     """What a proposer may know of the run: the seed (per-site seeds derive from it and the site's key), the
     corpus the foiler read (`vocabulary`: {pos: {lemma: count}}; `cooccurring`: {noun: {noun: images}};
-    `modifiers`: {noun: {adjective: images}}), and `stats`, where it counts what it did."""
+    `modifiers`: {noun: {adjective: distinct captions}}), and `stats`, where it counts what it did."""
 
     seed: int = 0
     vocabulary: dict = field(default_factory=dict)

@@ -149,6 +149,10 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("A plane flying over the field.", "A plane flying across the field.", "paraphrase: across/over (place)"),
     ("A cat lying across a laptop.", "A cat lying on a laptop.", "unjudged: across/on"),
     ("A cat lying across a box.", "A cat lying in a box.", None),
+    # COCO val 2017: "A baby elephant that is following its mother across a river."
+    ("An elephant following its mother across a river.", "An elephant following its mother through a river.",
+     "paraphrase: across/through (place)"),
+    ("A cat lying across a laptop.", "A cat lying through a laptop.", None),
     ("A man walking across the street.", "A man walking under the street.", None),
 ])
 def test_on_in_at_judged_by_the_object(caption, foil, reason):

@@ -709,3 +709,51 @@ def test_a_same_group_must_name_words_of_its_class(tmp_path):
     with pytest.raises(ConfigError, match=r"class 'colour': `same` or `same_on_coats` names words not in the "
                                           r"class: \['ginger'\]"):
         load_classes(str(path))
+
+
+def test_an_attribute_typical_of_the_noun_in_the_run_s_captions_is_not_added():
+    """"A toilet in a bathroom" -> "A white toilet in a bathroom" is likely true of the image: the run's captions
+    give a toilet "white" in most of the colours they give it (COCO val 2017: 58 of 78). Counted per class, and only
+    where the captions say enough of the class."""
+    from foilforge.foilers.lang.attributes import TYPICAL_EVIDENCE, typical_attributes
+
+    said = {"sky": {"blue": 6, "gray": 1, "cloudy": 3}, "plate": {"white": 2, "red": 1},
+            "bench": {"wooden": 3, "metal": 2, "red": 5}}
+    assert typical_attributes("sky", said) == {"blue"}  # "cloudy": 3 weather words, too few to judge
+    assert typical_attributes("plate", said) == frozenset()  # 3 colours in all
+    assert typical_attributes("bench", said) == {"wooden", "red"}  # 3 of 5 materials; the only colour said, 5 times
+    assert typical_attributes("dog", said) == frozenset() and TYPICAL_EVIDENCE == 5
+
+    white = [{"id": f"w{i}", "image_file": f"{i}.jpg", "image_id": i, "caption": caption}
+             for i, caption in enumerate(["A white toilet next to a sink.", "The white toilet has its lid up.",
+                                          "A small white toilet.", "A dirty white toilet in a stall."])]
+    target = {"id": "t", "image_file": "t.jpg", "image_id": 99, "caption": "A toilet in a small bathroom."}
+    foiler = FOILERS.build("add_att.v1", {"spacy_model": SPACY, "max_sites": 1})
+
+    def toilet_foils(samples):
+        context = RunContext("add_att", seed=0, candidates_per_sample=1000)
+        return [r["foil"] for r in foiler.run(samples, context=context) if r["sample_id"] == "t"]
+
+    # four captions say "white toilet": too few to call it typical
+    assert "A white toilet in a small bathroom." in toilet_foils([*white, target])
+    # a fifth: white is typical of a toilet, and another colour is added instead
+    fifth = {"id": "w4", "image_file": "4.jpg", "image_id": 4, "caption": "A white toilet beside a tub."}
+    foils = toilet_foils([*white, fifth, target])
+    assert foils and not any("white toilet" in foil for foil in foils)
+
+
+def test_every_proposer_s_typical_attribute_is_refused(nlp):
+    """The lexicon's sites avoid a typical attribute; a proposal from another proposer (an instruct LLM) is refused."""
+    from foilforge.foilers.add_att import ADD_ATT_TYPICAL
+    from foilforge.foilers.lang.exact_edits import ExactEditChecker
+
+    foiler = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
+    caption = "A toilet in a small bathroom."
+    site = EditSite("add_att", caption, (0, 8), "A toilet", "t/1", word="toilet", pos="noun", tag="NN", insert_at=2)
+    corpus = {"modifiers": {"toilet": {"white": 5, "black": 1}}, "image_words": {}, "image_nouns": {}}
+    sample = {"id": "t", "image_file": "t.jpg", "image_id": 99, "caption": caption}
+    checker = ExactEditChecker(nlp)
+    white = Proposal(site, "A toilet", "A white toilet", "A white toilet in a small bathroom.")
+    black = Proposal(site, "A toilet", "A black toilet", "A black toilet in a small bathroom.")
+    assert foiler.refusal(checker, white, sample, corpus) == ADD_ATT_TYPICAL
+    assert foiler.refusal(checker, black, sample, corpus) is None

@@ -90,6 +90,31 @@ def coat_colours_alike(word: str, nouns) -> frozenset:
     return frozenset().union(*groups) - {word.lower()}
 
 
+#: an attribute is typical of a noun when the run's captions give the noun this word in at least this share of the
+#: words of its class they give it ("blue" of 85% of the colours COCO val 2017 says of a sky, "white" of 79% of a
+#: plate's, "wooden" of every material of a bench's): added to the noun it is likely true of the image
+TYPICAL_SHARE = 0.5
+#: ... counted only where they give the noun at least this many words of the class (a noun said twice proves nothing)
+TYPICAL_EVIDENCE = 5
+
+
+def typical_attributes(noun: str, modifiers: dict) -> frozenset:
+    """The attribute words typical of noun lemma `noun` (TYPICAL_SHARE) by `modifiers`, the run's counts of the
+    class adjectives said of each noun ({noun: {adjective: count}}, foilers/lang/sugar.py's corpus)."""
+    said = modifiers.get(noun) or {}
+    by_class: dict = {}
+    for word, count in said.items():
+        attribute_class = class_of(word)
+        if attribute_class is not None:
+            by_class.setdefault(attribute_class.name, {})[word] = count
+    out = set()
+    for counts in by_class.values():
+        total = sum(counts.values())
+        if total >= TYPICAL_EVIDENCE:
+            out |= {word for word, count in counts.items() if count >= TYPICAL_SHARE * total}
+    return frozenset(out)
+
+
 def described_nouns(adjective) -> list:
     """The nouns an adjective is said of: its head for `amod` ("a red car"), the subject of its verb for `acomp`
     ("the car is red")."""

@@ -44,13 +44,14 @@ ADD_ANNOTATED = "add: the added object is annotated on the image"
 @dataclass
 class SiteContext:
     """What `sites` may use beside the parse: the words the image's captions state (`avoid`), the sample's own
-    generator, a counter of the foiler's skip rules (the foil metrics' `rules`) and the run's parses (`parse`,
-    `nlp`)."""
+    generator, a counter of the foiler's skip rules (the foil metrics' `rules`), the run's parses (`parse`,
+    `nlp`) and the foiler's corpus pass (`corpus`: `SugarFoiler.corpus_pass`)."""
 
     avoid: frozenset
     rng: random.Random
     rules: Counter
     parses: object
+    corpus: dict | None = None
 
 
 def image_key(sample: dict):
@@ -185,7 +186,7 @@ class SugarFoiler(CaptionFoiler):
             key = image_key(sample)
             avoid = frozenset(image_words.get(key, ())) if self.use_other_captions else \
                 frozenset(content_lemmas(checker.parse(sample["caption"])))
-            where = SiteContext(avoid, context.rng(sample["id"]), rules, checker)
+            where = SiteContext(avoid, context.rng(sample["id"]), rules, checker, corpus)
             found = self.sites(checker.parse(sample["caption"]), sample, where)
             stats["sites"] += len(found)
             if len(found) > self.max_sites and not self.ordered_sites:
