@@ -18,6 +18,7 @@ hypernym or hyponym of it. The VALSE relations piece is `relations` (preposition
 from __future__ import annotations
 
 from foilforge.foiler import FOILERS
+from foilforge.foilers.lang.exact_edits import STATIC_POSITION_VERBS, static_position_subject
 from foilforge.foilers.lang.prepositions import preposition_spans
 from foilforge.foilers.lang.sugar import SiteContext, SugarFoiler
 from foilforge.proposers import EditSite
@@ -25,6 +26,9 @@ from foilforge.proposers import EditSite
 #: verbs that carry no relation of their own ("has", "is", "gets", "does")
 LIGHT_VERBS = ("be", "have", "do", "get", "let", "make", "seem", "appear", "become", "look", "go")
 VERB_TAGS = ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ")
+#: the words that make one relation with the preposition after them ("next to", "close to", "ahead of"); the parse
+#: keeps them out of the preposition span, which VALSE's relations piece replaces alone
+PHRASE_HEADS = ("next", "close", "ahead", "adjacent")
 
 
 @FOILERS.register("replace_rel.v1")
@@ -51,16 +55,23 @@ class ReplaceRelation(SugarFoiler):
         caption = sample["caption"]
         out = []
         for span in preposition_spans(doc):
-            if span.words <= 3:
-                out.append(EditSite("replace_rel", caption, (span.start, span.end), span.text,
-                                    f"{sample['id']}/p{span.start}", word=span.key, pos="preposition", avoid=where.avoid))
+            start = span.start
+            first = next(t for t in doc if t.idx == span.start)
+            if first.i > 0 and first.head.i == first.i - 1 and first.head.lower_ in PHRASE_HEADS:
+                start = first.head.idx  # "next to" is one relation: "to" alone became "right next near the sink"
+            text = caption[start:span.end]
+            if len(text.split()) <= 3:
+                out.append(EditSite("replace_rel", caption, (start, span.end), text, f"{sample['id']}/p{span.start}",
+                                    word=" ".join(text.lower().split()), pos="preposition", avoid=where.avoid))
         for token in doc:
             if token.pos_ != "VERB" or token.tag_ not in VERB_TAGS or token.lemma_.lower() in LIGHT_VERBS:
                 continue
             children = {c.dep_ for c in token.children}
             if "prt" in children or not children & {"dobj", "prep"} or not token.text.isalpha():
                 continue
+            # of a thing, sitting, standing, resting and lying all say where it is: none replaces another
+            static = STATIC_POSITION_VERBS if static_position_subject(token) else frozenset()
             out.append(EditSite("replace_rel", caption, (token.idx, token.idx + len(token)), token.text,
                                 f"{sample['id']}/v{token.i}", word=token.lemma_.lower(), pos="verb", tag=token.tag_,
-                                avoid=where.avoid))
+                                avoid=where.avoid | static))
         return out

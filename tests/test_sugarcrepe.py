@@ -60,6 +60,9 @@ ACCEPTED = [
     ("replace_att", "A small red bird perched on a branch.", "A small yellow bird perched on a branch."),
     ("replace_att", "A red car parked on a street.", "An orange car parked on a street."),
     ("replace_att", "A man walking a brown dog along the sidewalk.", "A man walking a black dog along the sidewalk."),
+    # of a person or an animal they are postures
+    ("replace_rel", "A man sitting on a bench.", "A man standing on a bench."),
+    ("replace_rel", "A dog lying on a couch.", "A dog sitting on a couch."),
 ]
 
 REFUSED = [
@@ -84,6 +87,13 @@ REFUSED = [
     ("replace_att", "A woman with red hair holding an umbrella.", "A woman with orange hair holding an umbrella.",
      ee.ATT_COAT_COLOUR),
     ("replace_rel", "A cat sitting next to a dog.", "A cat sitting beside a dog.", "paraphrase: spatial synonym"),
+    # of a thing, sitting, standing, resting, lying and parked all say where it is (the sample build kept "A bowl of
+    # fruit sitting on a kitchen counter." -> "... standing on ...", from a COCO val 2017 caption)
+    ("replace_rel", "A bowl of fruit sitting on a kitchen counter.", "A bowl of fruit standing on a kitchen counter.",
+     ee.REL_STATIC_POSITION),
+    ("replace_rel", "A car is parked on the street.", "A car is sitting on the street.", ee.REL_STATIC_POSITION),
+    ("replace_rel", "A surfboard leaning against a wall.", "A surfboard standing against a wall.",
+     ee.REL_STATIC_POSITION),
     # SugarCrepe's unrefined replace_rel: an insertion, not a replaced relation
     ("replace_rel", "A man is in a kitchen making pizzas.", "A man is in a kitchen cleaning up after making pizzas.",
      ee.REPLACE_NOT_REPLACEMENT),
@@ -757,3 +767,42 @@ def test_every_proposer_s_typical_attribute_is_refused(nlp):
     black = Proposal(site, "A toilet", "A black toilet", "A black toilet in a small bathroom.")
     assert foiler.refusal(checker, white, sample, corpus) == ADD_ATT_TYPICAL
     assert foiler.refusal(checker, black, sample, corpus) is None
+
+
+def test_a_thing_s_position_verb_site_avoids_the_other_position_verbs(nlp):
+    """A bowl sitting on a counter is a bowl standing on it: the verb's site avoids the static position verbs when
+    its subject is a thing, not when it is a person or an animal."""
+    import random
+
+    from foilforge.foilers.lang.exact_edits import STATIC_POSITION_VERBS
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    replace = FOILERS.build("replace_rel.v1", {"spacy_model": SPACY})
+
+    def verb_avoids(caption):
+        return {s.word: sorted(s.avoid & STATIC_POSITION_VERBS)
+                for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where) if s.pos == "verb"}
+
+    assert verb_avoids("A laptop sitting on a wooden table.") == {"sit": sorted(STATIC_POSITION_VERBS)}
+    assert verb_avoids("A man sitting on a wooden bench.") == {"sit": []}
+    assert verb_avoids("A bowl of fruit falling off a table.") == {"fall": []}
+
+
+def test_next_to_is_one_relation_site(nlp):
+    """The parse leaves "next" out of the preposition span "to": replaced alone it gave "A white toilet sitting right
+    next near the bathroom sink" (the sample build, from a COCO val 2017 caption)."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    replace = FOILERS.build("replace_rel.v1", {"spacy_model": SPACY})
+
+    def relation_sites(caption):
+        return [s.old for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)
+                if s.pos == "preposition"]
+
+    assert relation_sites("A white toilet sitting right next to the bathroom sink.") == ["next to"]
+    assert relation_sites("A cat on a mat close to a dog.") == ["on", "close to"]
+    assert relation_sites("A man walking to the store.") == ["to"]

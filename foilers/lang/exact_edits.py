@@ -62,6 +62,7 @@ REPLACE_NOT_REPLACEMENT = "replace: words added or removed, not replaced"
 REPLACE_TOO_LONG = "replace: more than a word or phrase replaced"
 REPLACE_NEW_IN_CAPTION = "replace: the new word is already in the caption"
 REPLACE_NEW_ON_IMAGE = "replace: the new word is stated by a caption of the image"
+REL_STATIC_POSITION = "replace_rel: both verbs only say where a thing is (a bowl sitting / standing on a counter)"
 ATT_AGE_MISFIT = "attribute: an age word of the wrong kind of noun (young of a thing, new of a living thing)"
 ATT_COAT_COLOUR = "attribute: a colour that names the same coat (a brown dog may be called red, red hair orange)"
 SWAP_WORDS = "swap: not the same words"
@@ -147,6 +148,26 @@ def first_noun_lexname(word: str, lemma: str) -> str | None:
     else its form; None for a word WordNet does not know as a noun."""
     synsets = _synsets(lemma, "n") or _synsets(word, "n")
     return synsets[0].lexname() if synsets else None
+
+
+#: verbs that, said of a thing, only say where it is: a bowl sitting, standing, resting or lying on a counter is a
+#: bowl on the counter, a car parked or sitting on the street the same; of a person or an animal each is a posture
+STATIC_POSITION_VERBS = frozenset(("sit", "stand", "lie", "lay", "rest", "set", "place", "park", "lean", "position",
+                                   "situate", "locate"))
+
+
+def static_position_subject(verb) -> bool:
+    """Whether a verb (a spaCy token) of STATIC_POSITION_VERBS is said of a thing: its subject, or the noun it
+    modifies ("A bowl of fruit sitting on a counter"), names neither a person, an animal, a plant nor a group by
+    its first WordNet sense."""
+    from foilforge.foilers.lang.attributes import names_a_living_thing
+
+    if verb.lemma_.lower() not in STATIC_POSITION_VERBS:
+        return False
+    subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")]
+    if not subjects and verb.dep_ in ("acl", "relcl") and verb.head.pos_ in ("NOUN", "PROPN"):
+        subjects = [verb.head]
+    return bool(subjects) and all(names_a_living_thing(s.lower_, s.lemma_.lower()) is False for s in subjects)
 
 
 def names_a_time(noun) -> bool:
@@ -298,6 +319,15 @@ class ExactEditChecker:
         reason = pair_refusal(caption, foil, EDIT_KIND[old_kind])
         if reason:
             return reason
+        if old_kind == "verb" and type_ == "replace_rel":
+            from lemminflect import getLemma
+
+            verb = next((t for t in old_span if t.pos_ in ("VERB", "AUX")), None)
+            # the foil's word by its form: its parse may read the new verb otherwise ("A surfboard standing ...")
+            new_lemmas = {lemma for t in new_span if t.pos_ not in ("ADP", "DET", "PART", "PUNCT")
+                          for lemma in getLemma(t.lower_, upos="VERB")}
+            if verb is not None and static_position_subject(verb) and new_lemmas & STATIC_POSITION_VERBS:
+                return REL_STATIC_POSITION
         if type_ == "replace_att":
             from foilforge.entailment import SYNONYM
             from foilforge.foilers.lang.attributes import (
