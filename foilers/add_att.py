@@ -13,7 +13,10 @@ added: none of a class the phrase already has an adjective of, nor of a class th
 car"). The article follows the added word ("a dog" -> "an old dog").
 No colour is added to a noun that names people ("a child" never becomes "a black child"): on a person a colour word
 reads as skin colour, which a benchmark must not make an attribute to detect. No size is added to a singular noun
-without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. The
+without a determiner ("lots of traffic", "a plate of food"): there "little" or "big" reads as an amount. No
+colour goes right after a shade word or an adjective in -y of no class ("a muddy river bank" never becomes "a muddy
+blue river bank": "muddy blue" reads as one colour), and an adjective's class is read by its lemma too ("an older
+man" has an age). The
 proposer (lexicon: the attribute-class adjectives the run's captions give the same noun, else the colours) chooses
 the adjective. The foil must pass the add checks (foilers/lang/exact_edits.py): the caption is the foil with exactly
 one adjective removed, an adjective no caption of the image states. Nor is an attribute added that is typical of
@@ -32,6 +35,7 @@ from foilforge.foilers.lang.attributes import (
     SKIN_READ_CLASS,
     class_of,
     load_classes,
+    reads_as_a_shade,
     typical_attributes,
     without_determiner,
 )
@@ -91,7 +95,8 @@ class AddAttribute(SugarFoiler):
                 first -= 1  # a noun or gerund tagged as a modifier is a compound's first word ("living room")
             if first == 0:
                 continue
-            present = [class_of(c.lower_) for c in token.children if c.dep_ == "amod"]
+            # a comparative or superlative by its lemma: "an older man" has an age ("an older young man")
+            present = [class_of(c.lower_) or class_of(c.lemma_.lower()) for c in token.children if c.dep_ == "amod"]
             if any(c is None for c in present) and any(c.dep_ == "amod" and c.i > first for c in token.children):
                 continue  # an adjective of no class stands between: where the new one goes is unclear
             present = [c for c in present if c is not None]
@@ -102,6 +107,8 @@ class AddAttribute(SugarFoiler):
                 excluded |= {SKIN_READ_CLASS}
             if without_determiner(token):
                 excluded |= {AMOUNT_READ_CLASS}
+            if first > 0 and doc[first - 1].pos_ == "ADJ" and reads_as_a_shade(doc[first - 1].lower_):
+                excluded |= {SKIN_READ_CLASS}  # "a muddy river bank" -> "a muddy blue river bank": one colour
             start = first
             while start > 0 and doc[start - 1].dep_ in ("det", "amod", "nummod", "poss") and doc[start - 1].head.i == token.i:
                 start -= 1

@@ -72,12 +72,12 @@ def names_a_coat(word: str, lemma: str) -> bool:
     sense (a bird's or a fish's colours are named as they are: a red bird is not a yellow one)."""
     if lemma in COAT_NOUNS or word in COAT_NOUNS:
         return True
-    from foilforge.foilers.lang.exact_edits import _synsets
+    from foilforge.foilers.lang.exact_edits import first_noun_sense
 
-    synsets = _synsets(lemma, "n") or _synsets(word, "n")
-    if not synsets or synsets[0].lexname() != "noun.animal":
+    sense = first_noun_sense(word, lemma)
+    if sense is None or sense.lexname() != "noun.animal":
         return False
-    return any(ancestor.name() == "mammal.n.01" for path in synsets[0].hypernym_paths() for ancestor in path)
+    return any(ancestor.name() == "mammal.n.01" for path in sense.hypernym_paths() for ancestor in path)
 
 
 def coat_colours_alike(word: str, nouns) -> frozenset:
@@ -152,6 +152,13 @@ def person_misread(word: str) -> str | None:
     if word in load_classes()[SKIN_READ_CLASS].words:
         return "colour"
     return "size" if word in AGE_READ_SIZES else None
+
+
+def reads_as_a_shade(word: str) -> bool:
+    """Whether an adjective of no class right before a colour would read as that colour's shade: a shade word
+    ("light", "pale") or an adjective in -y ("muddy blue", "dusty pink", "rusty red" each name one colour)."""
+    word = word.lower()
+    return word in SHADE_WORDS or (word.endswith("y") and len(word) > 3 and class_of(word) is None)
 
 
 def in_a_shaded_colour(doc, i: int) -> bool:

@@ -143,11 +143,18 @@ def _synsets(word: str, pos: str) -> tuple:
     return lookup(word, pos)[1]
 
 
-def first_noun_lexname(word: str, lemma: str) -> str | None:
-    """The WordNet lexicographer file of a noun's first sense ("noun.time", "noun.person", ...), by its lemma and
-    else its form; None for a word WordNet does not know as a noun."""
+def first_noun_sense(word: str, lemma: str):
+    """A noun's first WordNet sense (a synset), by its lemma and else its form; None for a word WordNet does not
+    know as a noun."""
     synsets = _synsets(lemma, "n") or _synsets(word, "n")
-    return synsets[0].lexname() if synsets else None
+    return synsets[0] if synsets else None
+
+
+def first_noun_lexname(word: str, lemma: str) -> str | None:
+    """The WordNet lexicographer file of a noun's first sense ("noun.time", "noun.person", ...); None for a word
+    WordNet does not know as a noun."""
+    sense = first_noun_sense(word, lemma)
+    return sense.lexname() if sense else None
 
 
 #: verbs that, said of a thing, only say where it is: a bowl sitting, standing, resting or lying on a counter is a
@@ -322,7 +329,9 @@ class ExactEditChecker:
         if old_kind == "verb" and type_ == "replace_rel":
             from lemminflect import getLemma
 
-            verb = next((t for t in old_span if t.pos_ in ("VERB", "AUX")), None)
+            # the main verb of "is sitting", else an auxiliary read as the verb ("A cup is on ...")
+            verb = next((t for t in old_span if t.pos_ == "VERB"), None) or \
+                next((t for t in old_span if t.pos_ == "AUX"), None)
             # the foil's word by its form: its parse may read the new verb otherwise ("A surfboard standing ...")
             new_lemmas = {lemma for t in new_span if t.pos_ not in ("ADP", "DET", "PART", "PUNCT")
                           for lemma in getLemma(t.lower_, upos="VERB")}
