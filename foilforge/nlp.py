@@ -28,6 +28,27 @@ def load_spacy(name: str = OFFLINE_SPACY, param_key: str = "spacy_model"):
         ) from err
 
 
+#: verb forms whose lemma spaCy's rule lemmatizer gets wrong: it keeps the first rule whose result is an English verb,
+#: so "riding" becomes "rid" (the "-ing" rule) before "ride" (the "-ing" -> "-e" rule), "staring" "star", "shining"
+#: "shin". The lemma decides what the foilers' verb sites avoid and which WordNet senses the checks compare
+#: ("riding" -> "driving" judged as rid / drive). The forms: verbs of COCO val 2017 captions whose spaCy lemma is
+#: another, rarer verb than lemminflect's (tests/test_nlp_batching.py)
+VERB_LEMMA_EXCEPTIONS = {"riding": "ride", "rides": "ride", "staring": "stare", "stares": "stare",
+                         "shining": "shine", "shines": "shine", "dining": "dine", "dines": "dine"}
+
+
+def with_verb_lemma_exceptions(nlp):
+    """`nlp` with VERB_LEMMA_EXCEPTIONS set on verbs (a tag VB...) by its attribute ruler, which runs before the
+    lemmatizer: the rule lemmatizer's own exceptions do not win over a form one of its rules gives, and it keeps a
+    lemma already set. A pipeline without an attribute ruler is returned as it is."""
+    if "attribute_ruler" not in nlp.pipe_names:
+        return nlp
+    ruler = nlp.get_pipe("attribute_ruler")
+    for form, lemma in VERB_LEMMA_EXCEPTIONS.items():
+        ruler.add(patterns=[[{"LOWER": form, "TAG": {"REGEX": "^VB"}}]], attrs={"LEMMA": lemma})
+    return nlp
+
+
 @functools.lru_cache(maxsize=4)
 def _load_spacy(name: str):
     import spacy
@@ -35,4 +56,4 @@ def _load_spacy(name: str):
     from foilforge.timings import load_section
 
     with load_section(f"spaCy {name}"):
-        return spacy.load(name)
+        return with_verb_lemma_exceptions(spacy.load(name))

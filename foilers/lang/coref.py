@@ -123,7 +123,9 @@ class CorefereeResolver:
         import coreferee  # noqa: F401  (registers the "coreferee" factory)
         import spacy
 
-        self._nlp = spacy.load(spacy_model)
+        from foilforge.nlp import with_verb_lemma_exceptions
+
+        self._nlp = with_verb_lemma_exceptions(spacy.load(spacy_model))
         self._nlp.add_pipe("coreferee")
 
     def pipeline(self, nlp):
