@@ -161,6 +161,15 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("A cat on a bed.", "A cat above a bed.", "paraphrase: on/over (seat or bed)"),
     ("A plane on the runway.", "A plane over the runway.", None),
     ("A clock on a wall.", "A clock over a wall.", None),
+    # a side, an edge or a shore is a line: on it is by it and along it (the sample build kept "parked on the side of
+    # the road" -> "parked along the side of the road"); elsewhere on / by / along are a contrast
+    ("A city bus parked on the side of the road.", "A city bus parked along the side of the road.",
+     "paraphrase: on/by/along (edge)"),
+    ("Boats sitting on the shore.", "Boats sitting by the shore.", "paraphrase: on/by/along (edge)"),
+    ("A cat sleeping on the bed.", "A cat sleeping by the bed.", None),
+    ("A dog walking on the road.", "A dog walking along the road.", None),
+    # "over top of" is a regional "on top of" (the sample build kept "sitting on top of a pan" -> "over top of")
+    ("A large pizza sitting on top of a pan.", "A large pizza sitting over top of a pan.", "paraphrase: spatial synonym"),
     # beside a thing is at it (the sample build kept "... beside the terminal" -> "... at the terminal")
     ("A bus parked beside the terminal.", "A bus parked at the terminal.", "entailed: spatial"),
     ("A man sitting at the table.", "A man sitting beside the table.", "not contradicted: spatial"),
