@@ -164,8 +164,10 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     # a side, an edge or a shore is a line: on it is by it and along it (the sample build kept "parked on the side of
     # the road" -> "parked along the side of the road"); elsewhere on / by / along are a contrast
     ("A city bus parked on the side of the road.", "A city bus parked along the side of the road.",
-     "paraphrase: on/by/along (edge)"),
-    ("Boats sitting on the shore.", "Boats sitting by the shore.", "paraphrase: on/by/along (edge)"),
+     "paraphrase: on/by/along/at (edge)"),
+    ("Boats sitting on the shore.", "Boats sitting by the shore.", "paraphrase: on/by/along/at (edge)"),
+    ("Two surfboards stuck in the sand by the shore.", "Two surfboards stuck in the sand at the shore.",
+     "paraphrase: on/by/along/at (edge)"),
     ("A cat sleeping on the bed.", "A cat sleeping by the bed.", None),
     ("A dog walking on the road.", "A dog walking along the road.", None),
     # "over top of" is a regional "on top of" (the sample build kept "sitting on top of a pan" -> "over top of")

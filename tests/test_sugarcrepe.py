@@ -96,6 +96,9 @@ REFUSED = [
      ee.REL_STATIC_POSITION),
     # the replaced words hold an auxiliary and the verb: the verb says what the subject does
     ("replace_rel", "A laptop is sitting on a desk.", "A laptop lies on a desk.", ee.REL_STATIC_POSITION),
+    # a verb joined to another one by "and" has that one's subject (the sample build kept "... lying on a desk.")
+    ("replace_rel", "The laptop is turned off and sitting on a desk.", "The laptop is turned off and lying on a desk.",
+     ee.REL_STATIC_POSITION),
     # SugarCrepe's unrefined replace_rel: an insertion, not a replaced relation
     ("replace_rel", "A man is in a kitchen making pizzas.", "A man is in a kitchen cleaning up after making pizzas.",
      ee.REPLACE_NOT_REPLACEMENT),

@@ -171,9 +171,12 @@ def static_position_subject(verb) -> bool:
 
     if verb.lemma_.lower() not in STATIC_POSITION_VERBS:
         return False
-    subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")]
-    if not subjects and verb.dep_ in ("acl", "relcl") and verb.head.pos_ in ("NOUN", "PROPN"):
-        subjects = [verb.head]
+    head = verb
+    while head.dep_ == "conj" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in head.children):
+        head = head.head  # "The laptop is turned off and sitting on a desk": the first verb's subject
+    subjects = [c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")]
+    if not subjects and head.dep_ in ("acl", "relcl") and head.head.pos_ in ("NOUN", "PROPN"):
+        subjects = [head.head]
     return bool(subjects) and all(names_a_living_thing(s.lower_, s.lemma_.lower()) is False for s in subjects)
 
 
