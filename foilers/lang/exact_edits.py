@@ -175,8 +175,9 @@ def static_position_subject(verb) -> bool:
     while head.dep_ == "conj" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in head.children):
         head = head.head  # "The laptop is turned off and sitting on a desk": the first verb's subject
     subjects = [c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")]
-    if not subjects and head.dep_ in ("acl", "relcl") and head.head.pos_ in ("NOUN", "PROPN"):
-        subjects = [head.head]
+    if head.dep_ in ("acl", "relcl") and head.head.pos_ in ("NOUN", "PROPN") and \
+            all(s.tag_ in ("WDT", "WP") for s in subjects):
+        subjects = [head.head]  # "A bowl of fruit sitting ...", "A city bus that is parked ...": the noun modified
     return bool(subjects) and all(names_a_living_thing(s.lower_, s.lemma_.lower()) is False for s in subjects)
 
 
