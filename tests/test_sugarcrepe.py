@@ -549,6 +549,18 @@ def test_the_card_gives_each_type_s_funnel_and_says_what_an_addition_carries():
     assert what_would_change(manifest["instruments"]["replace_obj"]).startswith("a filter that removes")
 
 
+def add_att_excluded(nlp, caption: str, class_name: str) -> dict:
+    """add_att's sites of a caption: each noun's lemma -> whether its site excludes the attribute class."""
+    import random
+
+    from foilforge.foilers.lang.sugar import SiteContext
+
+    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
+    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
+    return {s.word: class_name in s.exclude_classes
+            for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+
+
 def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
     """On a person a colour word reads as skin colour: add_att adds none there and replace_att leaves one alone;
     objects and animals keep their colours."""
@@ -557,11 +569,10 @@ def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
     from foilforge.foilers.lang.sugar import SiteContext
 
     where = SiteContext(frozenset(), random.Random(0), Counter(), None)
-    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
     replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
 
     def add_sites(caption):
-        return {s.word: "colour" in s.exclude_classes for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+        return add_att_excluded(nlp, caption, "colour")
 
     def replace_sites(caption):
         return [s.word for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
@@ -576,15 +587,9 @@ def test_no_colour_is_added_to_or_replaced_on_a_person(nlp):
 def test_add_att_reads_a_comparative_by_its_lemma_and_adds_no_colour_that_reads_as_a_shade(nlp):
     """"An older man" has an age ("An older young man" was kept from a COCO val 2017 caption), and after a shade
     word or an adjective in -y a colour reads as one colour with it ("a muddy blue river bank")."""
-    import random
-
-    from foilforge.foilers.lang.sugar import SiteContext
-
-    where = SiteContext(frozenset(), random.Random(0), Counter(), None)
-    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
 
     def excluded(caption, name):
-        return {s.word: name in s.exclude_classes for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+        return add_att_excluded(nlp, caption, name)
 
     assert excluded("An older man reading a paper.", "age") == {"man": True, "paper": False}
     assert excluded("An old man reading a paper.", "age") == {"man": True, "paper": False}
@@ -640,14 +645,13 @@ def test_a_shaded_colour_is_not_replaced_and_no_size_reads_as_an_amount(nlp):
     from foilforge.foilers.lang.sugar import SiteContext
 
     where = SiteContext(frozenset(), random.Random(0), Counter(), None)
-    add = FOILERS.build("add_att.v1", {"spacy_model": SPACY})
     replace = FOILERS.build("replace_att.v1", {"spacy_model": SPACY})
 
     def replace_sites(caption):
         return [s.word for s in replace.sites(nlp(caption), {"id": "x", "caption": caption}, where)]
 
     def size_excluded(caption):
-        return {s.word: "size" in s.exclude_classes for s in add.sites(nlp(caption), {"id": "x", "caption": caption}, where)}
+        return add_att_excluded(nlp, caption, "size")
 
     # from COCO val 2017 captions
     assert replace_sites("The shower room has a light green tint.") == []
