@@ -325,8 +325,10 @@ class AdversarialSearch:
             if stop:
                 break
             trial_js: dict = {}
+            # the JS bound's weight search starts where the last round's ended: the pool lost a few candidates
             trial = refine(self.candidates, exclude=self.excluded, prefer=self.prefer, balance=self.balance(),
-                           report=trial_js, path=self.path, **self.refine_args)
+                           report=trial_js, path=self.path, start_weight=js.get("imbalance_weight"),
+                           **self.refine_args)
             if len(trial) < self.floor:
                 stop = (f"the next round would keep {len(trial)}, below min_keep ({self.floor} of the {self.refined} "
                         f"pairs the refinement keeps without attackers)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -507,3 +508,60 @@ def test_a_hard_refinement_program_ends_at_the_node_limit_with_its_bound(monkeyp
     assert time.perf_counter() - start < 20 and nodes == [20]
     assert short >= 1 and 30 <= len(kept) <= 40 and len({rid.split("#")[0] for rid in kept}) == len(kept)
     assert program.solve(4.0) == (kept, short)
+
+
+class LadderProgram:
+    """A stand-in refinement program for the weight search: its kept set at a weight is that weight, so `meets`
+    decides by the weight alone; it records the weights solved."""
+
+    def __init__(self, n: int = 1000):
+        self.n, self.weights = n, []
+
+    def solve(self, weight):
+        self.weights.append(weight)
+        return [weight], 0.0
+
+
+def rung(k: int) -> float:
+    from foilforge.filters.refinement import JS_WEIGHTS, WEIGHT_STEPS_PER_DOUBLING
+
+    return round(JS_WEIGHTS[-1] * 2 ** (k / WEIGHT_STEPS_PER_DOUBLING), 4)
+
+
+def test_the_weight_search_finds_the_lowest_rung_that_meets_the_bound_from_scratch_or_from_a_start():
+    from foilforge.filters.refinement import _weight_search
+
+    threshold = rung(19)  # 1.0249: the rung where the sample's foil_it rounds settle
+    meets = lambda kept: kept[0] >= threshold - 1e-9  # noqa: E731
+    cold = LadderProgram()
+    (kept, short), weight = _weight_search(cold, meets)
+    assert weight == threshold and kept == [pytest.approx(threshold, abs=1e-4)]
+    # doubling 0.9 (fails), 1.8 (meets), then four bisection steps: 1.2728, 1.0703, 0.9815, 1.0249
+    assert [round(w, 4) for w in cold.weights] == [rung(16), rung(32), rung(24), rung(20), rung(18), rung(19)]
+    warm = LadderProgram()
+    assert _weight_search(warm, meets, start_weight=threshold)[1] == threshold
+    assert [round(w, 4) for w in warm.weights] == [rung(19), rung(18)]  # the rung, and the one below it
+    for start in (rung(1), rung(10), rung(17), rung(21), rung(40), 500.0):  # an answer that moved down or up
+        program = LadderProgram()
+        assert _weight_search(program, meets, start_weight=start)[1] == threshold
+        if abs(start - threshold) < 0.2:  # a step or two away: fewer solves than from scratch
+            assert len(program.weights) < len(cold.weights)
+    # a start at or below JS_WEIGHTS' last weight is no start: the search from scratch
+    again = LadderProgram()
+    assert _weight_search(again, meets, start_weight=0.45)[1] == threshold and again.weights == cold.weights
+
+
+def test_the_weight_search_ends_on_a_rung_that_meets_the_bound_above_one_that_does_not():
+    from foilforge.filters.refinement import _weight_search
+
+    # not monotone: rungs 5-7 and 12 on meet the bound. Either answer has a failing rung right below it
+    meeting = {rung(k) for k in (5, 6, 7)} | {rung(k) for k in range(12, 200)}
+    meets = lambda kept: round(kept[0], 4) in meeting  # noqa: E731
+    for start in (None, rung(6), rung(13), rung(3)):
+        program = LadderProgram()
+        _, weight = _weight_search(program, meets, start_weight=start)
+        below = rung(round(16 * math.log2(weight / 0.45)) - 1)
+        assert weight in meeting and below not in meeting
+    # the ladder ends at the pool's size, where the kept set always meets it (L1 0)
+    never = LadderProgram(n=9)
+    assert _weight_search(never, lambda kept: False)[1] == 10.0
