@@ -71,6 +71,23 @@ def test_spans_are_runs_of_spatial_prepositions_with_an_object():
     assert spans("A man is looking up at the sky") == ["at"]
 
 
+def test_a_run_a_bare_part_noun_and_of_are_one_span():
+    # spaCy reads "top" as the object of "on": the run alone ("on") became "to top of large waves"
+    assert [(s.text, s.object) for s in preposition_spans(load_spacy()("People surfing on top of large waves"))] == \
+        [("on top of", "waves")]
+    assert spans("A cat sitting in front of a television next to a lamp.") == ["in front of", "to"]
+    # with a determiner the part noun is a place of its own; without "of" it is the object
+    assert spans("A man standing on the top of a hill") == ["on"]
+    assert spans("A man in a car with a top down") == ["in"]
+
+
+def test_a_complex_preposition_is_replaced_whole(attested_file):
+    _, records = run([sample(7, "People surfing on top of large waves")], ["under", "near", "on"], balance=False,
+                     attested_path=attested_file)
+    assert [r["foil"] for r in records] == ["People surfing under large waves"]
+    assert records[0]["classes"] == "on top of"
+
+
 def test_span_offsets_point_into_the_caption():
     caption = "A dog runs through the park."
     (span,) = preposition_spans(load_spacy()(caption))

@@ -14,6 +14,11 @@ three exclusions that VALSE lacked:
   listed there ("up of" from "made up of"), is dropped; other spans with a
   non-spatial word ("out of") are kept.
 
+One more than VALSE: a run followed by a bare part noun and "of" ("on top of",
+"in front of", "in back of": COMPLEX_PREPOSITION_NOUNS) is one span, the object
+that of "of". spaCy parses "top" as the object of "on", so the run alone was
+"on", and replacing it wrote "to top of large waves".
+
 The *attested list* is corpus-level: the lower-cased span texts with their
 counts over all captions of the input (computed once per run, in the foiler's
 `corpus_pass`), or read from a JSON file `{span: count}` made by `attested_spans`.
@@ -42,6 +47,9 @@ DEFAULT_NON_SPATIAL = (
 
 # dependency labels of a preposition's object: the relation has a relatum
 OBJECT_DEPS = ("pobj", "pcomp")
+#: nouns that make one preposition with the run before them and "of" after them, with no determiner between
+#: ("on top of", "in front of", "in back of"); with one ("on the side of") the noun is a place of its own
+COMPLEX_PREPOSITION_NOUNS = frozenset(("top", "front", "back"))
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,19 @@ def _runs(doc) -> Iterable[list]:
         yield run
 
 
+def _complex_preposition_of(run: list, relatum):
+    """The "of" that makes `run` and its object one preposition ("on" + "top" + "of" in "on top of the bed"), or
+    None: the object is a bare noun of COMPLEX_PREPOSITION_NOUNS right after the run, and "of" right after it
+    governs an object of its own."""
+    doc = relatum.doc
+    if relatum.i != run[-1].i + 1 or relatum.lower_ not in COMPLEX_PREPOSITION_NOUNS or relatum.i + 1 >= len(doc):
+        return None
+    of = doc[relatum.i + 1]
+    if of.lower_ != "of" or of.head.i != relatum.i or not any(c.dep_ in OBJECT_DEPS for c in of.children):
+        return None
+    return of
+
+
 def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> list[PrepositionSpan]:
     """The spatial preposition spans of one parsed caption, left to right."""
     excluded = {normalise_span(w) for w in non_spatial}
@@ -96,7 +117,11 @@ def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> 
         relatum = next((child for child in run[-1].children if child.dep_ in OBJECT_DEPS), None)
         if relatum is None:
             continue
-        start, end = run[0].idx, run[-1].idx + len(run[-1].text)
+        last = run[-1]
+        of = _complex_preposition_of(run, relatum)
+        if of is not None:
+            last, relatum = of, next(child for child in of.children if child.dep_ in OBJECT_DEPS)
+        start, end = run[0].idx, last.idx + len(last.text)
         # the object noun with its compound modifiers ("cutting board", "home plate"), lower case
         obj = " ".join([c.lower_ for c in relatum.lefts if c.dep_ == "compound"] + [relatum.lower_]) \
             if relatum.dep_ == "pobj" else None
