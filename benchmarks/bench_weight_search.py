@@ -1,8 +1,8 @@
 """The adversarial filter's JS weight search started at the last round's weight, against the search from scratch.
 
-    python -m benchmarks.bench_weight_search --build DIR [--instruments foil_it action_replacement] [--repeats 1]
+    python -m benchmarks.bench_weight_search [--build DIR] [--instruments foil_it action_replacement] [--repeats 1]
 
-DIR is a built sample (a `bench_sample_build --keep` worktree, or a checkout after `make repro`): its
+DIR (default: this checkout, after `make repro`) is a built sample, or a `bench_sample_build --keep` worktree: its
 data/scored and data/partners files are the select stage's inputs. Each instrument's `foilforge select` runs in
 a process of its own, the two ways taking turns (reference first), outputs to a temporary directory:
 
@@ -96,7 +96,8 @@ def run(build: Path, way: str, instrument: str) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build", type=Path, help="a built sample's directory (data/scored, data/partners)")
+    parser.add_argument("--build", type=Path, default=ROOT,
+                        help="a built sample's directory (data/scored, data/partners; default: this checkout)")
     parser.add_argument("--instruments", nargs="*", default=["foil_it", "action_replacement"])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--child", nargs=3, metavar=("WAY", "INSTRUMENT", "OUT"), help=argparse.SUPPRESS)
@@ -105,8 +106,6 @@ def main(argv=None) -> None:
         way, instrument, out = args.child
         child(way, instrument, Path(out))
         return
-    if args.build is None:
-        parser.error("--build DIR is required")
     build = args.build.resolve()
     metrics: dict = {"build": str(build), "instruments": {}}
     for instrument in args.instruments:

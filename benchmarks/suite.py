@@ -77,6 +77,9 @@ BENCHMARKS = {b.name: b for b in (
               quick=("--records", "200"), needs=(_BUILT,), in_default_set=True),
     Benchmark("refinement_scale", "speed", "the refinement's 0/1 program on synthetic pools up to a full COCO build",
               quick=("--sizes", "300"), in_default_set=True),
+    Benchmark("weight_search", "speed", "the adversarial filter's JS weight search from the last round's weight "
+              "against from scratch, on a built sample's select", quick=("--instruments", "action_replacement"),
+              needs=(ROOT / "data" / "scored" / "foil_it.jsonl", ROOT / "data" / "scored" / "action_replacement.jsonl")),
     Benchmark("span_scoring", "speed", "relations' span scoring batched across captions against one at a time",
               quick=("--limit", "4", "--attested-from", "200", "--repeats", "1"), in_default_set=True),
     Benchmark("relations_scaling", "speed", "the span ranker's pruning against exhaustive scoring: time and agreement",
