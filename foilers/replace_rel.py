@@ -26,9 +26,6 @@ from foilforge.proposers import EditSite
 #: verbs that carry no relation of their own ("has", "is", "gets", "does")
 LIGHT_VERBS = ("be", "have", "do", "get", "let", "make", "seem", "appear", "become", "look", "go")
 VERB_TAGS = ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ")
-#: the words that make one relation with the preposition after them ("next to", "close to", "ahead of"); the parse
-#: keeps them out of the preposition span, which VALSE's relations piece replaces alone
-PHRASE_HEADS = ("next", "close", "ahead", "adjacent")
 
 
 @FOILERS.register("replace_rel.v1")
@@ -54,11 +51,8 @@ class ReplaceRelation(SugarFoiler):
     def sites(self, doc, sample: dict, where: SiteContext) -> list[EditSite]:
         caption = sample["caption"]
         out = []
-        for span in preposition_spans(doc):
+        for span in preposition_spans(doc):  # "next to" and "on top of" are one span each
             start = span.start
-            first = next(t for t in doc if t.idx == span.start)
-            if first.i > 0 and first.head.i == first.i - 1 and first.head.lower_ in PHRASE_HEADS:
-                start = first.head.idx  # "next to" is one relation: "to" alone became "right next near the sink"
             text = caption[start:span.end]
             if len(text.split()) <= 3:
                 out.append(EditSite("replace_rel", caption, (start, span.end), text, f"{sample['id']}/p{span.start}",

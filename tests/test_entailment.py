@@ -175,6 +175,12 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     # beside a thing is at it (the sample build kept "... beside the terminal" -> "... at the terminal")
     ("A bus parked beside the terminal.", "A bus parked at the terminal.", "entailed: spatial"),
     ("A man sitting at the table.", "A man sitting beside the table.", "not contradicted: spatial"),
+    # in front of or behind a thing is near it (the sample build kept "... in front of a shop window" -> "near")
+    ("A person is standing in front of a shop window.", "A person is standing near a shop window.",
+     "entailed: spatial"),
+    ("Two people sitting on the grass near a lake.", "Two people sitting on the grass in front of a lake.",
+     "not contradicted: spatial"),
+    ("A truck parked behind a car.", "A truck parked in front of a car.", None),
 ])
 def test_on_in_at_judged_by_the_object(caption, foil, reason):
     assert pair_refusal(caption, foil, "relation") == reason

@@ -75,10 +75,12 @@ def test_a_run_a_bare_part_noun_and_of_are_one_span():
     # spaCy reads "top" as the object of "on": the run alone ("on") became "to top of large waves"
     assert [(s.text, s.object) for s in preposition_spans(load_spacy()("People surfing on top of large waves"))] == \
         [("on top of", "waves")]
-    assert spans("A cat sitting in front of a television next to a lamp.") == ["in front of", "to"]
+    assert spans("A cat sitting in front of a television next to a lamp.") == ["in front of", "next to"]
     # with a determiner the part noun is a place of its own; without "of" it is the object
     assert spans("A man standing on the top of a hill") == ["on"]
     assert spans("A man in a car with a top down") == ["in"]
+    # "next to" is one span: "to" alone became "right next on top of the bathroom sink"
+    assert spans("A white toilet sitting right next to the bathroom sink.") == ["next to"]
 
 
 def test_a_complex_preposition_is_replaced_whole(attested_file):

@@ -14,10 +14,13 @@ three exclusions that VALSE lacked:
   listed there ("up of" from "made up of"), is dropped; other spans with a
   non-spatial word ("out of") are kept.
 
-One more than VALSE: a run followed by a bare part noun and "of" ("on top of",
+Two more than VALSE: a run followed by a bare part noun and "of" ("on top of",
 "in front of", "in back of": COMPLEX_PREPOSITION_NOUNS) is one span, the object
-that of "of". spaCy parses "top" as the object of "on", so the run alone was
-"on", and replacing it wrote "to top of large waves".
+that of "of" (spaCy parses "top" as the object of "on", so the run alone was
+"on", and replacing it wrote "to top of large waves"); and a run whose first
+word hangs on the word before it in PHRASE_HEADS takes that word in ("next to",
+"close to": the run alone was "to", and replacing it wrote "right next on top of
+the sink").
 
 The *attested list* is corpus-level: the lower-cased span texts with their
 counts over all captions of the input (computed once per run, in the foiler's
@@ -50,6 +53,8 @@ OBJECT_DEPS = ("pobj", "pcomp")
 #: nouns that make one preposition with the run before them and "of" after them, with no determiner between
 #: ("on top of", "in front of", "in back of"); with one ("on the side of") the noun is a place of its own
 COMPLEX_PREPOSITION_NOUNS = frozenset(("top", "front", "back"))
+#: words that make one preposition with the run after them ("next to", "close to", "ahead of", "adjacent to")
+PHRASE_HEADS = frozenset(("next", "close", "ahead", "adjacent"))
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,10 @@ def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> 
         of = _complex_preposition_of(run, relatum)
         if of is not None:
             last, relatum = of, next(child for child in of.children if child.dep_ in OBJECT_DEPS)
-        start, end = run[0].idx, last.idx + len(last.text)
+        first = run[0]
+        if first.i > 0 and first.head.i == first.i - 1 and first.head.lower_ in PHRASE_HEADS:
+            first = first.head
+        start, end = first.idx, last.idx + len(last.text)
         # the object noun with its compound modifiers ("cutting board", "home plate"), lower case
         obj = " ".join([c.lower_ for c in relatum.lefts if c.dep_ == "compound"] + [relatum.lower_]) \
             if relatum.dep_ == "pobj" else None
