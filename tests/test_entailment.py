@@ -181,6 +181,11 @@ def test_entailment_rows_refuse_both_directions_with_their_own_reason():
     ("Two people sitting on the grass near a lake.", "Two people sitting on the grass in front of a lake.",
      "not contradicted: spatial"),
     ("A truck parked behind a car.", "A truck parked in front of a car.", None),
+    # in front of a thing is at it (the sample build kept "standing in front of a shop window" -> "at")
+    ("A person is standing in front of a shop window.", "A person is standing at a shop window.",
+     "entailed: spatial"),
+    ("Two men preparing food at a counter.", "Two men preparing food in front of a counter.",
+     "not contradicted: spatial"),
 ])
 def test_on_in_at_judged_by_the_object(caption, foil, reason):
     assert pair_refusal(caption, foil, "relation") == reason
