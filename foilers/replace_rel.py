@@ -52,11 +52,10 @@ class ReplaceRelation(SugarFoiler):
         caption = sample["caption"]
         out = []
         for span in preposition_spans(doc):  # "next to" and "on top of" are one span each
-            start = span.start
-            text = caption[start:span.end]
-            if len(text.split()) <= 3:
-                out.append(EditSite("replace_rel", caption, (start, span.end), text, f"{sample['id']}/p{span.start}",
-                                    word=" ".join(text.lower().split()), pos="preposition", avoid=where.avoid))
+            if span.words <= 3:
+                out.append(EditSite("replace_rel", caption, (span.start, span.end), span.text,
+                                    f"{sample['id']}/p{span.start}", word=span.key, pos="preposition",
+                                    avoid=where.avoid))
         for token in doc:
             if token.pos_ != "VERB" or token.tag_ not in VERB_TAGS or token.lemma_.lower() in LIGHT_VERBS:
                 continue

@@ -99,17 +99,21 @@ def _runs(doc) -> Iterable[list]:
         yield run
 
 
+def _object_of(preposition):
+    """The object a preposition governs ("pobj" or "pcomp"), or None."""
+    return next((child for child in preposition.children if child.dep_ in OBJECT_DEPS), None)
+
+
 def _complex_preposition_of(run: list, relatum):
-    """The "of" that makes `run` and its object one preposition ("on" + "top" + "of" in "on top of the bed"), or
-    None: the object is a bare noun of COMPLEX_PREPOSITION_NOUNS right after the run, and "of" right after it
-    governs an object of its own."""
+    """(the "of", its object) that make `run` and its object one preposition ("on" + "top" + "of" in "on top of
+    the bed"), or None: the object is a bare noun of COMPLEX_PREPOSITION_NOUNS right after the run, and "of" right
+    after it governs an object of its own."""
     doc = relatum.doc
     if relatum.i != run[-1].i + 1 or relatum.lower_ not in COMPLEX_PREPOSITION_NOUNS or relatum.i + 1 >= len(doc):
         return None
     of = doc[relatum.i + 1]
-    if of.lower_ != "of" or of.head.i != relatum.i or not any(c.dep_ in OBJECT_DEPS for c in of.children):
-        return None
-    return of
+    obj = _object_of(of) if of.lower_ == "of" and of.head.i == relatum.i else None
+    return None if obj is None else (of, obj)
 
 
 def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> list[PrepositionSpan]:
@@ -119,13 +123,10 @@ def preposition_spans(doc, non_spatial: Iterable[str] = DEFAULT_NON_SPATIAL) -> 
     for run in _runs(doc):
         if all(token.lower_ in excluded for token in run) or normalise_span(" ".join(t.text for t in run)) in excluded:
             continue
-        relatum = next((child for child in run[-1].children if child.dep_ in OBJECT_DEPS), None)
+        relatum = _object_of(run[-1])
         if relatum is None:
             continue
-        last = run[-1]
-        of = _complex_preposition_of(run, relatum)
-        if of is not None:
-            last, relatum = of, next(child for child in of.children if child.dep_ in OBJECT_DEPS)
+        last, relatum = _complex_preposition_of(run, relatum) or (run[-1], relatum)
         first = run[0]
         if first.i > 0 and first.head.i == first.i - 1 and first.head.lower_ in PHRASE_HEADS:
             first = first.head
