@@ -214,7 +214,7 @@ class InstrumentBlock(Block):
 
 class AttackerBlock(Block):
     attacker: str = Field(description="a registered attacker (word_ngram.v1, char_ngram.v1, scorer_features.v1, "
-                                      "edit_tokens.v1, boosted_features.v1, ngram_bayes.v1, transformer_pair.v1, "
+                                      "edit_tokens.v1, boosted_features.v2, ngram_bayes.v1, transformer_pair.v1, "
                                       "hidden_probe.v1)")
     args: dict[str, Any] = Field({}, description="its arguments (checked against its signature)")
 

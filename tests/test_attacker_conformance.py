@@ -24,7 +24,7 @@ MODEL_ARGS = {
 
 
 def test_registered_attackers_are_pinned():
-    assert ATTACKERS.names() == ["boosted_features.v1", "char_ngram.v1", "edit_tokens.v1", "hidden_probe.v1",
+    assert ATTACKERS.names() == ["boosted_features.v1", "boosted_features.v2", "char_ngram.v1", "edit_tokens.v1", "hidden_probe.v1",
                                  "length.v1", "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1",
                                  "word_ngram.v1"]
 
