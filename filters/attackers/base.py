@@ -132,6 +132,67 @@ def _wrapped_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, t
     return LogisticFit(model.coef_, model.n_iter_)
 
 
+#: Newton's method stops when the gradient's norm is this share of its first one (or of 1, when smaller)
+NEWTON_TOLERANCE = 1e-12
+#: and after this many steps at most (a fit takes 5-15)
+NEWTON_MAX_STEPS = 100
+
+
+def fit_dense_logistic(difference, C: float) -> "LogisticFit":
+    """L2-regularised logistic regression without intercept on dense rows d, trained on d (label 1) and -d (label
+    0) as `fit_logistic` trains it, by Newton's method with a backtracking line search, to the optimum.
+
+    The objective 0.5 |w|^2 + 2C sum_i log(1 + exp(-d_i . w)) (each pair's two rows lose the same) is strictly
+    convex, so the optimum is one point whichever solver finds it; liblinear's primal solver stops at a loose
+    tolerance (1e-4 of the first gradient) and walks the dense rows as sparse ones, at 2-3 times the time on the
+    probes' hidden states (docs/performance.md, "Dense logistic fits"). With fewer rows than features the optimum
+    lies in the rows' span (any other part of w adds to |w| and nothing to the fit), so the steps are taken there:
+    D^T = QR, w = Q b, D w = R^T b, |w| = |b|. On one BLAS thread, like the liblinear fits: the same bits on any
+    number of cores."""
+    import numpy as np
+    from scipy.linalg import cho_factor, cho_solve
+    from scipy.special import expit, log_expit
+
+    rows, features = difference.shape
+    with thread_pools().limit(limits=1, user_api="blas"):
+        basis, x = None, difference
+        if 0 < rows < features:
+            basis, upper = np.linalg.qr(difference.T)
+            x = upper.T
+        weight = 2.0 * C
+
+        def objective(w):
+            return 0.5 * float(w @ w) - weight * float(log_expit(x @ w).sum())
+
+        w = np.zeros(x.shape[1])
+        value, first, steps = objective(w), None, 0
+        for steps in range(1, NEWTON_MAX_STEPS + 1):
+            wrong = expit(-(x @ w))  # each row's probability of the other order
+            gradient = w - weight * (x.T @ wrong)
+            norm = float(np.linalg.norm(gradient))
+            first = norm if first is None else first
+            if norm <= NEWTON_TOLERANCE * max(first, 1.0):
+                break
+            hessian = (x.T * (weight * wrong * (1.0 - wrong))) @ x
+            hessian[np.diag_indices_from(hessian)] += 1.0
+            step = -cho_solve(cho_factor(hessian), gradient)
+            slope, size = float(gradient @ step), 1.0
+            # near the optimum (the step's predicted decrease below the objective's rounding) the full step is
+            # Newton's quadratic convergence and is taken as it is; elsewhere Armijo's rule shortens it
+            near = -slope <= 1e-10 * (1.0 + abs(value))
+            while True:
+                trial = w + size * step
+                trial_value = objective(trial)
+                if near or trial_value <= value + 1e-4 * size * slope:
+                    break
+                if size < 1e-9:  # no step lowers it: rounding's floor
+                    return LogisticFit((basis @ w if basis is not None else w).reshape(1, -1), np.array([steps]))
+                size *= 0.5
+            w, value = trial, trial_value
+        coef = basis @ w if basis is not None else w
+    return LogisticFit(coef.reshape(1, -1), np.array([steps]))
+
+
 #: liblinear's solver numbers of L2-regularised logistic regression, primal (trust-region Newton) and dual
 LIBLINEAR_L2_LOGISTIC_PRIMAL, LIBLINEAR_L2_LOGISTIC_DUAL = 0, 7
 
@@ -215,11 +276,13 @@ class LinearPairAttacker(Attacker):
         if difference.shape[1] == 0:  # no feature at all: no preference, every margin 0
             self.classifier_ = None
             return self
-        stack = sparse.vstack if sparse.issparse(difference) else np.vstack
-        x = stack([difference, -difference])
+        if not sparse.issparse(difference):  # dense rows (scorer numbers, hidden states): Newton's method
+            self.classifier_ = fit_dense_logistic(np.asarray(difference, dtype=float), self.C)
+            return self
+        x = sparse.vstack([difference, -difference])
         y = np.concatenate([np.ones(difference.shape[0]), np.zeros(difference.shape[0])])
-        # the dual solver for sparse n-gram rows (far more features than pairs), the primal one for dense rows
-        self.classifier_ = fit_logistic(x, y, self.C, self.random_state, dual=sparse.issparse(difference))
+        # liblinear's dual solver for sparse n-gram rows (far more features than pairs)
+        self.classifier_ = fit_logistic(x, y, self.C, self.random_state, dual=True)
         return self
 
     def margins(self, pairs: list[Pair]):
