@@ -50,7 +50,7 @@ def word_attacker():
 
 
 def test_registry_pins_the_attacker_families():
-    assert ATTACKERS.names() == ["boosted_features.v1", "char_ngram.v1", "edit_tokens.v1", "hidden_probe.v1",
+    assert ATTACKERS.names() == ["boosted_features.v1", "boosted_features.v2", "char_ngram.v1", "edit_tokens.v1", "hidden_probe.v1",
                                  "length.v1", "ngram_bayes.v1", "scorer_features.v1", "transformer_pair.v1",
                                  "word_ngram.v1"]
 
@@ -106,7 +106,8 @@ def test_shuffled_sides_sit_at_chance():
     for r in planted(balanced_records(200, seed=2)):
         # the planted word on a random side: no side-specific cue is left
         records.append(r if rng.random() < 0.5 else {**r, "caption": r["foil"], "foil": r["caption"]})
-    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1"):
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1",
+                 "boosted_features.v2"):
         margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": name}, "test"),
                                          pairs_from_records(records), folds=5, seed=0)
         assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1, name
@@ -114,7 +115,8 @@ def test_shuffled_sides_sit_at_chance():
 
 def test_linear_attackers_are_antisymmetric():
     pairs = pairs_from_records(planted(balanced_records(40)))
-    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1"):
+    for name in ("word_ngram.v1", "char_ngram.v1", "ngram_bayes.v1", "edit_tokens.v1", "boosted_features.v1",
+                 "boosted_features.v2"):
         model = build_attacker({"attacker": name}, "test").fit(pairs)
         forward = model.margins(pairs)
         backward = model.margins([p.swapped() for p in pairs])
@@ -469,7 +471,8 @@ def test_the_edit_attacker_sees_which_word_replaced_which():
     assert accuracy["word_ngram.v1"] <= 0.7  # at most 2 of 3 edits for any linear weights
 
 
-def test_the_boosted_attacker_finds_a_length_cue():
+@pytest.mark.parametrize("version", ["boosted_features.v1", "boosted_features.v2"])
+def test_the_boosted_attacker_finds_a_length_cue(version):
     """Half the foils add a word ("again"), half drop one ("the"): the caption is the shorter text in one half and
     the longer in the other, so the sign of the word-count difference says nothing; the character counts do."""
     rng = random.Random(5)
@@ -482,12 +485,12 @@ def test_the_boosted_attacker_finds_a_length_cue():
         foil = caption + " again" if long_caption else f"A {noun} sits in {place}"
         records.append({"id": f"b:{k}", "sample_id": f"b:{k}", "caption": caption, "foil": foil,
                         "classes": noun, "classes_foil": noun})
-    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
+    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": version}, "test"),
                                      pairs_from_records(records), 5, 0)
     assert attack_summary(margins)["accuracy"] >= 0.9
     coin = random.Random(6)
     shuffled = [r if coin.random() < 0.5 else {**r, "caption": r["foil"], "foil": r["caption"]} for r in records]
-    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": "boosted_features.v1"}, "test"),
+    margins, _ = out_of_fold_margins(lambda: build_attacker({"attacker": version}, "test"),
                                      pairs_from_records(shuffled), 5, 0)
     assert abs(attack_summary(margins)["accuracy"] - 0.5) <= 0.1  # sides shuffled: nothing left to find
 
@@ -535,6 +538,52 @@ def test_the_boosted_attacker_fits_and_predicts_on_one_openmp_thread(monkeypatch
                         pairs_from_records(records), 5, 0)
     assert {kind for kind, _ in seen} == {"fit", "predict"}
     assert all(threads == [1] for _, threads in seen), seen
+
+
+def boosted_records(count: int) -> list[dict]:
+    return [{"id": f"t:{k}", "sample_id": f"t:{k}", "caption": f"A dog number {k} sits on the {'red ' * (k % 3)}mat",
+             "foil": f"A cat number {k} sits {'quietly ' * (k % 2)}on the mat", "classes": "dog",
+             "classes_foil": "cat"} for k in range(count)]
+
+
+def test_the_lightgbm_boosted_margins_are_the_two_calls_values_by_their_bytes():
+    """v2 predicts d and -d in one call too: each value is the one a call of its own gives, to the bit."""
+    import numpy as np
+
+    pairs = pairs_from_records(boosted_records(60))
+    attacker = build_attacker({"attacker": "boosted_features.v2"}, "test").fit(pairs[:40])
+    d = attacker.difference(pairs[40:])
+
+    def raw(rows):
+        return attacker.classifier_.predict(rows, raw_score=True, num_threads=1)
+
+    alone = raw(d) - raw(-d)
+    assert attacker.margins(pairs[40:]).tobytes() == alone.tobytes() and np.abs(alone).max() > 0
+
+
+def test_the_lightgbm_boosted_attacker_grows_scikit_learns_model_on_one_thread():
+    """v2's trees have v1's shape (max_depth, max_iter rounds, HistGradientBoosting's 20 rows a leaf) and are grown
+    and read on one thread; the same pairs give the same margins, fit after fit."""
+    pairs = pairs_from_records(boosted_records(200))
+    attacker = build_attacker({"attacker": "boosted_features.v2", "args": {"max_iter": 7, "max_depth": 2}},
+                              "test").fit(pairs)
+    booster = attacker.classifier_
+    assert booster.num_trees() == 7
+    assert booster.params["num_threads"] == 1 and booster.params["max_depth"] == 2
+    leaves = [tree["num_leaves"] for tree in booster.dump_model()["tree_info"]]
+    assert max(leaves) <= 4  # depth 2
+    counts = [leaf["leaf_count"] for tree in booster.dump_model()["tree_info"] for leaf in _leaves(tree["tree_structure"])
+              if tree["num_leaves"] > 1]
+    assert counts and min(counts) >= 20
+    again = build_attacker({"attacker": "boosted_features.v2", "args": {"max_iter": 7, "max_depth": 2}},
+                           "test").fit(pairs)
+    assert again.margins(pairs).tobytes() == attacker.margins(pairs).tobytes()
+
+
+def _leaves(node: dict) -> list[dict]:
+    if "leaf_index" in node:
+        return [node]
+    return _leaves(node["left_child"]) + _leaves(node["right_child"])
 
 
 def _logistic_objective(model, x, y, C):
@@ -660,6 +709,64 @@ def test_logistic_fits_run_on_one_blas_thread(monkeypatch):
     with threadpool_limits(limits=2, user_api="blas"):  # what a process on 2 cores has
         fit_logistic(np.vstack([x, -x]), np.r_[np.ones(60), np.zeros(60)], 1.0, 0, dual=False)
         assert seen == [[1]] and blas_threads() == [2]
+
+
+@pytest.mark.parametrize("rows, features", [(150, 12), (40, 300)])
+def test_a_dense_logistic_fit_is_the_optimum(rows, features):
+    """Newton's fit of dense rows meets the optimum's condition w = 2C sum_i sigma(-d_i . w) d_i to 1e-8 and agrees
+    with scikit-learn's lbfgs at a tight tolerance on both orders of the rows, with more rows than features and
+    with fewer (the steps then taken in the rows' span); liblinear's primal fit at its tolerance is further off."""
+    import numpy as np
+    from scipy.special import expit
+    from sklearn.linear_model import LogisticRegression
+
+    from foilforge.filters.attackers.base import fit_dense_logistic, fit_logistic
+
+    rng = np.random.default_rng(rows)
+    d = rng.normal(size=(rows, features)) + 0.3 * rng.normal(size=features)
+    x, y = np.vstack([d, -d]), np.r_[np.ones(rows), np.zeros(rows)]
+    for C in (0.01, 1.0, 10.0):
+        fit = fit_dense_logistic(d, C)
+        w = fit.coef_[0]
+        residual = w - 2 * C * (d.T @ expit(-(d @ w)))
+        assert np.linalg.norm(residual) <= 1e-8 * max(1.0, np.linalg.norm(w)), C
+        reference = LogisticRegression(C=C, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(x, y).coef_[0]
+        assert np.abs(w - reference).max() <= 1e-5 * max(1.0, np.abs(reference).max()), C
+        liblinear = fit_logistic(x, y, C, 0, dual=False).coef_[0]
+        assert np.abs(w - reference).max() <= np.abs(liblinear - reference).max(), C
+        assert fit.decision_function(d[:5]).shape == (5,)
+
+
+def test_a_probe_fits_dense_rows_by_newton_on_one_blas_thread_to_the_same_bits():
+    """A linear pair attacker on dense rows (the hidden-state probes, the scorers' numbers) fits by Newton's
+    method: on one BLAS thread inside the fit whatever the process has, so 1 and 2 threads give the same bytes."""
+    import numpy as np
+    import scipy.linalg
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from foilforge.filters.attackers.base import LinearPairAttacker
+
+    def blas_threads():
+        return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+
+    seen, factor = [], scipy.linalg.cho_factor
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return factor(*args, **kwargs)
+
+    rng = np.random.default_rng(4)
+    d = rng.normal(size=(80, 200)) + 0.2
+    coefs = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(scipy.linalg, "cho_factor", spy)
+                model = LinearPairAttacker(C=1.0).fit_difference(d)
+            coefs.append(model.classifier_.coef_.tobytes())
+    assert seen and all(count == [1] for count in seen)
+    assert coefs[0] == coefs[1]
+    assert 3 <= int(model.classifier_.n_iter_[0]) < 100
 
 
 def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
