@@ -7,11 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.foilforge-installed
 WORDNET := $(VENV)/nltk_data/corpora/wordnet/lexnames
 LINKGRAMMAR := $(VENV)/.foilforge-linkgrammar
+GGUF := $(VENV)/.foilforge-gguf
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: setup system-deps lock repro coco-val test benchmarks clean-venv
 
-setup: system-deps $(STAMP) $(WORDNET) $(LINKGRAMMAR)
+setup: system-deps $(STAMP) $(WORDNET) $(LINKGRAMMAR) $(GGUF)
 
 system-deps:
 	@bash scripts/install-system-deps.sh
@@ -45,6 +46,11 @@ $(WORDNET): $(STAMP) scripts/setup_wordnet.py
 
 $(LINKGRAMMAR): $(STAMP) scripts/link_linkgrammar.py
 	$(BIN)/python scripts/link_linkgrammar.py
+	touch $@
+
+# the packaged SmolLM2's GGUF file converted once here, so a build's first model load does not (scripts/convert_gguf.py)
+$(GGUF): $(STAMP) scripts/convert_gguf.py
+	$(BIN)/python scripts/convert_gguf.py
 	touch $@
 
 # ENGINE=ray: foil, score and the trained attackers on a local Ray (params.yaml engine.ray; same outputs, so DVC's cache holds)

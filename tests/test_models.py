@@ -1,6 +1,7 @@
 """The models layer's GGUF conversion cache (foilforge/models.py): converted once, loaded the same."""
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,34 @@ def test_a_local_gguf_is_converted_once_and_scores_as_the_gguf_does(tmp_path, mo
         assert lm.encode(TEXTS) == direct.encode(TEXTS)
         assert lm.sentence_logprobs(TEXTS) == direct.sentence_logprobs(TEXTS)
         assert lm.bos == direct.bos and lm.tokenizer.pad_token_id == direct.tokenizer.pad_token_id
+
+
+def test_setups_conversion_leaves_nothing_for_a_builds_first_load(tmp_path, monkeypatch, tiny_models, capsys):
+    """`make setup` runs scripts/convert_gguf.py: the tokenizer and the causal LM converted into the cache, so a
+    build's first CausalLM load reads no GGUF file."""
+    import runpy
+
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from foilforge.lm import CausalLM
+    from foilforge.models import forget_loaded
+
+    monkeypatch.setenv("FOILFORGE_GGUF_CACHE", str(tmp_path / "cache"))
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "convert_gguf.py"))
+    assert script["main"](str(tiny_models.llama_gguf()), "tiny-llama.gguf") == 0
+    [entry] = list((tmp_path / "cache").iterdir())
+    assert sorted(p.name for p in entry.iterdir()) == ["AutoModelForCausalLM", "tokenizer"]
+    assert f"converted into {entry}" in capsys.readouterr().out
+
+    def no_gguf(*args, **kwargs):
+        raise AssertionError("the GGUF file was read again")
+
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", no_gguf)
+    forget_loaded()
+    lm = CausalLM(ModelSpec.from_params({"name_or_path": str(tiny_models.llama_gguf()), "gguf_file": "tiny-llama.gguf",
+                                         "device": "cpu"}, "models.text_baseline"))
+    lm.tokenizer, lm.model
+    assert lm.sentence_logprobs(TEXTS[:1])
 
 
 def test_loads_that_start_a_conversion_at_once_convert_once(tmp_path, monkeypatch, tiny_models):
