@@ -77,6 +77,10 @@ BENCHMARKS = {b.name: b for b in (
               quick=("--records", "200"), needs=(_BUILT,), in_default_set=True),
     Benchmark("refinement_scale", "speed", "the refinement's 0/1 program on synthetic pools up to a full COCO build",
               quick=("--sizes", "300"), in_default_set=True),
+    Benchmark("attacker_fits", "speed", "boosted trees by LightGBM against scikit-learn's, and dense logistic fits by "
+              "Newton's method against liblinear's primal solver, on a built sample's rows",
+              quick=("--instruments", "relations", "--repeats", "1"),
+              needs=(ROOT / "data" / "scored" / "relations.jsonl", ROOT / "data" / "filtered" / "relations.jsonl")),
     Benchmark("weight_search", "speed", "the adversarial filter's JS weight search from the last round's weight "
               "against from scratch, on a built sample's select", quick=("--instruments", "action_replacement"),
               needs=(ROOT / "data" / "scored" / "foil_it.jsonl", ROOT / "data" / "scored" / "action_replacement.jsonl")),
