@@ -770,14 +770,16 @@ def test_a_probe_fits_dense_rows_by_newton_on_one_blas_thread_to_the_same_bits()
 
 
 def test_fold_fits_on_forked_processes_give_the_figures_of_one_process():
-    """The gate's out-of-fold runs (a grid, a generative and a boosted attacker, several partitions) on two forked
-    processes: every margin as here, to the bit."""
+    """The gate's out-of-fold runs (grids on sparse and on dense rows, a generative attacker and both boosted ones,
+    several partitions) on two forked processes: every margin as here, to the bit."""
     from foilforge.filters.attackers import ForkedRunner, out_of_fold_runs, run_here
 
     pairs = pairs_from_records(planted(balanced_records(40, seed=4)))
     blocks = {"word": {"attacker": "word_ngram.v1", "grid": {"ngram_range": [[1, 1], [1, 2]], "C": [0.1, 1.0]}},
               "bayes": {"attacker": "ngram_bayes.v1"}, "boosted": {"attacker": "boosted_features.v1",
-                                                                 "args": {"max_iter": 10}}}
+                                                                 "args": {"max_iter": 10}},
+              "light": {"attacker": "boosted_features.v2", "args": {"max_iter": 10}},
+              "probe": {"attacker": "scorer_features.v1", "grid": {"C": [0.1, 10.0]}}}
     here = out_of_fold_runs(blocks, pairs[:30], 5, [3, 4], pairs[30:], runner=run_here)
     forked = out_of_fold_runs(blocks, pairs[:30], 5, [3, 4], pairs[30:], runner=ForkedRunner(2))
     assert here.keys() == forked.keys()
