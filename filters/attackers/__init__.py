@@ -1,7 +1,7 @@
 """Trained text-only attackers: models fitted on some caption/foil pairs that try to tell caption from foil on others.
 
 The contract (scikit-learn estimators over pairs, grouped out-of-fold runs) is foilforge/attacker.py's. One
-family a module here, each registered as `<name>.v1` in ATTACKERS (other packages add theirs through the
+family a module here, each registered as `<name>.v1` in ATTACKERS (and `.v2`, ... where a family's learner changed) (other packages add theirs through the
 `foilforge.attackers` entry-point group):
 
 * `word_ngram`: logistic regression on the difference of the two texts' binary word n-gram vectors (no
@@ -14,7 +14,7 @@ family a module here, each registered as `<name>.v1` in ATTACKERS (other package
 * `edit_tokens`: logistic regression on the edit itself, the words each text has where they differ and which
   word replaced which;
 * `boosted_features`: gradient-boosted trees on the difference of the dense features (scorer numbers,
-  lengths, numeral/negation/-s counts): non-linear;
+  lengths, numeral/negation/-s counts): non-linear (v1 by scikit-learn, v2 by LightGBM);
 * `length`: the same on the two texts' lengths alone (the shortcut an addition builds into its pairs);
 * `transformer_pair`: a small transformer fine-tuned as a pair classifier;
 * `hidden_probe`: logistic regression on a frozen model's hidden states of the two texts.

@@ -144,8 +144,8 @@ def fit_dense_logistic(difference, C: float) -> "LogisticFit":
 
     The objective 0.5 |w|^2 + 2C sum_i log(1 + exp(-d_i . w)) (each pair's two rows lose the same) is strictly
     convex, so the optimum is one point whichever solver finds it; liblinear's primal solver stops at a loose
-    tolerance (1e-4 of the first gradient) and walks the dense rows as sparse ones, at 2-3 times the time on the
-    probes' hidden states (docs/performance.md, "Dense logistic fits"). With fewer rows than features the optimum
+    tolerance (1e-4 of the first gradient) and walks the dense rows as sparse ones, at up to 4 times the time on
+    the probes' hidden states (docs/performance.md, "Dense logistic fits"). With fewer rows than features the optimum
     lies in the rows' span (any other part of w adds to |w| and nothing to the fit), so the steps are taken there:
     D^T = QR, w = Q b, D w = R^T b, |w| = |b|. On one BLAS thread, like the liblinear fits: the same bits on any
     number of cores."""

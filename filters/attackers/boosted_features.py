@@ -2,7 +2,7 @@
 
 `boosted_features.v1` grows them with scikit-learn's HistGradientBoostingClassifier; `boosted_features.v2` grows
 the same model (histogram trees, the same hyperparameters and HistGradientBoosting's defaults for the rest) with
-LightGBM, whose C++ trainer fits the few hundred rows of a filter round's fold about four times faster: a tree of
+LightGBM, whose C++ trainer fits the few hundred rows of a filter round's fold 2-4 times faster: a tree of
 scikit-learn's grower is grown in Python, and the adversarial filter fits thousands of them a stage
 (docs/performance.md, "Boosted trees"). The two bin the features their own ways (LightGBM keeps at least 3 rows a
 bin), so their margins differ in detail, not in kind."""
