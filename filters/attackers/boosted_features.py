@@ -66,19 +66,27 @@ class BoostedFeaturesAttacker(Attacker):
 
     def fit(self, pairs: list[Pair], y=None) -> "BoostedFeaturesAttacker":
         import numpy as np
-        from sklearn.ensemble import HistGradientBoostingClassifier
 
         pairs = captions_first(pairs, y)
         d = self.difference(pairs)
-        x = np.vstack([d, -d])
-        labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
+        self.classifier_ = self.grow(np.vstack([d, -d]), np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))]))
+        return self
+
+    def grow(self, x, labels):
+        """The fitted trees of rows `x` (d, then -d) and their labels."""
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
         # one OpenMP thread: a few hundred rows gain nothing from more, and on a busy machine threads that wait
         # for each other make each fit several times slower
         with thread_pools().limit(limits=1, user_api="openmp"):
-            self.classifier_ = HistGradientBoostingClassifier(
+            return HistGradientBoostingClassifier(
                 max_iter=self.max_iter, max_depth=self.max_depth, learning_rate=self.learning_rate,
                 early_stopping=False, random_state=self.random_state).fit(x, labels)
-        return self
+
+    def raw_scores(self, x):
+        """The trees' raw score f(row) of each row of `x`."""
+        with thread_pools().limit(limits=1, user_api="openmp"):
+            return self.classifier_.decision_function(x)
 
     def margins(self, pairs: list[Pair]):
         import numpy as np
@@ -88,8 +96,7 @@ class BoostedFeaturesAttacker(Attacker):
         d = self.difference(pairs)
         # f(d) and f(-d) in one call: a row's trees are walked on its own, so each value is the one a call of its
         # own gives, and the call's fixed cost is paid once
-        with thread_pools().limit(limits=1, user_api="openmp"):
-            both = self.classifier_.decision_function(np.vstack([d, -d]))
+        both = self.raw_scores(np.vstack([d, -d]))
         return both[:len(d)] - both[len(d):]
 
 
@@ -105,26 +112,13 @@ class LightBoostedFeaturesAttacker(BoostedFeaturesAttacker):
     """boosted_features.v1's model, grown by LightGBM: the same rows d and -d, trees of `max_depth` grown for
     `max_iter` rounds at `learning_rate`, margin f(d) - f(-d) (antisymmetric), one thread a fit."""
 
-    def fit(self, pairs: list[Pair], y=None) -> "LightBoostedFeaturesAttacker":
+    def grow(self, x, labels):
         import lightgbm
-        import numpy as np
 
-        pairs = captions_first(pairs, y)
-        d = self.difference(pairs)
-        x = np.vstack([d, -d])
-        labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
         params = {**LIGHTGBM_PARAMS, "max_depth": self.max_depth, "learning_rate": self.learning_rate,
                   "seed": self.random_state}
         rows = lightgbm.Dataset(x, labels, params={key: params[key] for key in ("max_bin", "verbose")})
-        self.classifier_ = lightgbm.train(params, rows, num_boost_round=self.max_iter)
-        return self
+        return lightgbm.train(params, rows, num_boost_round=self.max_iter)
 
-    def margins(self, pairs: list[Pair]):
-        import numpy as np
-
-        if not pairs:
-            return np.zeros(0)
-        d = self.difference(pairs)
-        # f(d) and f(-d) in one call: a row's trees are walked on its own, as in v1
-        both = self.classifier_.predict(np.vstack([d, -d]), raw_score=True, num_threads=1)
-        return both[:len(d)] - both[len(d):]
+    def raw_scores(self, x):
+        return self.classifier_.predict(x, raw_score=True, num_threads=1)
