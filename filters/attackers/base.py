@@ -180,14 +180,14 @@ def fit_dense_logistic(difference, C: float) -> "LogisticFit":
             # near the optimum (the step's predicted decrease below the objective's rounding) the full step is
             # Newton's quadratic convergence and is taken as it is; elsewhere Armijo's rule shortens it
             near = -slope <= 1e-10 * (1.0 + abs(value))
-            while True:
+            for _ in range(31):  # steps of 1, 1/2, ... 2^-30 (about 1e-9)
                 trial = w + size * step
                 trial_value = objective(trial)
                 if near or trial_value <= value + 1e-4 * size * slope:
                     break
-                if size < 1e-9:  # no step lowers it: rounding's floor
-                    return LogisticFit((basis @ w if basis is not None else w).reshape(1, -1), np.array([steps]))
                 size *= 0.5
+            else:  # no step lowers it: rounding's floor
+                break
             w, value = trial, trial_value
         coef = basis @ w if basis is not None else w
     return LogisticFit(coef.reshape(1, -1), np.array([steps]))
