@@ -38,8 +38,9 @@ PROBES = ("smollm2_probe", "minilm_probe")
 
 
 def records(build: Path, folder: str, instrument: str) -> list[dict]:
-    with open(build / "data" / folder / f"{instrument}.jsonl") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    from foilforge.io import read_jsonl
+
+    return read_jsonl(build / "data" / folder / f"{instrument}.jsonl")
 
 
 def pairs_of(found: list[dict]):
