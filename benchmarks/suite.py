@@ -81,6 +81,9 @@ BENCHMARKS = {b.name: b for b in (
               "Newton's method against liblinear's primal solver, on a built sample's rows",
               quick=("--instruments", "relations", "--repeats", "1"),
               needs=(ROOT / "data" / "scored" / "relations.jsonl", ROOT / "data" / "filtered" / "relations.jsonl")),
+    Benchmark("amx_batch_tokens", "speed", "SmolLM2's stored passes at several token budgets of the AMX shape rule, "
+              "with their bits compared, on a built sample's texts", quick=("--texts", "40", "--repeats", "1"),
+              needs=(ROOT / "data" / "scored" / "relations.jsonl",)),
     Benchmark("weight_search", "speed", "the adversarial filter's JS weight search from the last round's weight "
               "against from scratch, on a built sample's select", quick=("--instruments", "action_replacement"),
               needs=(ROOT / "data" / "scored" / "foil_it.jsonl", ROOT / "data" / "scored" / "action_replacement.jsonl")),

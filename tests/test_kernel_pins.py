@@ -75,9 +75,9 @@ def test_amx_is_read_from_the_cpu_flags(tmp_path):
 
 @pytest.mark.skipif(not has_amx(), reason="the rule is about oneDNN's AMX kernels: this CPU has no AMX")
 def test_with_amx_a_bfloat16_row_has_the_same_bits_in_any_batch_of_the_fixed_shape():
-    """SmolLM2's shape (576 -> 1,536), a 12-token text: in a batch of ceil(64 / 12) = 6 rows beside other texts at
+    """SmolLM2's shape (576 -> 1,536), a 12-token text: in a batch of ceil(128 / 12) = 11 rows beside other texts at
     every place or beside copies of itself, the same bits (the AMX rule of foilforge/batching.py). oneDNN as it
-    comes (no cap), in a fresh process. Alone the row had other bits than in the batch of 6 on an Intel CPU of
+    comes (no cap), in a fresh process. Alone the row had other bits than in a batch of 6 on an Intel CPU of
     family 6 model 167 (the printed False), which is why the shape is fixed; another CPU may choose alike there,
     so that part is not asserted."""
     script = ("import foilforge, torch\nfrom foilforge.batching import batch_rows\ntorch.manual_seed(0)\n"
@@ -90,7 +90,7 @@ def test_with_amx_a_bfloat16_row_has_the_same_bits_in_any_batch_of_the_fixed_sha
               "print(rows, all(torch.equal(o, copies[0]) for o in others), torch.equal(f(x)[0], copies[0]))")
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.strip().startswith("(6, 6) True ")
+    assert out.strip().startswith("(11, 11) True ")
 
 
 def test_the_pass_stores_device_kind_names_the_processor_and_a_cap_on_onednn(monkeypatch):

@@ -304,8 +304,8 @@ def test_a_canonical_batch_is_filled_to_its_shape():
     assert list(same_length_batches([3, 2, 3, 2, 3, 5, 3], lambda length: 4 - length)) == \
         [[1, 3], [0], [2], [4], [6], [5]]  # two rows of length 2, one of 3, and length 5 still gets one
     assert batch_rows(2, "cpu", 32) == (32, MIN_BATCH_TOKENS // 2) and batch_rows(40, "cpu", 32) == (32, 1)
-    assert batch_rows(12, "amx", 32) == (6, 6) == (-(-AMX_BATCH_TOKENS // 12),) * 2
-    assert batch_rows(64, "amx", 32) == batch_rows(200, "amx", 1) == (1, 1)
+    assert batch_rows(12, "amx", 32) == (11, 11) == (-(-AMX_BATCH_TOKENS // 12),) * 2
+    assert batch_rows(128, "amx", 32) == batch_rows(200, "amx", 1) == (1, 1) and batch_rows(100, "amx", 1) == (2, 2)
     assert batch_rows(2, "accelerator", 8) == batch_rows(40, "accelerator", 8) == (ACCELERATOR_ROWS,) * 2
     ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
     filled = fill_rows(ids, 5)
