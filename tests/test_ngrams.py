@@ -107,3 +107,27 @@ def test_ngram_bayes_margins_equal_those_over_countvectorizer(shared):
     second = reference.predict_log_proba([p.foil for p in held])
     expected = (first[:, 1] - first[:, 0]) - (second[:, 1] - second[:, 0])
     assert np.array_equal(attacker.margins(held), expected)
+
+
+def test_ngram_bayes_on_a_shared_vocabulary_gives_the_per_fold_margins_bit_for_bit(shared):
+    """The out-of-fold run builds NgramBayes' vocabulary once on every text (shares_features); its margins are
+    those of a vocabulary built on each fold's training texts alone, and a grid's alphas share that one map."""
+    from foilforge.attacker import out_of_fold_margins, shared_differences
+    from foilforge.filters.attackers.grid_search import build_attacker
+
+    items = list(json.loads(shared("data", "valse-dev", "foil-it.json").read_text(encoding="utf-8")).values())
+    pairs = [text_pair(item["caption"], item["foil"], str(k // 2)) for k, item in enumerate(items[:150])]
+    extra = [text_pair(item["caption"], item["foil"] + " indeed", str(k)) for k, item in enumerate(items[150:170])]
+
+    class PerFold(NgramBayesAttacker):
+        shares_features = False  # the vocabulary of each fold's training texts, as `fit` builds it
+
+    for alpha in (0.1, 1.0):
+        rows = shared_differences(lambda: NgramBayesAttacker(alpha=alpha), pairs, extra)
+        assert rows is not None and rows[0].shape[0] == len(pairs)
+        found = out_of_fold_margins(lambda: NgramBayesAttacker(alpha=alpha), pairs, 5, 3, extra, shared=rows)
+        expected = out_of_fold_margins(lambda: PerFold(alpha=alpha), pairs, 5, 3, extra)
+        assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
+        assert np.abs(found[0]).max() > 0
+    grid = build_attacker({"attacker": "ngram_bayes.v1", "grid": {"alpha": [0.1, 1.0]}}, "gate.grid.ngram_bayes")
+    assert grid.features_key({"alpha": 0.1}) == grid.features_key({"alpha": 1.0})

@@ -29,21 +29,32 @@ class NgramBayesAttacker(Attacker):
     def check(self) -> None:
         check_positive("alpha", self.alpha)
 
-    def fit(self, pairs: list[Pair], y=None) -> "NgramBayesAttacker":
-        from sklearn.naive_bayes import MultinomialNB
-        from sklearn.pipeline import make_pipeline, make_union
+    #: the naive Bayes fit alone: grid settings that differ only in it share one feature map
+    fit_only_params = ("alpha",)
+    #: a vocabulary built once on every text of an out-of-fold run (it sees no label) gives the margins of a
+    #: vocabulary built per fold: `fit_difference` keeps the columns its training texts have, which are that
+    #: fold's vocabulary in its order, so the counts, the smoothing's vocabulary size and every sum are the same
+    shares_features = True
+
+    def _union(self):
+        from sklearn.pipeline import make_union
 
         from foilforge.filters.attackers.ngrams import BinaryNgramVectorizer
 
-        pairs = captions_first(pairs, y)
         # binary n-gram counts (CountVectorizer's rows), each text split once a stage
-        features = make_union(
+        return make_union(
             BinaryNgramVectorizer(analyzer="word", ngram_range=tuple(self.word_ngram_range),
                                   token_pattern=WORD_TOKENS),
             BinaryNgramVectorizer(analyzer="char_wb", ngram_range=tuple(self.char_ngram_range)))
+
+    def fit(self, pairs: list[Pair], y=None) -> "NgramBayesAttacker":
+        from sklearn.naive_bayes import MultinomialNB
+        from sklearn.pipeline import make_pipeline
+
+        pairs = captions_first(pairs, y)
         texts = [p.caption for p in pairs] + [p.foil for p in pairs]
         labels = [1] * len(pairs) + [0] * len(pairs)
-        self.pipeline_ = make_pipeline(features, MultinomialNB(alpha=self.alpha)).fit(texts, labels)
+        self.pipeline_ = make_pipeline(self._union(), MultinomialNB(alpha=self.alpha)).fit(texts, labels)
         return self
 
     def margins(self, pairs: list[Pair]):
@@ -51,6 +62,55 @@ class NgramBayesAttacker(Attacker):
 
         if not pairs:
             return np.zeros(0)
-        first = self.pipeline_.predict_log_proba([p.caption for p in pairs])
-        second = self.pipeline_.predict_log_proba([p.foil for p in pairs])
+        return self._margins(self.pipeline_.predict_log_proba([p.caption for p in pairs]),
+                             self.pipeline_.predict_log_proba([p.foil for p in pairs]))
+
+    @staticmethod
+    def _margins(first, second):
         return (first[:, 1] - first[:, 0]) - (second[:, 1] - second[:, 0])
+
+    # the shared feature map (foilforge.attacker.shared_differences): a pair's row is its caption's n-gram row
+    # beside its foil's, on a vocabulary of every text of the run
+    def fit_features(self, pairs: list[Pair]) -> "NgramBayesAttacker":
+        self.union_ = self._union().fit([t for p in pairs for t in (p.caption, p.foil)])
+        return self
+
+    def vectorize(self, pairs: list[Pair]):
+        from scipy import sparse
+
+        return sparse.hstack([self.union_.transform([p.caption for p in pairs]),
+                              self.union_.transform([p.foil for p in pairs])], format="csr")
+
+    @staticmethod
+    def _sides(rows, columns):
+        """(caption rows, foil rows) of paired rows, on `columns` of the run's vocabulary."""
+        width = rows.shape[1] // 2
+        first, second = rows[:, :width][:, columns], rows[:, width:][:, columns]
+        first.sort_indices()
+        second.sort_indices()
+        return first, second
+
+    def fit_difference(self, rows) -> "NgramBayesAttacker":
+        """Fit on paired rows (`vectorize`) of the training pairs, on the n-grams their texts have."""
+        import numpy as np
+        from scipy import sparse
+        from sklearn.naive_bayes import MultinomialNB
+
+        width = rows.shape[1] // 2
+        entries = np.diff(rows.tocsc().indptr)  # each column's rows with that n-gram
+        self.columns_ = np.flatnonzero(entries[:width] + entries[width:])
+        if not len(self.columns_):  # what the per-fold vocabulary raises
+            raise ValueError("empty vocabulary: no text has an n-gram")
+        first, second = self._sides(rows, self.columns_)
+        x = sparse.vstack([first, second], format="csr")
+        labels = [1] * first.shape[0] + [0] * second.shape[0]
+        self.classifier_ = MultinomialNB(alpha=self.alpha).fit(x, labels)
+        return self
+
+    def margins_difference(self, rows):
+        import numpy as np
+
+        if not rows.shape[0]:
+            return np.zeros(0)
+        first, second = self._sides(rows, self.columns_)
+        return self._margins(self.classifier_.predict_log_proba(first), self.classifier_.predict_log_proba(second))
