@@ -431,7 +431,7 @@ def test_features_built_once_give_the_margins_of_features_built_per_fold():
     records = planted(balanced_records(40, seed=12)[:20]) + balanced_records(40, seed=12)[20:]
     pairs = pairs_from_records(records)
     extra = pairs_from_records(balanced_records(10, seed=13))
-    for name in ("word_ngram.v1", "char_ngram.v1"):
+    for name in ("word_ngram.v1", "char_ngram.v1", "edit_tokens.v1", "ngram_bayes.v1"):
         def make(n=name):
             return build_attacker({"attacker": n}, "test")
 

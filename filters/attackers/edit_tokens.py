@@ -54,20 +54,40 @@ class EditTokensAttacker(Attacker):
             words += [f"{x}>{y}" for x in removed for y in added]
         return " ".join(words)
 
-    def fit(self, pairs: list[Pair], y=None) -> "EditTokensAttacker":
-        import numpy as np
+    #: the logistic fit alone: grid settings that differ only in it share one feature map
+    fit_only_params = ("C",)
+    #: a vocabulary of edits built once on every pair of an out-of-fold run (it sees no label) gives the fit of one
+    #: built per fold (foilforge.attacker.shared_differences): an edit no training pair has is a zero column, weighed
+    #: 0. The dual solver's sums are the same; where a fit falls back to the primal solver (fit_logistic), whose
+    #: vector sums run over every column, the last bits can differ (margins within 1e-5 on the sample)
+    shares_features = True
+
+    def _documents(self, pairs: list[Pair]) -> tuple[list[str], list[str]]:
+        """(each pair's edit from caption to foil, from foil to caption)."""
+        return ([self.document(p.caption, p.foil) for p in pairs], [self.document(p.foil, p.caption) for p in pairs])
+
+    @staticmethod
+    def _vectorizer():
         from sklearn.feature_extraction.text import CountVectorizer
 
+        return CountVectorizer(token_pattern=r"\S+", binary=True, lowercase=False)
+
+    def fit(self, pairs: list[Pair], y=None) -> "EditTokensAttacker":
         pairs = captions_first(pairs, y)
-        documents = [self.document(p.caption, p.foil) for p in pairs] + [self.document(p.foil, p.caption)
-                                                                           for p in pairs]
-        self.vectorizer_ = CountVectorizer(token_pattern=r"\S+", binary=True, lowercase=False)
+        forward, backward = self._documents(pairs)
+        self.vectorizer_ = self._vectorizer()
         try:
-            x = self.vectorizer_.fit_transform(documents).astype(float)
+            x = self.vectorizer_.fit_transform(forward + backward).astype(float)
         except ValueError:  # identical texts everywhere: no edit to learn from
             self.vectorizer_, self.classifier_ = None, None
             return self
-        labels = np.concatenate([np.ones(len(pairs)), np.zeros(len(pairs))])
+        return self._fit_rows(x, len(pairs))
+
+    def _fit_rows(self, x, n: int) -> "EditTokensAttacker":
+        """Fit on rows of n forward edits then their n backward edits (labels 1, then 0)."""
+        import numpy as np
+
+        labels = np.concatenate([np.ones(n), np.zeros(n)])
         self.classifier_ = fit_logistic(x, labels, self.C, self.random_state, dual=True)
         return self
 
@@ -76,9 +96,46 @@ class EditTokensAttacker(Attacker):
 
         if not pairs or self.classifier_ is None:
             return np.zeros(len(pairs))
+        forward, backward = self._documents(pairs)
+        return self._margins_rows(self.vectorizer_.transform(forward).astype(float),
+                                  self.vectorizer_.transform(backward).astype(float))
 
-        def score(documents):
-            return self.classifier_.decision_function(self.vectorizer_.transform(documents).astype(float))
+    def _margins_rows(self, forward, backward):
+        return self.classifier_.decision_function(forward) - self.classifier_.decision_function(backward)
 
-        return (score([self.document(p.caption, p.foil) for p in pairs])
-                - score([self.document(p.foil, p.caption) for p in pairs]))
+    # the shared feature map: a pair's row is its forward edit's row beside its backward edit's
+    def fit_features(self, pairs: list[Pair]) -> "EditTokensAttacker":
+        forward, backward = self._documents(pairs)
+        self.vectorizer_ = self._vectorizer()
+        try:
+            self.vectorizer_.fit(forward + backward)
+        except ValueError:  # no edit in any pair
+            self.vectorizer_ = None
+        return self
+
+    def vectorize(self, pairs: list[Pair]):
+        from scipy import sparse
+
+        if self.vectorizer_ is None:
+            return sparse.csr_matrix((len(pairs), 0))
+        forward, backward = self._documents(pairs)
+        return sparse.hstack([self.vectorizer_.transform(forward), self.vectorizer_.transform(backward)],
+                             format="csr").astype(float)
+
+    def fit_difference(self, rows) -> "EditTokensAttacker":
+        """Fit on paired rows (`vectorize`) of the training pairs."""
+        from scipy import sparse
+
+        width = rows.shape[1] // 2
+        if not rows[:, :width].nnz:  # no edit in the training pairs: no preference, as `fit`
+            self.classifier_ = None
+            return self
+        return self._fit_rows(sparse.vstack([rows[:, :width], rows[:, width:]], format="csr"), rows.shape[0])
+
+    def margins_difference(self, rows):
+        import numpy as np
+
+        if self.classifier_ is None or not rows.shape[0]:
+            return np.zeros(rows.shape[0])
+        width = rows.shape[1] // 2
+        return self._margins_rows(rows[:, :width], rows[:, width:])
