@@ -28,7 +28,7 @@ KINDS = (
     ("other_torch_forward", r"Module\._call_impl"),
     ("highs", r"[Hh]ighs|milp \("),
     ("spacy", r"[(/](?:spacy|thinc)/"),
-    ("attackers", r"[(/](?:sklearn|scipy/sparse)/|liblinear|fit_logistic"),
+    ("attackers", r"[(/](?:sklearn|scipy/sparse|lightgbm)/|liblinear|fit_(?:dense_)?logistic"),
     ("link_grammar", r"linkgrammar"),
     ("gguf_conversion", r"gguf"),
     ("imports", r"_find_and_load"),
