@@ -218,10 +218,10 @@ MIP_REL_GAP = 1e-3
 #: ... or once it has searched this many branch-and-bound nodes, with the best solution found and the bound it proved
 #: (a count, not a clock: the same pool gives the same subset on any machine). The programs that reach it are the
 #: adversarial filter's near weight 1, where a record and a unit of item imbalance are worth about the same: HiGHS
-#: finds a kept set as large at or near its root and spends most nodes on the proof, so on the sample's foil_it a
-#: limit of 100 gave the filtered file of 1,000 at a third of the time, proved less tightly (the select metrics'
-#: `records_from_optimum_at_most`; docs/performance.md, "The refinement's 0/1 program"). A random pool of 40
-#: samples never ends (tests/test_plausibility.py).
+#: finds a kept set as large at or near its root and spends most nodes on the proof, so a lower limit mostly
+#: costs proof, not records: the select metrics' `records_from_optimum_at_most` says how much (docs/performance.md,
+#: "The refinement's 0/1 program", compares 100 with 1,000). A random pool of 40 samples never ends
+#: (tests/test_plausibility.py).
 MIP_NODE_LIMIT = 100
 
 #: L1 weights tried in turn while the kept set's JS exceeds the bound. Below 0.5 no one-item edit is dropped

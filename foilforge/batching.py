@@ -41,10 +41,9 @@ ACCELERATOR_ROWS = 64
 #: tokens (rows x length) of every canonical batch on a CPU without AMX at least
 MIN_BATCH_TOKENS = 32
 #: tokens (rows x length) of every canonical bfloat16 batch on a CPU with AMX, rounded up to whole rows: larger
-#: batches serve a stage's many texts faster, and slow a few texts alone with their filler rows. 128 gives SmolLM2's
-#: texts the bits 64 gave them (oneDNN's kernel is the same up to here) at less CPU a text in a stage's calls; from
-#: about 192 the kernel, and so the bits, change (docs/performance.md, "Hosts of one CPU name";
-#: benchmarks/bench_amx_batch_tokens.py)
+#: batches serve a stage's many texts faster, and slow a few texts alone with their filler rows. 128 keeps the bits
+#: SmolLM2's texts had at 64 (oneDNN keeps its kernel there; a larger budget changes it, and the bits) and serves a
+#: stage's calls faster (docs/performance.md, "Hosts of one CPU name"; benchmarks/bench_amx_batch_tokens.py)
 AMX_BATCH_TOKENS = 128
 
 

@@ -59,7 +59,7 @@ class EditTokensAttacker(Attacker):
     #: a vocabulary of edits built once on every pair of an out-of-fold run (it sees no label) gives the fit of one
     #: built per fold (foilforge.attacker.shared_differences): an edit no training pair has is a zero column, weighed
     #: 0. The dual solver's sums are the same; where a fit falls back to the primal solver (fit_logistic), whose
-    #: vector sums run over every column, the last bits can differ (margins within 1e-5 on the sample)
+    #: vector sums run over every column, the last bits can differ (tests/test_attackers.py bounds the difference)
     shares_features = True
 
     def _documents(self, pairs: list[Pair]) -> tuple[list[str], list[str]]:
