@@ -1,7 +1,7 @@
 """Trained text-only attackers: models fitted on some caption/foil pairs that try to tell caption from foil on others.
 
 The contract (scikit-learn estimators over pairs, grouped out-of-fold runs) is foilforge/attacker.py's. One
-family a module here, each registered as `<name>.v1` in ATTACKERS (and `.v2`, ... where a family's learner changed) (other packages add theirs through the
+family a module here, each registered as `<name>.v1` in ATTACKERS, `.v2` where a family's learner changed (other packages add theirs through the
 `foilforge.attackers` entry-point group):
 
 * `word_ngram`: logistic regression on the difference of the two texts' binary word n-gram vectors (no

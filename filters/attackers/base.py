@@ -132,6 +132,20 @@ def _wrapped_fit(x, y, C: float, random_state: int, dual: bool, max_iter: int, t
     return LogisticFit(model.coef_, model.n_iter_)
 
 
+def side_by_side(first, second):
+    """Paired rows of a shared feature map whose attacker reads each text of a pair apart (naive Bayes, the edit in
+    each direction): the first text's sparse row beside the second's, one CSR row a pair; `sides` splits them."""
+    from scipy import sparse
+
+    return sparse.hstack([first, second], format="csr")
+
+
+def sides(rows):
+    """(first texts' rows, second texts' rows) of rows built by `side_by_side`."""
+    width = rows.shape[1] // 2
+    return rows[:, :width], rows[:, width:]
+
+
 #: Newton's method stops when the gradient's norm is this share of its first one (or of 1, when smaller)
 NEWTON_TOLERANCE = 1e-12
 #: and after this many steps at most (a fit takes 5-15)

@@ -6,7 +6,7 @@ import functools
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
 from foilforge.errors import ConfigError
-from foilforge.filters.attackers.base import check_positive, fit_logistic
+from foilforge.filters.attackers.base import check_positive, fit_logistic, side_by_side, sides
 
 
 @functools.lru_cache(maxsize=1 << 16)  # every fold and partition of an out-of-fold run asks for the same pairs' edits
@@ -119,23 +119,21 @@ class EditTokensAttacker(Attacker):
         if self.vectorizer_ is None:
             return sparse.csr_matrix((len(pairs), 0))
         forward, backward = self._documents(pairs)
-        return sparse.hstack([self.vectorizer_.transform(forward), self.vectorizer_.transform(backward)],
-                             format="csr").astype(float)
+        return side_by_side(self.vectorizer_.transform(forward), self.vectorizer_.transform(backward)).astype(float)
 
     def fit_difference(self, rows) -> "EditTokensAttacker":
         """Fit on paired rows (`vectorize`) of the training pairs."""
         from scipy import sparse
 
-        width = rows.shape[1] // 2
-        if not rows[:, :width].nnz:  # no edit in the training pairs: no preference, as `fit`
+        forward, backward = sides(rows)
+        if not forward.nnz:  # no edit in the training pairs: no preference, as `fit`
             self.classifier_ = None
             return self
-        return self._fit_rows(sparse.vstack([rows[:, :width], rows[:, width:]], format="csr"), rows.shape[0])
+        return self._fit_rows(sparse.vstack([forward, backward], format="csr"), rows.shape[0])
 
     def margins_difference(self, rows):
         import numpy as np
 
         if self.classifier_ is None or not rows.shape[0]:
             return np.zeros(rows.shape[0])
-        width = rows.shape[1] // 2
-        return self._margins_rows(rows[:, :width], rows[:, width:])
+        return self._margins_rows(*sides(rows))

@@ -7,7 +7,7 @@ discriminative pair models, for a gate that must not reuse the filter's attacker
 from __future__ import annotations
 
 from foilforge.attacker import ATTACKERS, Attacker, Pair, captions_first
-from foilforge.filters.attackers.base import WORD_TOKENS, check_positive
+from foilforge.filters.attackers.base import WORD_TOKENS, check_positive, side_by_side, sides
 
 
 @ATTACKERS.register("ngram_bayes.v1")
@@ -76,16 +76,13 @@ class NgramBayesAttacker(Attacker):
         return self
 
     def vectorize(self, pairs: list[Pair]):
-        from scipy import sparse
-
-        return sparse.hstack([self.union_.transform([p.caption for p in pairs]),
-                              self.union_.transform([p.foil for p in pairs])], format="csr")
+        return side_by_side(self.union_.transform([p.caption for p in pairs]),
+                            self.union_.transform([p.foil for p in pairs]))
 
     @staticmethod
     def _sides(rows, columns):
         """(caption rows, foil rows) of paired rows, on `columns` of the run's vocabulary."""
-        width = rows.shape[1] // 2
-        first, second = rows[:, :width][:, columns], rows[:, width:][:, columns]
+        first, second = (side[:, columns] for side in sides(rows))
         first.sort_indices()
         second.sort_indices()
         return first, second
@@ -96,9 +93,8 @@ class NgramBayesAttacker(Attacker):
         from scipy import sparse
         from sklearn.naive_bayes import MultinomialNB
 
-        width = rows.shape[1] // 2
-        entries = np.diff(rows.tocsc().indptr)  # each column's rows with that n-gram
-        self.columns_ = np.flatnonzero(entries[:width] + entries[width:])
+        # the n-grams some training text has, in either side's column
+        self.columns_ = np.flatnonzero(sum(np.diff(side.tocsc().indptr) for side in sides(rows)))
         if not len(self.columns_):  # what the per-fold vocabulary raises
             raise ValueError("empty vocabulary: no text has an n-gram")
         first, second = self._sides(rows, self.columns_)
