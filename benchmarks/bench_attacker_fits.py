@@ -45,14 +45,11 @@ def records(build: Path, folder: str, instrument: str) -> list[dict]:
 
 def pairs_of(found: list[dict]):
     """The pairs an attacker reads: caption and foil, or a multiple-choice item's target against each decoy."""
-    from foilforge.attacker import group_key, pairs_from_records
-    from foilforge.filters.attackers.choices import multiple_choice_pairs
+    from foilforge.attacker import pairs_from_records
+    from foilforge.filters.attackers.choices import choice_items, multiple_choice_pairs
 
-    if found and all(isinstance(r.get("candidates"), list) for r in found):
-        options = [list(r["candidates"]) for r in found]
-        return multiple_choice_pairs(options, [o.index(r["caption"]) for o, r in zip(options, found)],
-                                     [group_key(r["caption"]) for r in found])
-    return pairs_from_records(found)
+    items = choice_items(found)
+    return multiple_choice_pairs(*items) if items is not None else pairs_from_records(found)
 
 
 def cpu_ms(work) -> tuple[float, object]:

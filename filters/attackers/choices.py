@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from foilforge.attacker import Pair, correctness, grouped_folds, text_pair
+from foilforge.attacker import Pair, correctness, group_key, grouped_folds, text_pair
 from foilforge.filters.attackers.runs import fold_jobs, maker, run_here
 
 
@@ -29,6 +29,17 @@ def choose(attacker_margins, options: list[list[str]], group: list[str]) -> list
         top = score == score.max()
         shares.append(list(top / top.sum()))
     return shares
+
+
+def choice_items(records: list[dict]) -> tuple[list[list[str]], list[int], list[str]] | None:
+    """(options, the target's index among them, group) of each multiple-choice record (a `candidates` list holding
+    its caption: BD2BB), or None when the records are caption/foil pairs (any record without such a list)."""
+    if not records or not all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
+                              for r in records):
+        return None
+    options = [list(r["candidates"]) for r in records]
+    return (options, [opts.index(r["caption"]) for opts, r in zip(options, records)],
+            [group_key(r["caption"]) for r in records])
 
 
 def multiple_choice_pairs(options: list[list[str]], labels: list[int], group: list[str]) -> list[Pair]:

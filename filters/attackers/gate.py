@@ -6,8 +6,8 @@ items are answered among their options (filters/attackers/choices.py); chance is
 
 from __future__ import annotations
 
-from foilforge.attacker import correctness, group_key, pairs_from_records
-from foilforge.filters.attackers.choices import out_of_fold_choice_runs
+from foilforge.attacker import correctness, pairs_from_records
+from foilforge.filters.attackers.choices import choice_items, out_of_fold_choice_runs
 from foilforge.filters.attackers.grid_search import GridSearchAttacker
 from foilforge.filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
 from foilforge.filters.certification import Settle
@@ -36,14 +36,12 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
     import numpy as np
 
     out = {}
-    multiple = bool(records) and all(isinstance(r.get("candidates"), list) and r.get("caption") in r["candidates"]
-                                     for r in records)
+    items = choice_items(records)
+    multiple = items is not None
     attackers = {name: maker(blocks, name)() for name in blocks}  # configuration errors before any fitting
     seeds = [seed + k for k in range(repeats)]
     if multiple:
-        options = [list(r["candidates"]) for r in records]
-        labels = [opts.index(r["caption"]) for opts, r in zip(options, records)]
-        groups = [group_key(r["caption"]) for r in records]
+        options, labels, groups = items
         chance = float(np.mean([1 / len(o) for o in options]))
         bound = chance + (max_accuracy - 0.5)
     else:
