@@ -286,6 +286,11 @@ class GateBlock(Block):
         1, description="partitions averaged for the readings on the records without the refinement (the card's "
                        "'before'): descriptive, no part of the certification, so fewer than `repeats` make the gate "
                        "cheaper and only those readings noisier; null: `repeats`")
+    before_setting: Literal["chosen", "searched"] = Field(
+        "chosen", description="the setting a gate attacker with a grid reads the records without the refinement at: "
+                              "chosen, the one its nested search chose on the kept pairs (one fit a fold: the "
+                              "readings say how the same attacker read the set before); searched, a nested search "
+                              "inside each training fold, as on the kept pairs (about a dozen fits a fold)")
     min_repeats: Annotated[int, Field(ge=2)] | None = Field(
         2, description="partitions every attacker gets on the kept pairs; each further one (up to `repeats`) only "
                        "while the reading's decisions (within, chance excluded, max_accuracy, the card's words) "

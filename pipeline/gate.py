@@ -41,7 +41,8 @@ def unrefined(kept: list[dict], rejected: list[dict]) -> list[dict]:
 
 def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list[dict], runner=None) -> dict | None:
     """The trained attackers of params.yaml `gate` (kept apart from the adversarial filter's) out of fold on the
-    records without the refinement ("before") and on the kept ones ("after"); `passed` when every attacker is at
+    records without the refinement ("before"; by default each at the setting its grid search chose on the kept
+    pairs, `gate.before_setting`) and on the kept ones ("after"); `passed` when every attacker is at
     or below max_accuracy on the kept records (filters/attackers/gate.py `certify`: what export enforces). With
     `gate.transfer`, every attacker is also fitted on the rejected records and the instrument's pool (never on a
     kept caption) and scored on the kept ones (`transfer`). Every reading on the kept records, within and transfer,
@@ -75,7 +76,10 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
         after = certify(kept, **args, settle=settle)
         # the before readings only describe what the refinement changed: the certification reads the kept pairs
         before_repeats = settings.before_repeats or settings.repeats
-        before = certify(unrefined(kept, rejected), **{**args, "repeats": before_repeats}) if rejected else after
+        before_blocks = (at_chosen_settings(settings.attacker_blocks, after) if settings.before_setting == "chosen"
+                         else settings.attacker_blocks)
+        before = certify(unrefined(kept, rejected), **{**args, "repeats": before_repeats,
+                                                       "blocks": before_blocks}) if rejected else after
     transfer = {}
     if settings.transfer:
         # not starved: every attacker also learns from the pairs the filters removed and the instrument's pool
@@ -91,6 +95,18 @@ def release_gate(params: dict, instrument: str, kept: list[dict], rejected: list
             # per attacker fitted on the removed pairs and the pool, on the kept ones (part of the certification)
             "transfer": transfer,
             "attackers": {name: {"before": before[name], "after": result} for name, result in after.items()}}
+
+
+def at_chosen_settings(blocks: dict[str, dict], readings: dict[str, dict]) -> dict[str, dict]:
+    """The gate's attacker blocks with each grid replaced by the setting its reading on the kept pairs chose
+    (`setting`): the same attacker at one setting, one fit a fold instead of a nested search over the grid. A block
+    without a grid, or a reading without a setting, stays as it is."""
+    fixed = {}
+    for name, block in blocks.items():
+        setting = (readings.get(name) or {}).get("setting")
+        fixed[name] = ({"attacker": block["attacker"], "args": {**(block.get("args") or {}), **setting}}
+                       if block.get("grid") and setting is not None else block)
+    return fixed
 
 
 def certify_readings(after: dict[str, dict], transfer: dict[str, dict], margin: float, alpha: float) -> dict:

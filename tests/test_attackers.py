@@ -263,6 +263,9 @@ def test_certify_multiple_choice_at_chance_and_with_a_shortcut():
                                                                     for c in r["candidates"]]} for r in records]
     solved = certify(cued, blocks, folds=5, seed=0, repeats=2)["word"]
     assert solved["accuracy"] > 0.9 and not solved["passed"] and solved["verdict"] == "target preferred"
+    # a grid's setting is chosen on the target-versus-decoy pairs of every item, as each fold chose on its own
+    grid = {"word": {"attacker": "word_ngram.v1", "grid": {"ngram_range": [[1, 1], [2, 2]]}}}
+    assert certify(cued, grid, folds=5, seed=0, repeats=1)["word"]["setting"] == {"ngram_range": [1, 1]}
 
 
 # ---------------------------------------------------------------------------------------- export refuses, refilter

@@ -573,6 +573,32 @@ def test_the_readings_before_the_refinement_average_their_own_partitions_and_lea
     assert {k: every[k] for k in ("certified", "status", "why")} == {k: gate[k] for k in ("certified", "status", "why")}
 
 
+def test_the_readings_before_the_refinement_take_the_setting_the_search_chose_on_the_kept_pairs():
+    """A gate attacker with a grid reads the unrefined records at the setting its nested search chose on the kept
+    ones (one fit a fold); before_setting: searched runs the search inside each training fold there too."""
+    from foilforge.filters.attackers import certify
+    from foilforge.pipeline.gate import release_gate, unrefined
+
+    kept = word_order(60)
+    rejected = [{**r, "id": f"x{r['id']}", "sample_id": f"x{r['sample_id']}",
+                 "filters": {"plausibility": {"passed": False}}} for r in balanced_records(40, seed=4)]
+    grid = {"ngram_range": [[1, 1], [1, 2]], "C": [0.1, 1.0]}
+    params = {"instruments": {"x": {}}, "attackers": {"word": {"attacker": "word_ngram.v1"}},
+              "gate": {"attackers": ["word"], "repeats": 2, "min_repeats": None, "transfer": False,
+                       "grid": {"word": grid}}}
+    gate = release_gate(params, "x", kept, rejected)
+    after = gate["attackers"]["word"]["after"]
+    assert after["setting"] == {"ngram_range": [1, 2], "C": 0.1}  # a bag of single words cannot read word order
+    chosen = {"word": {"attacker": "word_ngram.v1", "args": {"ngram_range": [1, 2], "C": 0.1}}}
+    before = unrefined(kept, rejected)
+    assert gate["attackers"]["word"]["before"] == certify(before, chosen, folds=5, seed=101, repeats=1)["word"]
+    assert "strongest" not in gate["attackers"]["word"]["before"]["attacker"]
+    searched = release_gate({**params, "gate": {**params["gate"], "before_setting": "searched"}}, "x", kept, rejected)
+    assert searched["attackers"]["word"]["before"] == certify(
+        before, {"word": {"attacker": "word_ngram.v1", "grid": grid}}, folds=5, seed=101, repeats=1)["word"]
+    assert searched["attackers"]["word"]["after"] == after  # the certification reads the kept pairs alone
+
+
 def test_a_reading_settles_only_where_the_partitions_left_cannot_change_a_decision():
     from foilforge.filters.certification import settled
 

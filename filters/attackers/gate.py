@@ -7,7 +7,7 @@ items are answered among their options (filters/attackers/choices.py); chance is
 from __future__ import annotations
 
 from foilforge.attacker import correctness, pairs_from_records
-from foilforge.filters.attackers.choices import choice_items, out_of_fold_choice_runs
+from foilforge.filters.attackers.choices import choice_items, multiple_choice_pairs, out_of_fold_choice_runs
 from foilforge.filters.attackers.grid_search import GridSearchAttacker
 from foilforge.filters.attackers.runs import maker, out_of_fold_runs, run_here, transfer_margins
 from foilforge.filters.certification import Settle
@@ -23,7 +23,8 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
             max_accuracy: float = 0.55, runner=run_here, settle: Settle | None = None) -> dict:
     """The release gate's figures: per attacker, out-of-fold accuracy on the records averaged over up to `repeats`
     fresh grouped partitions (seeds seed, seed+1, ...), with n, ties, Wilson CI, verdict, family, `passed`, the
-    partitions it used (`repeats`) and each one's accuracy (`partitions`).
+    partitions it used (`repeats`) and each one's accuracy (`partitions`); an attacker with a grid also
+    gets the setting its search chooses on all the records (`setting`).
 
     `settle` (filters/certification.py `Settle`): every attacker gets `settle.first` partitions, then one more at
     a time while its reading is not settled, i.e. while its decisions could still change with the partitions left;
@@ -77,9 +78,10 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
         figures = summary(scores, bound, chance)
         out[name] = {"attacker": attacker.describe(), "family": attacker.family, "repeats": used[name],
                      "partitions": [round(a, 4) for a in accuracies(name)] if records else [], **figures}
-        if isinstance(attacker, GridSearchAttacker) and not multiple:
+        if isinstance(attacker, GridSearchAttacker):
             # the setting the nested choice makes on all the records (each fold chose on its training pairs)
-            out[name]["setting"] = attacker.set_params(random_state=seed).choose(pairs)
+            out[name]["setting"] = attacker.set_params(random_state=seed).choose(
+                multiple_choice_pairs(*items) if multiple else pairs)
     return out
 
 
