@@ -101,11 +101,12 @@ def at_chosen_settings(blocks: dict[str, dict], readings: dict[str, dict]) -> di
     """The gate's attacker blocks with each grid replaced by the setting its reading on the kept pairs chose
     (`setting`): the same attacker at one setting, one fit a fold instead of a nested search over the grid. A block
     without a grid, or a reading without a setting, stays as it is."""
+    from foilforge.filters.attackers.grid_search import at_setting
+
     fixed = {}
     for name, block in blocks.items():
         setting = (readings.get(name) or {}).get("setting")
-        fixed[name] = ({"attacker": block["attacker"], "args": {**(block.get("args") or {}), **setting}}
-                       if block.get("grid") and setting is not None else block)
+        fixed[name] = at_setting(block, setting) if block.get("grid") and setting is not None else block
     return fixed
 
 

@@ -99,6 +99,11 @@ def takes_param_key(cls) -> bool:
     return "param_key" in inspect.signature(cls.__init__).parameters
 
 
+def at_setting(block: dict, setting: dict) -> dict:
+    """The attacker block of one grid setting: its attacker, its args with the setting's values, no grid."""
+    return {"attacker": block["attacker"], "args": {**(block.get("args") or {}), **setting}}
+
+
 def build_attacker(block, param_key: str) -> Attacker:
     """An attacker from a params block `{attacker: word_ngram.v1, args: {...}}` (args checked against __init__).
 
@@ -115,8 +120,7 @@ def build_attacker(block, param_key: str) -> Attacker:
         settings = grid_settings(block["grid"], f"{param_key}.grid")
 
         def make(setting, block=block):
-            return build_attacker({"attacker": block["attacker"], "args": {**(block.get("args") or {}), **setting}},
-                                  param_key)
+            return build_attacker(at_setting(block, setting), param_key)
 
         for setting in settings:
             make(setting)  # every combination's arguments checked before any fitting
