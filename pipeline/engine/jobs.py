@@ -98,13 +98,35 @@ class _JobPool:
         return [result for chunk in results for result in chunk]
 
     def stop(self) -> None:
+        """Kill the actors and return once Ray has them dead: ray.kill only asks, and an actor still alive a moment
+        later would run a call made to it and keep its CPUs from the map that comes next."""
         import ray
 
+        killed = []
         for actor in self.actors:
             try:
                 ray.kill(actor)
+                killed.append(actor)
             except Exception:  # its Ray is gone (shut down): nothing left to stop
                 pass
+        for actor in killed:
+            _await_death(actor)
+
+
+def _await_death(actor, timeout_s: float = 60.0) -> None:
+    """Wait until a killed actor refuses calls (Ray says it died); a bounded wait, then an error naming the wait."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"a job-pool actor was killed but still answered calls after {timeout_s:.0f} s")
 
 
 _live_pool: _JobPool | None = None   # the one job pool of this process, while a runner uses it
