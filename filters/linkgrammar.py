@@ -30,6 +30,7 @@ Null-link search is exponential in n on long run-on texts, hence the caps.
 
 from __future__ import annotations
 
+import atexit
 import functools
 
 from foilforge.batching import progress_bar
@@ -53,7 +54,11 @@ def english_dictionary():
     from foilforge.timings import load_section
 
     with load_section("Link Grammar en dictionary"):
-        return linkgrammar.Dictionary("en")
+        dictionary = linkgrammar.Dictionary("en")
+    # closed while the bindings are still loaded: left to the interpreter's teardown, its __del__ can run after
+    # the C functions it calls are gone and print a TypeError to stderr
+    atexit.register(dictionary.__del__)
+    return dictionary
 
 
 class LinkGrammar:

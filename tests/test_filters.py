@@ -105,6 +105,26 @@ def test_link_grammar_prefers_the_grammatical_sentence():
     assert f.valse_extras(good) == {}  # VALSE's grammaticality_scores field means GRUEN
 
 
+def test_link_grammar_dictionary_is_closed_at_exit_while_the_bindings_are_loaded(monkeypatch):
+    """Left to the interpreter's teardown, the dictionary's __del__ could run after the C functions it calls are
+    gone (a TypeError on stderr at the end of a run): it is registered with atexit, which runs before that."""
+    if importlib.util.find_spec("linkgrammar") is None:
+        pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
+    from foilforge.filters import linkgrammar as lg_filter
+
+    at_exit = []
+    monkeypatch.setattr(lg_filter.atexit, "register", at_exit.append)
+    lg_filter.english_dictionary.cache_clear()
+    try:
+        dictionary = lg_filter.english_dictionary()
+        assert dictionary and at_exit == [dictionary.__del__]
+        at_exit[0]()
+        assert not dictionary   # closed: the binding's own check
+        dictionary.__del__()    # and the collector's later call is then a no-op
+    finally:
+        lg_filter.english_dictionary.cache_clear()   # the next test loads a fresh one
+
+
 def test_link_grammar_relative_to_caption_counts_only_what_the_foil_adds():
     if importlib.util.find_spec("linkgrammar") is None:
         pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
