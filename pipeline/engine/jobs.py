@@ -120,13 +120,15 @@ def _await_death(actor, timeout_s: float = 60.0) -> None:
     import ray
 
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while (left := deadline - time.monotonic()) > 0:
         try:
-            ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
+            ray.get(actor.__ray_ready__.remote(), timeout=left)
         except ray.exceptions.RayActorError:
             return
+        except ray.exceptions.GetTimeoutError:  # no answer either way within the bound
+            break
         time.sleep(0.01)
-    raise RuntimeError(f"a job-pool actor was killed but still answered calls after {timeout_s:.0f} s")
+    raise RuntimeError(f"a job-pool actor was killed but had not died after {timeout_s:.0f} s")
 
 
 _live_pool: _JobPool | None = None   # the one job pool of this process, while a runner uses it
