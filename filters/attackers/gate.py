@@ -43,6 +43,7 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
     seeds = [seed + k for k in range(repeats)]
     if multiple:
         options, labels, groups = items
+        pairs = multiple_choice_pairs(*items)   # what a grid's choice reads: the target against each decoy
         chance = float(np.mean([1 / len(o) for o in options]))
         bound = chance + (max_accuracy - 0.5)
     else:
@@ -80,8 +81,7 @@ def certify(records: list[dict], blocks: dict, folds: int = 5, seed: int = 1, re
                      "partitions": [round(a, 4) for a in accuracies(name)] if records else [], **figures}
         if isinstance(attacker, GridSearchAttacker):
             # the setting the nested choice makes on all the records (each fold chose on its training pairs)
-            out[name]["setting"] = attacker.set_params(random_state=seed).choose(
-                multiple_choice_pairs(*items) if multiple else pairs)
+            out[name]["setting"] = attacker.set_params(random_state=seed).choose(pairs)
     return out
 
 
