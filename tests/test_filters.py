@@ -16,6 +16,10 @@ from foilforge.filters.gruen import split_sentences
 from foilforge.pipeline.stages import cli
 from tests.tiny_models import WORDS
 
+# make setup installs Debian's python3-link-grammar and links it into .venv; a plain pip install has no bindings
+needs_link_grammar = pytest.mark.skipif(importlib.util.find_spec("linkgrammar") is None,
+                                        reason="Link Grammar bindings (Debian python3-link-grammar) not installed")
+
 PUNCT = str.maketrans("", "", string.punctuation)
 LABELS_GENERIC = {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
 
@@ -93,9 +97,8 @@ def test_gruen_refuses_a_cola_model_without_trained_head(tiny_models):
         build_filter(params, "grammaticality").score([{"foil": "a man is sitting."}])
 
 
+@needs_link_grammar
 def test_link_grammar_prefers_the_grammatical_sentence():
-    if importlib.util.find_spec("linkgrammar") is None:
-        pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
     f = build_filter({"filters": {"grammaticality": {"variant": "linkgrammar"}}}, "grammaticality")
     good, bad = f.score([{"foil": "The dog runs in the park."}, {"foil": "Dog the park in runs the."}])
     assert good["score"] > bad["score"]
@@ -105,11 +108,10 @@ def test_link_grammar_prefers_the_grammatical_sentence():
     assert f.valse_extras(good) == {}  # VALSE's grammaticality_scores field means GRUEN
 
 
+@needs_link_grammar
 def test_link_grammar_dictionary_is_closed_at_exit_while_the_bindings_are_loaded(monkeypatch):
     """Left to the interpreter's teardown, the dictionary's __del__ could run after the C functions it calls are
     gone (a TypeError on stderr at the end of a run): it is registered with atexit, which runs before that."""
-    if importlib.util.find_spec("linkgrammar") is None:
-        pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
     from foilforge.filters import linkgrammar as lg_filter
 
     at_exit = []
@@ -125,9 +127,8 @@ def test_link_grammar_dictionary_is_closed_at_exit_while_the_bindings_are_loaded
         lg_filter.english_dictionary.cache_clear()   # the next test loads a fresh one
 
 
+@needs_link_grammar
 def test_link_grammar_relative_to_caption_counts_only_what_the_foil_adds():
-    if importlib.util.find_spec("linkgrammar") is None:
-        pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
     params = {"filters": {"grammaticality": {"variant": "linkgrammar", "relative_to_caption": True}}}
     f = build_filter(params, "grammaticality")
     fragment = "A bathroom with a towel hanging on the wall"  # verbless, as COCO captions often are
@@ -142,10 +143,9 @@ def test_link_grammar_relative_to_caption_counts_only_what_the_foil_adds():
         build_filter({"filters": {"grammaticality": {"variant": "gruen", "relative_to_caption": True}}}, "grammaticality")
 
 
+@needs_link_grammar
 def test_link_grammar_catches_the_agreement_error_spacy_missed():
     """spaCy's small model tags "leans" as a plural noun here, so the plurals foiler left it; the filter rejects it."""
-    if importlib.util.find_spec("linkgrammar") is None:
-        pytest.skip("Link Grammar bindings (Debian python3-link-grammar) not installed")
     f = build_filter({"filters": {"grammaticality": {"variant": "linkgrammar", "relative_to_caption": True}}}, "grammaticality")
     caption = "Exactly one woman in a sheer dress leans down while holding an umbrella."
     wrong, right = f.score([{"caption": caption, "foil": "Some women in a sheer dress leans down while holding an umbrella."},
